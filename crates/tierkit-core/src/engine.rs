@@ -1,0 +1,642 @@
+//! Layer 6: the engine. Feeds the records of a trace to a policy, keeps the mechanics, the
+//! tracking and the timing model in step, calls the policy's hooks in their documented order
+//! (see [`crate::policy`]), checks the invariants and builds the statistics tree.
+//!
+//! The loop is generic over the policy and the timing model, so each pair is compiled into
+//! its own loop: no dynamic dispatch and no allocation per access. Dynamic dispatch happens
+//! once per run ([`Runnable`]) and once per batch (the record source).
+
+use crate::error::{Error, Result};
+use crate::mechanics::{Memory, MigrationStats, TierId, UNPLACED};
+use crate::pagemap::PageMap;
+use crate::platform::{Platform, Resolved};
+use crate::policy::{self, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
+use crate::timing::{RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
+use crate::trace::summary::Summary;
+use crate::trace::synth::{SynthSource, SynthSpec};
+use crate::trace::{Batch, RecordSource, TraceInput, BATCH_RECORDS};
+use crate::tracking::{FutureCounts, Tracking};
+use crate::units::{Capacity, Period};
+use serde::Serialize;
+
+/// Something that can be opened as a trace, possibly several times.
+pub trait TraceOpener: Sync {
+    fn open(&self) -> Result<Box<dyn RecordSource>>;
+    fn summary(&self) -> Result<Summary>;
+    fn describe(&self) -> String;
+    fn format_name(&self) -> String;
+}
+
+impl TraceOpener for TraceInput {
+    fn open(&self) -> Result<Box<dyn RecordSource>> {
+        TraceInput::open(self)
+    }
+    fn summary(&self) -> Result<Summary> {
+        TraceInput::summary(self)
+    }
+    fn describe(&self) -> String {
+        self.display()
+    }
+    fn format_name(&self) -> String {
+        self.resolved_format().map(|f| f.name().to_string()).unwrap_or_default()
+    }
+}
+
+impl TraceOpener for SynthSpec {
+    fn open(&self) -> Result<Box<dyn RecordSource>> {
+        Ok(Box::new(SynthSource::new(self.clone())?))
+    }
+    fn summary(&self) -> Result<Summary> {
+        crate::trace::summary::scan(self.open()?.as_mut())
+    }
+    fn describe(&self) -> String {
+        format!("synth:{}", self.kind.name())
+    }
+    fn format_name(&self) -> String {
+        "synth".into()
+    }
+}
+
+/// Called after every batch with (bytes or records done, total if known); returning false
+/// stops the run with [`Error::Interrupted`].
+pub type ProgressFn<'a> = dyn FnMut(u64, Option<u64>) -> bool + 'a;
+
+/// One simulation to run.
+pub struct Job<'a> {
+    pub trace: &'a dyn TraceOpener,
+    /// The trace's summary, if already known (saves a pass when comparing policies).
+    pub summary: Option<Summary>,
+    pub platform: Platform,
+    /// Capacity overrides by tier index (`--fast-capacity` is tier 0).
+    pub capacity: Vec<(usize, Capacity)>,
+    pub timing: TimingKind,
+    /// Check the mechanics' invariants from scratch at every period boundary as well as at
+    /// the end (always on in debug builds).
+    pub paranoid: bool,
+    pub progress: Option<&'a mut ProgressFn<'a>>,
+    /// Filled by [`simulate`]: the policy as the user wrote it, and its full parameters.
+    pub policy_label: String,
+    pub params: Option<Params>,
+}
+
+impl<'a> Job<'a> {
+    pub fn new(trace: &'a dyn TraceOpener, platform: Platform) -> Job<'a> {
+        Job {
+            trace,
+            summary: None,
+            platform,
+            capacity: Vec::new(),
+            timing: TimingKind::Simple,
+            paranoid: cfg!(debug_assertions),
+            progress: None,
+            policy_label: String::new(),
+            params: None,
+        }
+    }
+
+    fn summary(&mut self) -> Result<Summary> {
+        if self.summary.is_none() {
+            self.summary = Some(self.trace.summary()?);
+        }
+        Ok(self.summary.clone().unwrap())
+    }
+}
+
+/// A policy ready to run; the bridge from the registry's dynamic world to the generic loop.
+pub trait Runnable {
+    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult>;
+}
+
+impl<P: Policy> Runnable for P {
+    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult> {
+        run_policy(*self, job)
+    }
+}
+
+/// Statistics of one tier.
+#[derive(Clone, Debug, Serialize)]
+pub struct TierStats {
+    pub name: String,
+    #[serde(flatten)]
+    pub counters: TierCounters,
+    /// Capacity in pages (`null` when unlimited).
+    pub capacity_pages: Option<u64>,
+    /// Pages in the tier at the end of the run.
+    pub used_pages: u64,
+    pub energy_j: f64,
+}
+
+/// The exact configuration that produced a result.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunConfig {
+    pub tierkit_version: &'static str,
+    pub trace: String,
+    pub trace_format: String,
+    pub trace_digest: Option<String>,
+    pub policy: String,
+    pub timing: &'static str,
+    pub page_size: u64,
+    pub platform: Resolved,
+}
+
+/// The statistics tree, mirroring the components.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatsTree {
+    pub platform: PlatformStats,
+    pub policy: serde_json::Value,
+    pub migration: MigrationStats,
+    pub timing: serde_json::Value,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PlatformStats {
+    pub name: String,
+    pub tiers: Vec<TierStats>,
+}
+
+/// The result of one run. The top-level numbers are the ones every front end shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimResult {
+    pub trace: String,
+    pub platform: String,
+    pub policy: String,
+    pub timing: &'static str,
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub pages: u64,
+    pub runtime_ns: f64,
+    pub fast_hit_ratio: f64,
+    pub migrations: u64,
+    pub migrated_bytes: u64,
+    pub migration_time_ns: f64,
+    pub energy_j: f64,
+    pub ipc: Option<f64>,
+    pub periods: u64,
+    pub fast_capacity_pages: Option<u64>,
+    pub stats: StatsTree,
+    pub config: RunConfig,
+}
+
+/// Parse a policy spec, build it and run it.
+pub fn simulate(job: &mut Job, spec: &PolicySpec) -> Result<SimResult> {
+    let (runnable, params) = policy::build(spec)?;
+    job.policy_label = spec.to_string_short();
+    job.params = Some(params);
+    runnable.run(job)
+}
+
+/// Run an already-built policy (Rust API and Python policies).
+pub fn run_policy<P: Policy>(policy: P, job: &mut Job) -> Result<SimResult> {
+    match job.timing {
+        TimingKind::Simple => run_with(policy, job, |r, s| SimpleTiming::new(r, s)),
+        TimingKind::Detailed => Err(Error::config("--timing", "the detailed model is not built yet")),
+    }
+}
+
+/// Reads ahead of the main loop to give oracles the next period's counts.
+struct Lookahead {
+    src: Box<dyn RecordSource>,
+    batch: Batch,
+    pos: usize,
+    /// index of the next access the lookahead will read
+    index: u64,
+    done: bool,
+}
+
+impl Lookahead {
+    /// Count into `fut` the accesses of the period starting at access `start` (accesses
+    /// unit: indices [start, start + n); insn unit: instruction counts [start, start + n)).
+    fn count_period(&mut self, pm: &mut PageMap, fut: &mut FutureCounts, unit: Period, start: u64) -> Result<()> {
+        for &p in &fut.touched {
+            fut.count[p as usize] = 0;
+        }
+        fut.touched.clear();
+        loop {
+            if self.pos >= self.batch.len() {
+                if self.done || !self.src.next_batch(&mut self.batch)? {
+                    self.done = true;
+                    return Ok(());
+                }
+                self.pos = 0;
+                if self.batch.len() == 0 {
+                    continue;
+                }
+            }
+            let (before, after) = match unit {
+                Period::Accesses(n) => (self.index < start, self.index >= start + n),
+                Period::Insn(n) => {
+                    let i = self.batch.insn[self.pos];
+                    (i < start, i >= start + n)
+                }
+                Period::Ns(_) => unreachable!("checked before the run"),
+            };
+            if after {
+                return Ok(());
+            }
+            let page = pm.id(self.batch.addr[self.pos]) as usize;
+            if !before {
+                if fut.count.len() <= page {
+                    fut.count.resize((page + 1).max(fut.count.len() * 2), 0);
+                }
+                if fut.count[page] == 0 {
+                    fut.touched.push(page as u32);
+                }
+                fut.count[page] += 1;
+            }
+            self.pos += 1;
+            self.index += 1;
+        }
+    }
+}
+
+struct Boundaries {
+    unit: Option<Period>,
+    next_acc: u64,
+    next_insn: u64,
+    next_ns: f64,
+}
+
+impl Boundaries {
+    fn new(p: Option<Period>) -> Boundaries {
+        let mut b = Boundaries { unit: p, next_acc: u64::MAX, next_insn: u64::MAX, next_ns: f64::INFINITY };
+        match p {
+            Some(Period::Accesses(n)) => b.next_acc = n,
+            Some(Period::Insn(n)) => b.next_insn = n,
+            Some(Period::Ns(n)) => b.next_ns = n as f64,
+            None => {}
+        }
+        b
+    }
+    /// Start of the period that begins at the boundary just crossed (in the period's unit).
+    fn start_and_advance(&mut self) -> u64 {
+        match self.unit {
+            Some(Period::Accesses(n)) => {
+                let s = self.next_acc;
+                self.next_acc += n;
+                s
+            }
+            Some(Period::Insn(n)) => {
+                let s = self.next_insn;
+                self.next_insn += n;
+                s
+            }
+            Some(Period::Ns(n)) => {
+                let s = self.next_ns;
+                self.next_ns += n as f64;
+                s as u64
+            }
+            None => unreachable!(),
+        }
+    }
+}
+
+struct State<'p, T> {
+    pm: PageMap,
+    mem: Memory,
+    track: Tracking,
+    future: FutureCounts,
+    look: Option<Lookahead>,
+    timing: T,
+    tiers: Vec<TierCounters>,
+    now: Now,
+    resolved: &'p Resolved,
+    line_bytes: u64,
+    page_bytes: u64,
+    paranoid: bool,
+}
+
+impl<'p, T: Timing> State<'p, T> {
+    #[inline]
+    fn ctx(&mut self) -> Ctx<'_> {
+        Ctx {
+            mem: &mut self.mem,
+            track: &self.track,
+            future: if self.look.is_some() { Some(&self.future) } else { None },
+            now: self.now,
+            platform: self.resolved,
+            pages: self.pm.len(),
+        }
+    }
+
+    /// Hand the operations the mechanics carried out to the timing model.
+    #[inline]
+    fn drain_ops(&mut self) {
+        for op in self.mem.ops.drain(..) {
+            self.timing.migration(&op);
+            self.tiers[op.from as usize].bytes_read += self.page_bytes;
+            self.tiers[op.to as usize].bytes_written += self.page_bytes;
+        }
+    }
+
+    fn boundary<P: Policy>(&mut self, policy: &mut P, b: &mut Boundaries) -> Result<()> {
+        let start = b.start_and_advance();
+        self.track.end_period();
+        self.now.period += 1;
+        if let Some(look) = self.look.as_mut() {
+            look.count_period(&mut self.pm, &mut self.future, b.unit.unwrap(), start)?;
+            let n = self.pm.len();
+            self.mem.grow(n);
+            self.track.grow(n);
+        }
+        let mut ctx = self.ctx();
+        policy.on_period(&mut ctx)?;
+        self.drain_ops();
+        self.timing.period();
+        if self.paranoid {
+            self.mem.check_invariants()?;
+        }
+        Ok(())
+    }
+}
+
+fn check_needs(needs: &Needs, period: Option<Period>, has_insn: bool, compat: Compat, timing: TimingKind, label: &str) -> Result<()> {
+    let key = format!("policy '{label}'");
+    if let Some(Period::Insn(_)) = period {
+        if !has_insn {
+            return Err(Error::config(key, "its period is in instructions, but the trace has no instruction counts; give it in accesses (e.g. period=100K) or ns"));
+        }
+    }
+    if needs.future && matches!(period, Some(Period::Ns(_))) {
+        return Err(Error::config(key, "an oracle cannot look ahead by simulated time; give its period in accesses or instructions"));
+    }
+    if compat == Compat::CoriSim && timing != TimingKind::Simple {
+        return Err(Error::config(key, "compat=cori-sim reproduces the simple timing model; run it with --timing simple"));
+    }
+    Ok(())
+}
+
+fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: impl FnOnce(&Resolved, TimingSetup) -> T) -> Result<SimResult> {
+    let needs = policy.needs();
+    let period = policy.period();
+    let compat = policy.compat();
+    let label = if job.policy_label.is_empty() { "policy".to_string() } else { job.policy_label.clone() };
+
+    let mut src = job.trace.open()?;
+    let meta = src.meta().clone();
+    check_needs(&needs, period, meta.time_insn, compat, job.timing, &label)?;
+    let page_bytes = meta.page_size;
+
+    // capacities: fractions need the footprint
+    let needs_footprint = job.capacity.iter().any(|(_, c)| matches!(c, Capacity::Fraction(_)))
+        || job.platform.tiers.iter().any(|t| t.capacity.is_some());
+    let summary = if needs_footprint { Some(job.summary()?) } else { job.summary.clone() };
+    let footprint = summary.as_ref().map(|s| s.pages).unwrap_or(0);
+    for (i, _) in &job.capacity {
+        if *i >= job.platform.tiers.len() {
+            return Err(Error::config("capacity", format!("platform {} has no tier {i}", job.platform.name)));
+        }
+    }
+    let mut overrides = job.capacity.clone();
+    if needs.unlimited_capacity {
+        overrides = (0..job.platform.tiers.len()).map(|i| (i, Capacity::Unlimited)).collect();
+    }
+    let resolved = job.platform.resolve(footprint, page_bytes, &overrides)?;
+
+    let setup = TimingSetup {
+        compat,
+        period_accesses: match period {
+            Some(Period::Accesses(n)) => Some(n),
+            _ => None,
+        },
+        has_insn: meta.time_insn,
+    };
+    let n_tiers = resolved.tiers();
+    let mut st = State {
+        pm: PageMap::new(page_bytes),
+        mem: Memory::new(&resolved.capacity_pages, page_bytes),
+        track: Tracking::new(needs.counts, needs.rw_counts, needs.recency),
+        future: FutureCounts::default(),
+        look: None,
+        timing: make_timing(&resolved, setup),
+        tiers: vec![TierCounters::default(); n_tiers],
+        now: Now::default(),
+        resolved: &resolved,
+        line_bytes: meta.line_size,
+        page_bytes,
+        paranoid: job.paranoid,
+    };
+
+    if needs.all_pages_upfront {
+        let mut pre = job.trace.open()?;
+        let mut b = Batch::with_capacity(BATCH_RECORDS);
+        while pre.next_batch(&mut b)? {
+            for &a in &b.addr {
+                st.pm.id(a);
+            }
+        }
+    }
+    if needs.future {
+        st.look = Some(Lookahead { src: job.trace.open()?, batch: Batch::default(), pos: 0, index: 0, done: false });
+    }
+    let n = st.pm.len();
+    st.mem.grow(n);
+    st.track.grow(n);
+    {
+        let mut ctx = st.ctx();
+        policy.init(&mut ctx)?;
+    }
+    st.drain_ops();
+
+    let mut bounds = Boundaries::new(period);
+    let ns_periods = matches!(period, Some(Period::Ns(_)));
+    let line = st.line_bytes;
+    let mut k: u64 = 0;
+    let mut last_insn = 0u64;
+    let mut reads = 0u64;
+    let mut batch = Batch::with_capacity(BATCH_RECORDS);
+
+    while src.next_batch(&mut batch)? {
+        let mut ev = 0usize;
+        let nev = batch.events.len();
+        for i in 0..batch.len() {
+            if ev < nev && batch.events[ev].at as usize <= i {
+                while ev < nev && batch.events[ev].at as usize <= i {
+                    if needs.events {
+                        st.now.accesses = k;
+                        let mut ctx = st.ctx();
+                        policy.on_event(&batch.events[ev], &mut ctx)?;
+                        st.drain_ops();
+                    }
+                    ev += 1;
+                }
+            }
+            let addr = batch.addr[i];
+            let write = batch.write[i];
+            let insn = batch.insn[i];
+            if k == bounds.next_acc || insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns) {
+                st.now.accesses = k;
+                st.now.insn = insn;
+                st.now.ns = st.timing.now_ns();
+                loop {
+                    st.boundary(&mut policy, &mut bounds)?;
+                    let again = insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns);
+                    if !again {
+                        break;
+                    }
+                }
+            }
+            let page = st.pm.id(addr);
+            if page as usize >= st.mem.slots() {
+                st.mem.grow(page as usize + 1);
+                st.track.grow(page as usize + 1);
+            }
+            let mut tier = st.mem.tier(page);
+            if tier == UNPLACED {
+                st.now.accesses = k;
+                let mut ctx = st.ctx();
+                tier = policy.place(page, &mut ctx);
+                st.mem.place(page, tier).map_err(|e| placement_error(&label, e))?;
+            }
+            let mut probe = NO_TIER;
+            if P::PER_ACCESS {
+                st.now.accesses = k;
+                st.now.insn = insn;
+                let mut ctx = st.ctx();
+                let s = policy.on_access(page, addr, write, &mut ctx);
+                if s.tier != RESIDENT {
+                    tier = s.tier;
+                }
+                probe = s.probe;
+                for x in &s.extra[..s.n_extra as usize] {
+                    let c = &mut st.tiers[x.tier as usize];
+                    if x.write {
+                        c.extra_writes += 1;
+                        c.bytes_written += line;
+                    } else {
+                        c.extra_reads += 1;
+                        c.bytes_read += line;
+                    }
+                    st.timing.traffic(x.tier, x.write);
+                }
+                if probe != NO_TIER {
+                    let c = &mut st.tiers[probe as usize];
+                    c.probes += 1;
+                    c.bytes_read += line;
+                }
+                if !st.mem.ops.is_empty() {
+                    st.drain_ops();
+                }
+            }
+            st.track.record(page, write, k);
+            let c = &mut st.tiers[tier as usize];
+            if write {
+                c.writes += 1;
+                c.bytes_written += line;
+            } else {
+                c.reads += 1;
+                c.bytes_read += line;
+                reads += 1;
+            }
+            st.timing.access(tier, write, probe, insn);
+            last_insn = insn;
+            k += 1;
+        }
+        if needs.events {
+            while ev < nev {
+                st.now.accesses = k;
+                let mut ctx = st.ctx();
+                policy.on_event(&batch.events[ev], &mut ctx)?;
+                st.drain_ops();
+                ev += 1;
+            }
+        }
+        if let Some(cb) = job.progress.as_mut() {
+            let p = src.progress();
+            if !cb(p.bytes_read, p.bytes_total) {
+                return Err(Error::Interrupted);
+            }
+        }
+    }
+    let digest = src.digest();
+    drop(src);
+
+    // -- invariants: every access counted once, capacities, every migrated byte
+    st.mem.check_invariants()?;
+    let served: u64 = st.tiers.iter().map(|t| t.reads + t.writes).sum();
+    if served != k {
+        return Err(Error::Invariant(format!("{k} accesses read but {served} served")));
+    }
+    if let Some(s) = &summary {
+        if s.accesses != k {
+            return Err(Error::Invariant(format!("the trace summary counts {} accesses, the run read {k}", s.accesses)));
+        }
+    }
+    let ms = &st.mem.stats;
+    let moved_in: u64 = st.tiers.iter().map(|t| t.bytes_written).sum::<u64>() - st.tiers.iter().map(|t| (t.writes + t.extra_writes) * line).sum::<u64>();
+    if moved_in != ms.migrated_bytes {
+        return Err(Error::Invariant(format!("{} bytes migrated but {} bytes arrived at tiers", ms.migrated_bytes, moved_in)));
+    }
+
+    let periods = if period.is_some() { st.now.period + 1 } else { 0 };
+    let counters = RunCounters {
+        accesses: k,
+        tiers: st.tiers.clone(),
+        migrations: ms.migrations,
+        periods,
+        line_bytes: line,
+        page_bytes,
+        instructions: meta.time_insn.then_some(last_insn),
+    };
+    let report: TimingReport = st.timing.finish(&counters);
+
+    let mut tiers = Vec::with_capacity(n_tiers);
+    let mut energy = 0.0;
+    for (i, c) in st.tiers.iter().enumerate() {
+        let t = &resolved.platform.tiers[i];
+        let e = (c.bytes_read as f64 * 8.0 * t.read_energy_pj_per_bit + c.bytes_written as f64 * 8.0 * t.write_energy_pj_per_bit) * 1e-12;
+        energy += e;
+        let cap = resolved.capacity_pages[i];
+        tiers.push(TierStats {
+            name: t.name.clone(),
+            counters: c.clone(),
+            capacity_pages: (cap != u64::MAX).then_some(cap),
+            used_pages: st.mem.used(i as TierId),
+            energy_j: e,
+        });
+    }
+    let fast = st.tiers[0].reads + st.tiers[0].writes;
+    let cap0 = resolved.capacity_pages[0];
+    Ok(SimResult {
+        trace: job.trace.describe(),
+        platform: resolved.platform.name.clone(),
+        policy: label,
+        timing: job.timing.name(),
+        accesses: k,
+        reads,
+        writes: k - reads,
+        pages: st.pm.len() as u64,
+        runtime_ns: report.runtime_ns,
+        fast_hit_ratio: if k > 0 { fast as f64 / k as f64 } else { 0.0 },
+        migrations: ms.migrations,
+        migrated_bytes: ms.migrated_bytes,
+        migration_time_ns: report.migration_time_ns,
+        energy_j: energy,
+        ipc: report.ipc,
+        periods,
+        fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
+        stats: StatsTree {
+            platform: PlatformStats { name: resolved.platform.name.clone(), tiers },
+            policy: policy.report(),
+            migration: st.mem.stats.clone(),
+            timing: report.detail,
+        },
+        config: RunConfig {
+            tierkit_version: env!("CARGO_PKG_VERSION"),
+            trace: job.trace.describe(),
+            trace_format: job.trace.format_name(),
+            trace_digest: digest,
+            policy: job.params.as_ref().map(|p| p.canonical()).unwrap_or_else(|| job.policy_label.clone()),
+            timing: job.timing.name(),
+            page_size: page_bytes,
+            platform: resolved.clone(),
+        },
+    })
+}
+
+fn placement_error(label: &str, e: Error) -> Error {
+    match e {
+        Error::Invariant(m) => Error::Invariant(format!("policy '{label}': {m}")),
+        other => other,
+    }
+}

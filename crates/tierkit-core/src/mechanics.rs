@@ -1,0 +1,247 @@
+//! Layer 3: migration mechanics. Policies *request* placements, one-way moves and swaps;
+//! this module carries them out, enforces capacities (a checked invariant, in release builds
+//! too) and accounts every page and byte moved. The timing model charges the costs of the
+//! operations recorded here.
+
+use crate::error::{Error, Result};
+use crate::pagemap::PageId;
+use serde::Serialize;
+
+pub type TierId = u8;
+/// The tier of a page not yet placed.
+pub const UNPLACED: TierId = u8::MAX;
+
+/// One page moved from one tier to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MigrationOp {
+    pub page: PageId,
+    pub from: TierId,
+    pub to: TierId,
+    /// Part of a swap (two pages exchanging tiers).
+    pub swap: bool,
+}
+
+/// Counters of the migration mechanics (the `migration` subtree of the statistics).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MigrationStats {
+    /// Pages moved (a swap moves two).
+    pub migrations: u64,
+    pub migrated_bytes: u64,
+    /// Moves to a faster tier (lower index).
+    pub promotions: u64,
+    /// Moves to a slower tier.
+    pub demotions: u64,
+    /// Swap operations (each counted in `migrations` twice).
+    pub swaps: u64,
+    /// `moves[from][to]`: pages moved between each pair of tiers.
+    pub moves: Vec<Vec<u64>>,
+    /// Bytes leaving / arriving at each tier by migration.
+    pub bytes_out: Vec<u64>,
+    pub bytes_in: Vec<u64>,
+}
+
+/// Where every page lives, and the capacity of every tier.
+pub struct Memory {
+    tier_of: Vec<TierId>,
+    used: Vec<u64>,
+    capacity: Vec<u64>,
+    page_bytes: u64,
+    /// Operations carried out since the timing model last took them.
+    pub ops: Vec<MigrationOp>,
+    pub stats: MigrationStats,
+    placed: u64,
+}
+
+impl Memory {
+    pub fn new(capacity_pages: &[u64], page_bytes: u64) -> Memory {
+        let n = capacity_pages.len();
+        assert!((2..UNPLACED as usize).contains(&n));
+        Memory {
+            tier_of: Vec::new(),
+            used: vec![0; n],
+            capacity: capacity_pages.to_vec(),
+            page_bytes,
+            ops: Vec::new(),
+            stats: MigrationStats { moves: vec![vec![0; n]; n], bytes_out: vec![0; n], bytes_in: vec![0; n], ..Default::default() },
+            placed: 0,
+        }
+    }
+
+    /// Make room for page ids below `n`.
+    #[inline]
+    pub fn grow(&mut self, n: usize) {
+        if n > self.tier_of.len() {
+            let want = n.max(self.tier_of.len() * 2).max(1024);
+            self.tier_of.resize(want, UNPLACED);
+        }
+    }
+
+    #[inline(always)]
+    pub fn tier(&self, page: PageId) -> TierId {
+        self.tier_of[page as usize]
+    }
+
+    pub fn tiers(&self) -> usize {
+        self.capacity.len()
+    }
+    pub fn used(&self, tier: TierId) -> u64 {
+        self.used[tier as usize]
+    }
+    pub fn capacity(&self, tier: TierId) -> u64 {
+        self.capacity[tier as usize]
+    }
+    /// Free frames (pages) in a tier.
+    #[inline]
+    pub fn free(&self, tier: TierId) -> u64 {
+        self.capacity[tier as usize] - self.used[tier as usize]
+    }
+    pub fn page_bytes(&self) -> u64 {
+        self.page_bytes
+    }
+    /// Pages placed so far.
+    pub fn placed(&self) -> u64 {
+        self.placed
+    }
+    /// Highest page id + 1 that has a slot (placed or not).
+    pub fn slots(&self) -> usize {
+        self.tier_of.len()
+    }
+    pub fn tier_of(&self) -> &[TierId] {
+        &self.tier_of
+    }
+
+    /// The fastest tier with a free frame at or after `from`, if any.
+    pub fn first_free_from(&self, from: TierId) -> Option<TierId> {
+        (from as usize..self.capacity.len()).find(|&t| self.used[t] < self.capacity[t]).map(|t| t as TierId)
+    }
+
+    /// Place a page on first touch.
+    #[inline]
+    pub fn place(&mut self, page: PageId, tier: TierId) -> Result<()> {
+        let t = tier as usize;
+        if t >= self.capacity.len() {
+            return Err(Error::Invariant(format!("placement of page {page} in tier {tier}, which does not exist")));
+        }
+        if self.tier_of[page as usize] != UNPLACED {
+            return Err(Error::Invariant(format!("page {page} placed twice")));
+        }
+        if self.used[t] >= self.capacity[t] {
+            return Err(Error::Invariant(format!("placement of page {page} in tier {tier}, which is full ({} pages)", self.capacity[t])));
+        }
+        self.used[t] += 1;
+        self.placed += 1;
+        self.tier_of[page as usize] = tier;
+        Ok(())
+    }
+
+    fn account(&mut self, page: PageId, from: TierId, to: TierId, swap: bool) {
+        let s = &mut self.stats;
+        s.migrations += 1;
+        s.migrated_bytes += self.page_bytes;
+        if to < from {
+            s.promotions += 1;
+        } else {
+            s.demotions += 1;
+        }
+        s.moves[from as usize][to as usize] += 1;
+        s.bytes_out[from as usize] += self.page_bytes;
+        s.bytes_in[to as usize] += self.page_bytes;
+        self.ops.push(MigrationOp { page, from, to, swap });
+    }
+
+    /// Move a page to another tier with a free frame.
+    pub fn migrate(&mut self, page: PageId, to: TierId) -> Result<()> {
+        let from = self.tier_of.get(page as usize).copied().unwrap_or(UNPLACED);
+        if from == UNPLACED {
+            return Err(Error::Invariant(format!("migration of page {page}, which is not placed")));
+        }
+        if to as usize >= self.capacity.len() || to == from {
+            return Err(Error::Invariant(format!("migration of page {page} from tier {from} to tier {to}")));
+        }
+        if self.used[to as usize] >= self.capacity[to as usize] {
+            return Err(Error::Invariant(format!("migration of page {page} into full tier {to}")));
+        }
+        self.used[from as usize] -= 1;
+        self.used[to as usize] += 1;
+        self.tier_of[page as usize] = to;
+        self.account(page, from, to, false);
+        Ok(())
+    }
+
+    /// Exchange the tiers of two pages in different tiers (capacity unchanged).
+    pub fn swap(&mut self, a: PageId, b: PageId) -> Result<()> {
+        let ta = self.tier_of.get(a as usize).copied().unwrap_or(UNPLACED);
+        let tb = self.tier_of.get(b as usize).copied().unwrap_or(UNPLACED);
+        if ta == UNPLACED || tb == UNPLACED || ta == tb {
+            return Err(Error::Invariant(format!("swap of pages {a} (tier {ta}) and {b} (tier {tb})")));
+        }
+        self.tier_of[a as usize] = tb;
+        self.tier_of[b as usize] = ta;
+        self.stats.swaps += 1;
+        self.account(a, ta, tb, true);
+        self.account(b, tb, ta, true);
+        Ok(())
+    }
+
+    /// Verify the bookkeeping from scratch: per-tier usage matches the page map, no tier is
+    /// over capacity, every migrated byte left one tier and arrived at another.
+    pub fn check_invariants(&self) -> Result<()> {
+        let mut count = vec![0u64; self.capacity.len()];
+        for &t in &self.tier_of {
+            if t != UNPLACED {
+                count[t as usize] += 1;
+            }
+        }
+        if count != self.used {
+            return Err(Error::Invariant(format!("tier usage {:?} disagrees with the page map {:?}", self.used, count)));
+        }
+        for (t, (&u, &c)) in self.used.iter().zip(&self.capacity).enumerate() {
+            if u > c {
+                return Err(Error::Invariant(format!("tier {t} holds {u} pages, over its capacity of {c}")));
+            }
+        }
+        if count.iter().sum::<u64>() != self.placed {
+            return Err(Error::Invariant("placed page count disagrees with the page map".into()));
+        }
+        let s = &self.stats;
+        let (out, inn): (u64, u64) = (s.bytes_out.iter().sum(), s.bytes_in.iter().sum());
+        let moved: u64 = s.moves.iter().flatten().sum();
+        if out != s.migrated_bytes || inn != s.migrated_bytes || moved != s.migrations || s.migrations * self.page_bytes != s.migrated_bytes {
+            return Err(Error::Invariant(format!(
+                "migrated bytes do not balance: {} out, {} in, {} recorded for {} migrations",
+                out, inn, s.migrated_bytes, s.migrations
+            )));
+        }
+        if s.promotions + s.demotions != s.migrations {
+            return Err(Error::Invariant("promotions + demotions != migrations".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_enforced_and_moves_accounted() {
+        let mut m = Memory::new(&[2, 10], 4096);
+        m.grow(5);
+        m.place(0, 0).unwrap();
+        m.place(1, 0).unwrap();
+        assert!(m.place(2, 0).is_err(), "tier 0 is full");
+        m.place(2, 1).unwrap();
+        assert!(m.migrate(2, 0).is_err(), "no free frame in tier 0");
+        m.swap(0, 2).unwrap();
+        assert_eq!((m.tier(0), m.tier(2)), (1, 0));
+        m.migrate(1, 1).unwrap();
+        m.migrate(0, 0).unwrap();
+        assert_eq!(m.stats.migrations, 4);
+        assert_eq!(m.stats.migrated_bytes, 4 * 4096);
+        assert_eq!(m.stats.promotions, 2);
+        assert_eq!(m.stats.swaps, 1);
+        assert_eq!(m.ops.len(), 4);
+        m.check_invariants().unwrap();
+        assert!(m.place(0, 1).is_err(), "placed twice");
+    }
+}

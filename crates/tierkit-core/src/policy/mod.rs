@@ -1,0 +1,216 @@
+//! Layer 5: policies — decisions only. A policy says where a new page goes, and, from what
+//! its [tracking](crate::tracking) lets it observe, which pages to move and when; the
+//! [mechanics](crate::mechanics) carry the moves out.
+//!
+//! Adding a policy is one file plus one line in [`REGISTRY`]: the file implements [`Policy`]
+//! and exports a [`PolicyInfo`] that declares the name, a one-line summary, the paper it
+//! follows and each parameter with its type, unit, default and source. `tierkit policies`
+//! is generated from those declarations, and the same declarations parse `NAME:key=value`.
+//!
+//! Calling order, per run (the engine guarantees it):
+//! 1. [`Policy::needs`] once, before anything else;
+//! 2. [`Policy::init`] once, before the first access (after the pre-pass, if asked for);
+//! 3. for each access, in trace order: [`Policy::place`] if the page has never been touched
+//!    (its return value is where the page goes), then [`Policy::on_access`] (only for
+//!    policies with `PER_ACCESS = true`);
+//! 4. [`Policy::on_period`] at every period boundary, before the first access of the new
+//!    period; the tracking then holds the period just ended as `prev_*`;
+//! 5. [`Policy::on_event`] for allocation, free and marker records (only with
+//!    `needs().events`), between the accesses they sit between;
+//! 6. [`Policy::report`] once at the end, for the policy's subtree of the statistics.
+
+pub mod basic;
+pub mod external;
+pub mod params;
+
+pub use params::{ParamSpec, ParamType, Params, PolicySpec, Value};
+
+use crate::error::{Error, Result};
+use crate::mechanics::{Memory, TierId};
+use crate::pagemap::PageId;
+use crate::platform::Resolved;
+use crate::trace::Event;
+use crate::tracking::{FutureCounts, Tracking};
+use crate::units::Period;
+
+/// What a policy needs the engine to keep or do. Everything defaults to off: a policy pays
+/// only for what it asks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Per-page access counts per period (current and previous) and the touched-page lists.
+    pub counts: bool,
+    /// Per-page write counts per period (implies `counts`).
+    pub rw_counts: bool,
+    /// The index of each page's last access (for LRU decisions).
+    pub recency: bool,
+    /// Per-page counts of the *next* period (future knowledge: oracles only).
+    pub future: bool,
+    /// Page ids for every page of the trace before the first access (a pre-pass over the
+    /// trace; ids are still in first-access order).
+    pub all_pages_upfront: bool,
+    /// Ignore tier capacities (single-tier reference policies).
+    pub unlimited_capacity: bool,
+    /// Allocation, free and marker records.
+    pub events: bool,
+}
+
+/// Accounting conventions of another simulator that a policy can ask the timing model to
+/// follow (`compat=` parameters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Compat {
+    #[default]
+    None,
+    /// The accounting of GTkernel/cori-sim (see `docs/models.md`).
+    CoriSim,
+}
+
+/// One line of memory traffic beyond the demand access itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub tier: TierId,
+    pub write: bool,
+}
+
+/// How a demand access was served, when a policy decides it per access (cache-like
+/// policies). Most policies return [`Served::RESIDENT`]: the page's own tier serves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The tier whose latency the access sees ([`RESIDENT`] = the page's tier).
+    pub tier: TierId,
+    /// A tier whose read latency is added before (e.g. the tag probe of a DRAM cache);
+    /// [`NO_TIER`] if none.
+    pub probe: TierId,
+    /// Extra line transfers caused by the access (fills, writebacks); they use bandwidth and
+    /// energy but add no latency of their own.
+    pub extra: [Traffic; 3],
+    pub n_extra: u8,
+}
+
+pub const RESIDENT: TierId = 254;
+pub const NO_TIER: TierId = 255;
+
+impl Served {
+    pub const RESIDENT: Served = Served { tier: RESIDENT, probe: NO_TIER, extra: [Traffic { tier: 0, write: false }; 3], n_extra: 0 };
+    pub fn by(tier: TierId) -> Served {
+        Served { tier, ..Served::RESIDENT }
+    }
+    pub fn with_probe(mut self, tier: TierId) -> Served {
+        self.probe = tier;
+        self
+    }
+    pub fn plus(mut self, tier: TierId, write: bool) -> Served {
+        self.extra[self.n_extra as usize] = Traffic { tier, write };
+        self.n_extra += 1;
+        self
+    }
+}
+
+/// Where the run is.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Now {
+    /// Accesses processed so far.
+    pub accesses: u64,
+    /// Instruction count of the latest access.
+    pub insn: u64,
+    /// Simulated time, ns.
+    pub ns: f64,
+    /// Index of the current period (0 before the first boundary).
+    pub period: u64,
+}
+
+/// What a policy sees and can act on in a hook.
+pub struct Ctx<'a> {
+    /// The mechanics: where pages are, free frames, and the move/swap requests.
+    pub mem: &'a mut Memory,
+    /// What the policy may observe.
+    pub track: &'a Tracking,
+    /// Next-period counts, for policies that declared `needs().future`.
+    pub future: Option<&'a FutureCounts>,
+    pub now: Now,
+    pub platform: &'a Resolved,
+    /// Pages known to the engine (all pages of the trace with `all_pages_upfront`).
+    pub pages: usize,
+}
+
+/// A placement and migration policy.
+pub trait Policy: Send + 'static {
+    /// Whether [`Policy::on_access`] must be called on every access. Policies that do not
+    /// need it leave it false and the hook costs nothing.
+    const PER_ACCESS: bool = false;
+
+    fn needs(&self) -> Needs;
+
+    fn init(&mut self, _ctx: &mut Ctx) -> Result<()> {
+        Ok(())
+    }
+
+    /// Where a page goes on its first access. Must name a tier with a free frame.
+    fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId;
+
+    #[inline(always)]
+    fn on_access(&mut self, _page: PageId, _addr: u64, _write: bool, _ctx: &mut Ctx) -> Served {
+        Served::RESIDENT
+    }
+
+    /// The period of [`Policy::on_period`], if the policy is periodic.
+    fn period(&self) -> Option<Period> {
+        None
+    }
+
+    fn on_period(&mut self, _ctx: &mut Ctx) -> Result<()> {
+        Ok(())
+    }
+
+    fn on_event(&mut self, _ev: &Event, _ctx: &mut Ctx) -> Result<()> {
+        Ok(())
+    }
+
+    /// Accounting conventions the timing model must follow for this policy.
+    fn compat(&self) -> Compat {
+        Compat::None
+    }
+
+    /// The policy's own statistics (its subtree of the statistics tree).
+    fn report(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// A registered policy: its declaration and how to build it.
+pub struct PolicyInfo {
+    pub name: &'static str,
+    /// One line for `tierkit policies`.
+    pub summary: &'static str,
+    /// The paper and section it follows.
+    pub source: &'static str,
+    /// Uses knowledge of the future (an oracle bound, not a realizable policy).
+    pub future_knowledge: bool,
+    pub params: &'static [ParamSpec],
+    pub build: fn(&Params) -> Result<Box<dyn crate::engine::Runnable>>,
+}
+
+/// Every registered policy. One line per policy.
+pub static REGISTRY: &[&PolicyInfo] = &[
+    &basic::ALL_FAST,
+    &basic::ALL_SLOW,
+    &basic::FIRST_TOUCH,
+    &basic::INTERLEAVE,
+];
+
+pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {
+    REGISTRY.iter().copied().find(|p| p.name == name).ok_or_else(|| {
+        Error::config(
+            "--policy",
+            format!("unknown policy '{name}' (known: {})", REGISTRY.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")),
+        )
+    })
+}
+
+/// Parse a policy spec and build the policy.
+pub fn build(spec: &PolicySpec) -> Result<(Box<dyn crate::engine::Runnable>, Params)> {
+    let info = lookup(&spec.name)?;
+    let params = Params::parse(info.name, info.params, spec)?;
+    let runnable = (info.build)(&params)?;
+    Ok((runnable, params))
+}

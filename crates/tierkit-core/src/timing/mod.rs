@@ -1,0 +1,106 @@
+//! Layer 2 (models): how long the accesses and migrations of a run take. A timing model is
+//! told every demand access (with the tier that served it), every extra line transfer, every
+//! migration and every period, and at the end turns that into runtime. It knows nothing about
+//! policies. The formulas are documented in `docs/models.md`.
+
+pub mod simple;
+
+use crate::mechanics::{MigrationOp, TierId};
+use crate::policy::Compat;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+pub use simple::SimpleTiming;
+
+/// Which timing model a run uses (`--timing`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimingKind {
+    Simple,
+    Detailed,
+}
+
+impl TimingKind {
+    pub fn parse(s: &str) -> Result<TimingKind> {
+        match s.trim() {
+            "simple" => Ok(TimingKind::Simple),
+            "detailed" => Ok(TimingKind::Detailed),
+            _ => Err(Error::config("--timing", format!("unknown timing model '{s}' (known: simple, detailed)"))),
+        }
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            TimingKind::Simple => "simple",
+            TimingKind::Detailed => "detailed",
+        }
+    }
+}
+
+/// Per-tier traffic counted by the engine, handed to the timing model at the end.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TierCounters {
+    /// Demand reads and writes served by this tier.
+    pub reads: u64,
+    pub writes: u64,
+    /// Tag probes (cache-like policies): a read whose latency precedes the serving tier's.
+    pub probes: u64,
+    /// Extra line transfers (fills, writebacks) that add no latency.
+    pub extra_reads: u64,
+    pub extra_writes: u64,
+    /// Bytes read from / written to the tier, by demand, extra traffic and migration.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+/// Everything the engine counted, for [`Timing::finish`].
+#[derive(Clone, Debug, Default)]
+pub struct RunCounters {
+    pub accesses: u64,
+    pub tiers: Vec<TierCounters>,
+    pub migrations: u64,
+    pub periods: u64,
+    pub line_bytes: u64,
+    pub page_bytes: u64,
+    /// Instructions of the program (last instruction count seen), when the trace has them.
+    pub instructions: Option<u64>,
+}
+
+/// What a timing model reports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TimingReport {
+    pub runtime_ns: f64,
+    /// Time charged to migrations (fixed costs and copies), ns.
+    pub migration_time_ns: f64,
+    /// Instructions per cycle (detailed model, traces with instruction counts).
+    pub ipc: Option<f64>,
+    /// The model's own breakdown (its subtree of the statistics).
+    pub detail: serde_json::Value,
+}
+
+pub trait Timing: Send {
+    /// A demand access served by `tier` (after a tag probe of `probe`, or [`NO_TIER`]),
+    /// issued at instruction count `insn`.
+    ///
+    /// [`NO_TIER`]: crate::policy::NO_TIER
+    fn access(&mut self, tier: TierId, write: bool, probe: TierId, insn: u64);
+    /// A line moved to or from `tier` on the side of an access (no latency of its own).
+    fn traffic(&mut self, tier: TierId, write: bool);
+    /// A page migration carried out by the mechanics.
+    fn migration(&mut self, op: &MigrationOp);
+    /// A period boundary of a periodic policy.
+    fn period(&mut self);
+    /// Simulated time so far, ns (drives periods given in ns).
+    fn now_ns(&self) -> f64;
+    fn finish(&mut self, counters: &RunCounters) -> TimingReport;
+}
+
+/// How a run's policy and trace configure the timing model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TimingSetup {
+    pub compat: Compat,
+    /// Period of the policy in accesses, if it is periodic in accesses (cori-sim's period
+    /// count needs it).
+    pub period_accesses: Option<u64>,
+    /// The trace carries instruction counts.
+    pub has_insn: bool,
+}

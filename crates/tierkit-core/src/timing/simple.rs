@@ -1,0 +1,162 @@
+//! The `simple` timing model: the accounting of the Cori/Kleio simulator (003 §3.1),
+//! generalized to N tiers with separate read and write figures.
+//!
+//! ```text
+//! latency   = Σ_tiers  reads·read_latency + writes·write_latency + probes·read_latency
+//! migration = migrations · (fault + TLB shootdown + per-page cost)
+//!             + Σ copies page_size / min(src read bw, dst write bw)   (if copy_from_bandwidth)
+//! floor     = max_tiers  busy time of the tier at its peak bandwidth, where
+//!             busy = bytes_read/read_bw + bytes_written/write_bw  (shared_bandwidth tiers)
+//!             busy = max(bytes_read/read_bw, bytes_written/write_bw)  (otherwise)
+//! periods   = periods_run · per_period cost
+//! runtime   = max(latency + migration, floor) + periods
+//! ```
+//! The bandwidth floor says a program cannot move its data faster than the busiest tier
+//! allows; the extra time is reported as `queue_ns`.
+//!
+//! With `compat=cori-sim` (set by the `history`/`oracle` policies) the model follows that
+//! simulator exactly instead: every access costs its tier's latency; the floor is *all*
+//! bytes (64 per access, 4096 per migrated page) over the slowest tier's bandwidth; the number
+//! of periods is ⌊accesses / period⌋ + 1; and the sum is taken in its order
+//! (fast + slow + periods + migrations + queue), so that results match bit for bit.
+
+use super::{RunCounters, Timing, TimingReport, TimingSetup};
+use crate::mechanics::{MigrationOp, TierId};
+use crate::platform::Resolved;
+use crate::policy::{Compat, NO_TIER};
+use serde_json::json;
+
+pub struct SimpleTiming {
+    read_lat: Vec<f64>,
+    write_lat: Vec<f64>,
+    read_bw: Vec<f64>,  // bytes per ns
+    write_bw: Vec<f64>, // bytes per ns
+    shared: Vec<bool>,
+    fixed_per_migration_ns: f64,
+    per_period_ns: f64,
+    copy: bool,
+    page_bytes: f64,
+    setup: TimingSetup,
+    /// running clock for ns periods: latencies, migrations and periods so far
+    clock_ns: f64,
+    copy_ns: f64,
+}
+
+impl SimpleTiming {
+    pub fn new(p: &Resolved, setup: TimingSetup) -> SimpleTiming {
+        let t = &p.platform.tiers;
+        let m = &p.platform.migration;
+        SimpleTiming {
+            read_lat: t.iter().map(|t| t.read_latency_ns).collect(),
+            write_lat: t.iter().map(|t| t.write_latency_ns).collect(),
+            read_bw: t.iter().map(|t| t.read_bw_gb_per_s).collect(),
+            write_bw: t.iter().map(|t| t.write_bw_gb_per_s).collect(),
+            shared: t.iter().map(|t| t.shared_bandwidth).collect(),
+            fixed_per_migration_ns: m.fault_ns + m.tlb_shootdown_ns + m.per_page_ns,
+            per_period_ns: m.per_period_ns,
+            copy: m.copy_from_bandwidth,
+            page_bytes: p.page_size as f64,
+            setup,
+            clock_ns: 0.0,
+            copy_ns: 0.0,
+        }
+    }
+
+    fn finish_cori(&self, c: &RunCounters) -> TimingReport {
+        // Both tiers' latencies per access; reads and writes are not told apart.
+        let last = c.tiers.len() - 1;
+        let hits = c.tiers[0].reads + c.tiers[0].writes;
+        let misses = c.accesses - hits;
+        let fast = hits as f64 * self.read_lat[0];
+        let slow = misses as f64 * self.read_lat[last];
+        let periods = match self.setup.period_accesses {
+            Some(p) if p > 0 => c.accesses / p + 1,
+            _ => 1,
+        };
+        let period = periods as f64 * self.per_period_ns;
+        let migration = c.migrations as f64 * self.fixed_per_migration_ns;
+        let bytes = c.accesses * c.line_bytes + c.migrations * c.page_bytes;
+        let allowed = bytes as f64 / self.read_bw[last];
+        let transfer = fast + slow + migration;
+        let queue = if transfer < allowed { allowed - transfer } else { 0.0 };
+        let runtime = fast + slow + period + migration + queue;
+        TimingReport {
+            runtime_ns: runtime,
+            migration_time_ns: migration,
+            ipc: None,
+            detail: json!({
+                "model": "simple", "compat": "cori-sim",
+                "fast_ns": fast, "slow_ns": slow, "period_ns": period, "periods": periods,
+                "migration_ns": migration, "queue_ns": queue, "bandwidth_floor_ns": allowed,
+            }),
+        }
+    }
+}
+
+impl Timing for SimpleTiming {
+    #[inline(always)]
+    fn access(&mut self, tier: TierId, write: bool, probe: TierId, _insn: u64) {
+        let t = tier as usize;
+        self.clock_ns += if write { self.write_lat[t] } else { self.read_lat[t] };
+        if probe != NO_TIER {
+            self.clock_ns += self.read_lat[probe as usize];
+        }
+    }
+
+    #[inline]
+    fn traffic(&mut self, _tier: TierId, _write: bool) {}
+
+    fn migration(&mut self, op: &MigrationOp) {
+        let mut t = self.fixed_per_migration_ns;
+        if self.copy && self.setup.compat == Compat::None {
+            let bw = self.read_bw[op.from as usize].min(self.write_bw[op.to as usize]);
+            let c = self.page_bytes / bw;
+            self.copy_ns += c;
+            t += c;
+        }
+        self.clock_ns += t;
+    }
+
+    fn period(&mut self) {
+        self.clock_ns += self.per_period_ns;
+    }
+
+    #[inline(always)]
+    fn now_ns(&self) -> f64 {
+        self.clock_ns
+    }
+
+    fn finish(&mut self, c: &RunCounters) -> TimingReport {
+        if self.setup.compat == Compat::CoriSim {
+            return self.finish_cori(c);
+        }
+        let mut latency = 0.0;
+        let mut floor: f64 = 0.0;
+        let mut busiest = 0;
+        for (i, t) in c.tiers.iter().enumerate() {
+            latency += t.reads as f64 * self.read_lat[i] + t.writes as f64 * self.write_lat[i] + t.probes as f64 * self.read_lat[i];
+            let r = t.bytes_read as f64 / self.read_bw[i];
+            let w = t.bytes_written as f64 / self.write_bw[i];
+            let busy = if self.shared[i] { r + w } else { r.max(w) };
+            if busy > floor {
+                floor = busy;
+                busiest = i;
+            }
+        }
+        let migration = c.migrations as f64 * self.fixed_per_migration_ns + self.copy_ns;
+        let period = c.periods as f64 * self.per_period_ns;
+        let work = latency + migration;
+        let queue = (floor - work).max(0.0);
+        TimingReport {
+            runtime_ns: work + queue + period,
+            migration_time_ns: migration,
+            ipc: None,
+            detail: json!({
+                "model": "simple",
+                "latency_ns": latency, "migration_ns": migration, "copy_ns": self.copy_ns,
+                "period_ns": period, "periods": c.periods,
+                "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
+            }),
+        }
+    }
+}

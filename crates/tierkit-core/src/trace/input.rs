@@ -1,0 +1,175 @@
+//! Opening a trace by path: format detection, decompression, the optional cache filter.
+
+use super::summary::{self, Summary};
+use super::{text, tkt, RecordSource};
+use crate::cache::{CacheFilter, CacheSpec};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The trace formats tierkit reads. Names are part of the command-line contract
+/// (`--format tkt|hex|ramulator|hma4|lackey|dramsim3`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// tierkit's native binary format.
+    Tkt,
+    /// One hexadecimal address per line (Pin LLC-miss traces of the Cori/Kleio simulator).
+    Hex,
+    /// Ramulator CPU trace: `<bubble-count> <read-addr> [<writeback-addr>]`.
+    Ramulator,
+    /// The adaptive-migration Ramulator fork: `<bubble-count> <addr> <pc> <1=R|2=W>`.
+    Hma4,
+    /// Valgrind lackey `--trace-mem=yes` output.
+    Lackey,
+    /// DRAMsim3 trace: `<hex-addr> <READ|WRITE> <cycle>`.
+    Dramsim3,
+}
+
+impl Format {
+    pub const ALL: [Format; 6] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Format::Tkt => "tkt",
+            Format::Hex => "hex",
+            Format::Ramulator => "ramulator",
+            Format::Hma4 => "hma4",
+            Format::Lackey => "lackey",
+            Format::Dramsim3 => "dramsim3",
+        }
+    }
+
+    pub fn parse(key: &str, s: &str) -> Result<Format> {
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                Error::config(key, format!("unknown trace format '{s}' (known: {})", Format::ALL.map(|f| f.name()).join(", ")))
+            })
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Bytes sniffed from the start of a file to detect its format.
+const SNIFF_BYTES: usize = 64 * 1024;
+/// Size of the sniffed head; a head this long may end in a cut line.
+pub const SNIFF_LIMIT_HINT: usize = SNIFF_BYTES;
+
+/// Is the file gzip-compressed?
+pub fn is_gzip(head: &[u8]) -> bool {
+    head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
+}
+
+/// Read the first bytes of a file, decompressing gzip.
+fn head(path: &Path) -> Result<Vec<u8>> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut raw = vec![0u8; SNIFF_BYTES];
+    let mut n = 0;
+    while n < raw.len() {
+        let k = f.read(&mut raw[n..]).map_err(|e| Error::io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    raw.truncate(n);
+    if is_gzip(&raw) {
+        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut d = flate2::read::MultiGzDecoder::new(f);
+        let mut out = vec![0u8; SNIFF_BYTES];
+        let mut n = 0;
+        while n < out.len() {
+            match d.read(&mut out[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) => return Err(Error::at_offset(&path.display().to_string(), 0, format!("corrupt gzip data: {e}"))),
+            }
+        }
+        out.truncate(n);
+        return Ok(out);
+    }
+    Ok(raw)
+}
+
+/// Detect the format of a trace file. Fails with an error that asks for `--format` when the
+/// content is ambiguous or unrecognised.
+pub fn detect(path: &Path) -> Result<Format> {
+    let h = head(path)?;
+    if tkt::sniff(&h) {
+        return Ok(Format::Tkt);
+    }
+    text::sniff(&h).map_err(|why| {
+        Error::trace(&path.display().to_string(), format!("cannot detect the trace format ({why}); say it with --format {}", Format::ALL.map(|f| f.name()).join("|")))
+    })
+}
+
+/// A trace as the user named it: path, optional format, optional cache filter. It can be
+/// opened several times (a policy with future knowledge reads ahead with a second reader).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TraceInput {
+    pub path: PathBuf,
+    pub format: Option<Format>,
+    pub cache: Option<CacheSpec>,
+}
+
+impl TraceInput {
+    pub fn new(path: impl Into<PathBuf>) -> TraceInput {
+        TraceInput { path: path.into(), format: None, cache: None }
+    }
+
+    pub fn with_format(mut self, f: Option<Format>) -> TraceInput {
+        self.format = f;
+        self
+    }
+
+    pub fn with_cache(mut self, c: Option<CacheSpec>) -> TraceInput {
+        self.cache = c;
+        self
+    }
+
+    /// The format, detected if not given.
+    pub fn resolved_format(&self) -> Result<Format> {
+        if !self.path.exists() {
+            return Err(Error::io(&self.path, std::io::Error::from(std::io::ErrorKind::NotFound)));
+        }
+        match self.format {
+            Some(f) => Ok(f),
+            None => detect(&self.path),
+        }
+    }
+
+    /// Open a fresh reader over the trace.
+    pub fn open(&self) -> Result<Box<dyn RecordSource>> {
+        let fmt = self.resolved_format()?;
+        let src: Box<dyn RecordSource> = match fmt {
+            Format::Tkt => Box::new(tkt::TktReader::open(&self.path)?),
+            other => text::open(&self.path, other)?,
+        };
+        Ok(match &self.cache {
+            Some(spec) => Box::new(CacheFilter::new(src, spec)?),
+            None => src,
+        })
+    }
+
+    /// The trace's summary: from the end chunk of a native trace without a cache filter
+    /// (instant), otherwise by one pass over the records.
+    pub fn summary(&self) -> Result<Summary> {
+        if self.cache.is_none() && self.resolved_format()? == Format::Tkt {
+            return Ok(tkt::TktReader::read_summary(&self.path)?.1);
+        }
+        let mut src = self.open()?;
+        summary::scan(src.as_mut())
+    }
+
+    pub fn display(&self) -> String {
+        self.path.display().to_string()
+    }
+}

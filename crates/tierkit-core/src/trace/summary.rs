@@ -1,0 +1,130 @@
+//! What `tierkit trace info` reports. The native writer computes it while writing and stores
+//! it in the trace's end chunk; for other formats it is computed by one pass over the records.
+
+use super::{Batch, EventKind, RecordSource};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Summary {
+    /// All records: accesses plus allocation, free, realloc, site and marker records.
+    pub records: u64,
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Distinct pages touched by accesses (of the trace's page size).
+    pub pages: u64,
+    /// `pages * page_size`.
+    pub footprint_bytes: u64,
+    pub page_size: u64,
+    /// Instructions from the first to the last record (0 without instruction counts).
+    pub duration_insn: u64,
+    /// Nanoseconds from the first to the last record (0 without timestamps).
+    pub duration_ns: u64,
+    /// Distinct allocation sites defined in the site table.
+    pub allocation_sites: u64,
+    pub allocs: u64,
+    pub frees: u64,
+    pub reallocs: u64,
+    pub markers: u64,
+    pub threads: u64,
+}
+
+/// Accumulates a [`Summary`] batch by batch.
+pub struct SummaryBuilder {
+    s: Summary,
+    page_shift: u32,
+    pages: HashSet<u64>,
+    threads: HashSet<u32>,
+    sites: HashSet<u32>,
+    first_insn: Option<u64>,
+    last_insn: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+}
+
+impl SummaryBuilder {
+    pub fn new(page_size: u64) -> SummaryBuilder {
+        assert!(page_size.is_power_of_two());
+        SummaryBuilder {
+            s: Summary { page_size, ..Default::default() },
+            page_shift: page_size.trailing_zeros(),
+            pages: HashSet::new(),
+            threads: HashSet::new(),
+            sites: HashSet::new(),
+            first_insn: None,
+            last_insn: 0,
+            first_ns: None,
+            last_ns: 0,
+        }
+    }
+
+    #[inline]
+    fn time(&mut self, insn: u64, ns: u64) {
+        if self.first_insn.is_none() {
+            self.first_insn = Some(insn);
+            self.first_ns = Some(ns);
+        }
+        self.last_insn = self.last_insn.max(insn);
+        self.last_ns = self.last_ns.max(ns);
+    }
+
+    pub fn add_access(&mut self, addr: u64, write: bool, insn: u64, ns: u64, tid: u32) {
+        self.s.records += 1;
+        self.s.accesses += 1;
+        if write {
+            self.s.writes += 1;
+        } else {
+            self.s.reads += 1;
+        }
+        self.pages.insert(addr >> self.page_shift);
+        self.threads.insert(tid);
+        self.time(insn, ns);
+    }
+
+    pub fn add_event(&mut self, insn: u64, ns: u64, tid: u32, kind: &EventKind) {
+        self.s.records += 1;
+        self.threads.insert(tid);
+        self.time(insn, ns);
+        match kind {
+            EventKind::Alloc { .. } => self.s.allocs += 1,
+            EventKind::Free { .. } => self.s.frees += 1,
+            EventKind::Realloc { .. } => self.s.reallocs += 1,
+            EventKind::Site { site, .. } => {
+                self.sites.insert(*site);
+            }
+            EventKind::Marker { .. } => self.s.markers += 1,
+        }
+    }
+
+    pub fn add_batch(&mut self, b: &Batch) {
+        for i in 0..b.len() {
+            self.add_access(b.addr[i], b.write[i], b.insn[i], b.ns[i], b.tid[i]);
+        }
+        for e in &b.events {
+            self.add_event(e.insn, e.ns, e.tid, &e.kind);
+        }
+    }
+
+    pub fn finish(&self) -> Summary {
+        let mut s = self.s.clone();
+        s.pages = self.pages.len() as u64;
+        s.footprint_bytes = s.pages * s.page_size;
+        s.threads = self.threads.len() as u64;
+        s.allocation_sites = self.sites.len() as u64;
+        s.duration_insn = self.first_insn.map(|f| self.last_insn - f).unwrap_or(0);
+        s.duration_ns = self.first_ns.map(|f| self.last_ns - f).unwrap_or(0);
+        s
+    }
+}
+
+/// Read a whole source and summarize it.
+pub fn scan(src: &mut dyn RecordSource) -> crate::Result<Summary> {
+    let mut b = SummaryBuilder::new(src.meta().page_size);
+    let mut batch = Batch::with_capacity(super::BATCH_RECORDS);
+    while src.next_batch(&mut batch)? {
+        b.add_batch(&batch);
+    }
+    Ok(b.finish())
+}

@@ -1,0 +1,124 @@
+//! Layer 4: access tracking — what a policy is allowed to observe. This module holds the
+//! exact per-page observations of the simulator (per-period access counts, reads and writes,
+//! recency); models of what real machines offer (sampled referenced bits, hint faults,
+//! hardware samples) build on the same interface. Arrays are kept only when a policy asks
+//! for them ([`Needs`](crate::policy::Needs)), so policies that need nothing cost nothing.
+
+use crate::pagemap::PageId;
+
+#[derive(Default)]
+pub struct Tracking {
+    counts: bool,
+    rw: bool,
+    recency: bool,
+    /// Accesses to each page in the current period.
+    pub count: Vec<u32>,
+    /// Accesses to each page in the last completed period.
+    pub prev_count: Vec<u32>,
+    /// Writes in the current / last period (only with `rw`).
+    pub writes: Vec<u32>,
+    pub prev_writes: Vec<u32>,
+    /// Pages accessed in the current period, in order of their first access in it.
+    pub touched: Vec<PageId>,
+    /// Pages accessed in the last completed period.
+    pub prev_touched: Vec<PageId>,
+    /// 1 + index of the last access to each page (0: never accessed).
+    pub last_access: Vec<u64>,
+}
+
+impl Tracking {
+    pub fn new(counts: bool, rw: bool, recency: bool) -> Tracking {
+        Tracking { counts: counts || rw, rw, recency, ..Default::default() }
+    }
+
+    #[inline]
+    pub fn grow(&mut self, n: usize) {
+        if self.counts && self.count.len() < n {
+            let want = n.max(self.count.len() * 2).max(1024);
+            self.count.resize(want, 0);
+            self.prev_count.resize(want, 0);
+            if self.rw {
+                self.writes.resize(want, 0);
+                self.prev_writes.resize(want, 0);
+            }
+        }
+        if self.recency && self.last_access.len() < n {
+            let want = n.max(self.last_access.len() * 2).max(1024);
+            self.last_access.resize(want, 0);
+        }
+    }
+
+    /// Record access number `index` (0-based) to `page`.
+    #[inline(always)]
+    pub fn record(&mut self, page: PageId, write: bool, index: u64) {
+        let p = page as usize;
+        if self.counts {
+            let c = &mut self.count[p];
+            if *c == 0 {
+                self.touched.push(page);
+            }
+            *c = c.saturating_add(1);
+            if self.rw && write {
+                self.writes[p] = self.writes[p].saturating_add(1);
+            }
+        }
+        if self.recency {
+            self.last_access[p] = index + 1;
+        }
+    }
+
+    /// Close the current period: its counts become the previous period's. Costs O(pages
+    /// touched in the two periods), not O(pages).
+    pub fn end_period(&mut self) {
+        if !self.counts {
+            return;
+        }
+        for &p in &self.prev_touched {
+            self.prev_count[p as usize] = 0;
+            if self.rw {
+                self.prev_writes[p as usize] = 0;
+            }
+        }
+        std::mem::swap(&mut self.count, &mut self.prev_count);
+        std::mem::swap(&mut self.writes, &mut self.prev_writes);
+        std::mem::swap(&mut self.touched, &mut self.prev_touched);
+        self.touched.clear();
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        (self.count.capacity() + self.prev_count.capacity() + self.writes.capacity() + self.prev_writes.capacity()) * 4
+            + (self.touched.capacity() + self.prev_touched.capacity()) * 4
+            + self.last_access.capacity() * 8
+    }
+}
+
+/// Per-page access counts of the *next* period, for policies with future knowledge (oracle).
+#[derive(Default)]
+pub struct FutureCounts {
+    pub count: Vec<u32>,
+    /// Pages accessed in the next period, in order of first access.
+    pub touched: Vec<PageId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn periods_rotate_counts() {
+        let mut t = Tracking::new(true, true, true);
+        t.grow(4);
+        t.record(2, false, 0);
+        t.record(2, true, 1);
+        t.record(0, false, 2);
+        assert_eq!(t.touched, vec![2, 0]);
+        t.end_period();
+        assert_eq!((t.prev_count[2], t.prev_writes[2], t.prev_count[0]), (2, 1, 1));
+        assert_eq!(t.count[2], 0);
+        t.record(1, false, 3);
+        t.end_period();
+        assert_eq!((t.prev_count[2], t.prev_count[1]), (0, 1));
+        assert_eq!(t.prev_touched, vec![1]);
+        assert_eq!(t.last_access[2], 2);
+        assert_eq!(t.last_access[3], 0);
+    }
+}
