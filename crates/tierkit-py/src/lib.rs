@@ -1,6 +1,451 @@
+//! Thin PyO3 bindings for tierkit-core. No logic of its own: arguments are converted, the core
+//! is called with the GIL released, results come back as JSON text or numpy arrays, and core
+//! errors become `tierkit.TierkitError` (bad input) or `tierkit.TierkitInternalError`.
+
+use numpy::{IntoPyArray, PyReadonlyArray1};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyKeyboardInterrupt};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tierkit_core::cache::CacheSpec;
+use tierkit_core::engine::{self, Job, ProgressFn};
+use tierkit_core::mechanics::TierId;
+use tierkit_core::pagemap::PageId;
+use tierkit_core::platform::Platform;
+use tierkit_core::policy::external::{Decision, External, PeriodView, PeriodicDecider};
+use tierkit_core::policy::{self, PolicySpec};
+use tierkit_core::timing::TimingKind;
+use tierkit_core::trace::synth::{SynthKind, SynthSource, SynthSpec};
+use tierkit_core::trace::{self, tkt::TktWriter, Access, Batch, Format, RecordSource, TraceInput, TraceMeta};
+use tierkit_core::units::{Capacity, Period};
+use tierkit_core::Error;
+
+create_exception!(_core, TierkitError, PyException, "Bad input: a trace, platform, policy, parameter or capacity that cannot work.");
+create_exception!(_core, TierkitInternalError, PyException, "A broken internal invariant: a bug in tierkit.");
+
+/// Errors raised by Python code called back from the core (policies, progress callbacks)
+/// are kept here and re-raised as they were.
+type Pending = Arc<Mutex<Option<PyErr>>>;
+
+fn to_py(e: Error, pending: &Pending) -> PyErr {
+    if let Some(err) = pending.lock().unwrap().take() {
+        return err;
+    }
+    match e {
+        Error::Interrupted => PyKeyboardInterrupt::new_err("interrupted"),
+        Error::Invariant(_) => TierkitInternalError::new_err(e.to_string()),
+        other => TierkitError::new_err(other.to_string()),
+    }
+}
+
+fn plain(e: Error) -> PyErr {
+    to_py(e, &Arc::new(Mutex::new(None)))
+}
+
+fn input(path: &str, format: Option<&str>, cache: Option<&str>) -> Result<TraceInput, Error> {
+    let fmt = format.map(|f| Format::parse("--format", f)).transpose()?;
+    let cache = match cache {
+        Some(c) => CacheSpec::parse("--cache", c)?,
+        None => None,
+    };
+    Ok(TraceInput::new(PathBuf::from(path)).with_format(fmt).with_cache(cache))
+}
+
+/// A progress callback into Python: `cb(done, total) -> bool | None`; also turns Ctrl-C
+/// into a clean stop.
+fn progress_fn(cb: Option<Py<PyAny>>, pending: Pending) -> impl FnMut(u64, Option<u64>) -> bool + Send {
+    move |done, total| {
+        Python::attach(|py| {
+            if let Err(e) = py.check_signals() {
+                *pending.lock().unwrap() = Some(e);
+                return false;
+            }
+            match &cb {
+                None => true,
+                Some(cb) => match cb.call1(py, (done, total)) {
+                    // only an explicit False stops the run
+                    Ok(v) => v.is_none(py) || v.is_truthy(py).unwrap_or(true),
+                    Err(e) => {
+                        *pending.lock().unwrap() = Some(e);
+                        false
+                    }
+                },
+            }
+        })
+    }
+}
+
+fn json_out<T: serde::Serialize>(v: &T) -> PyResult<String> {
+    serde_json::to_string(v).map_err(|e| TierkitInternalError::new_err(e.to_string()))
+}
+
+/// Summary of a trace as JSON (`trace info`).
+#[pyfunction]
+#[pyo3(signature = (path, format=None, cache=None, progress=None))]
+fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let pending: Pending = Arc::new(Mutex::new(None));
+    let p2 = pending.clone();
+    let res = py.detach(move || -> Result<String, Error> {
+        let inp = input(path, format, cache)?;
+        let fmt = inp.resolved_format()?;
+        let mut cb = progress_fn(progress, p2);
+        let (meta, summary) = if fmt == Format::Tkt && inp.cache.is_none() {
+            trace::tkt::TktReader::read_summary(&inp.path)?
+        } else {
+            let mut src = inp.open()?;
+            let meta = src.meta().clone();
+            let mut b = trace::SummaryBuilder::new(meta.page_size);
+            let mut batch = Batch::default();
+            while src.next_batch(&mut batch)? {
+                b.add_batch(&batch);
+                let p = src.progress();
+                if !cb(p.bytes_read, p.bytes_total) {
+                    return Err(Error::Interrupted);
+                }
+            }
+            (meta, b.finish())
+        };
+        Ok(serde_json::json!({ "path": path, "format": fmt.name(), "meta": meta, "summary": summary }).to_string())
+    });
+    res.map_err(|e| to_py(e, &pending))
+}
+
+/// Detect a trace's format.
+#[pyfunction]
+fn detect_format(path: &str) -> PyResult<String> {
+    trace::input::detect(std::path::Path::new(path)).map(|f| f.name().to_string()).map_err(plain)
+}
+
+/// Convert a trace; returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (src, out, format=None, to=None, cache=None, force=false, progress=None))]
+fn trace_convert(
+    py: Python<'_>,
+    src: &str,
+    out: &str,
+    format: Option<&str>,
+    to: Option<&str>,
+    cache: Option<&str>,
+    force: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let pending: Pending = Arc::new(Mutex::new(None));
+    let p2 = pending.clone();
+    let res = py.detach(move || -> Result<String, Error> {
+        let inp = input(src, format, cache)?;
+        let to = to.map(|t| Format::parse("--to", t)).transpose()?;
+        let mut cb = progress_fn(progress, p2);
+        let r = trace::convert::convert(&inp, std::path::Path::new(out), to, force, Some(&mut cb as &mut ProgressFn))?;
+        Ok(serde_json::to_string(&r).unwrap())
+    });
+    res.map_err(|e| to_py(e, &pending))
+}
+
+/// Write a synthetic trace; returns its summary as JSON.
+#[pyfunction]
+#[pyo3(signature = (kind, out, accesses, pages, seed=1, write_ratio=0.0, theta=0.99, phases=4, hot_fraction=0.9, insn_per_access=20, force=false, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn trace_synth(
+    py: Python<'_>,
+    kind: &str,
+    out: &str,
+    accesses: &str,
+    pages: &str,
+    seed: u64,
+    write_ratio: f64,
+    theta: f64,
+    phases: u64,
+    hot_fraction: f64,
+    insn_per_access: u64,
+    force: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let pending: Pending = Arc::new(Mutex::new(None));
+    let p2 = pending.clone();
+    let res = py.detach(move || -> Result<String, Error> {
+        let accesses = tierkit_core::units::parse_count("--accesses", accesses)?;
+        let pages = tierkit_core::units::parse_count("--pages", pages)?;
+        let spec = SynthSpec { kind: SynthKind::parse(kind)?, accesses, pages, seed, write_ratio, theta, phases, hot_fraction, insn_per_access, ..Default::default() };
+        let mut src = SynthSource::new(spec)?;
+        let mut w = TktWriter::create(std::path::Path::new(out), src.meta(), force)?;
+        let mut cb = progress_fn(progress, p2);
+        let mut b = Batch::default();
+        while src.next_batch(&mut b)? {
+            w.write_batch(&b)?;
+            let p = src.progress();
+            if !cb(p.bytes_read, p.bytes_total) {
+                return Err(Error::Interrupted);
+            }
+        }
+        Ok(serde_json::to_string(&w.finish()?).unwrap())
+    });
+    res.map_err(|e| to_py(e, &pending))
+}
+
+/// Read a trace into numpy arrays (accesses) plus a JSON list of the other records.
+#[pyfunction]
+#[pyo3(signature = (path, format=None, cache=None, limit=None))]
+fn trace_read<'py>(py: Python<'py>, path: &str, format: Option<&str>, cache: Option<&str>, limit: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+    let res = py.detach(move || -> Result<(Batch, TraceMeta), Error> {
+        let inp = input(path, format, cache)?;
+        let mut src = inp.open()?;
+        let meta = src.meta().clone();
+        let mut all = Batch::default();
+        let mut b = Batch::default();
+        let limit = limit.unwrap_or(u64::MAX) as usize;
+        'outer: while src.next_batch(&mut b)? {
+            let mut e = 0;
+            for i in 0..b.len() {
+                while e < b.events.len() && b.events[e].at as usize <= i {
+                    let ev = b.events[e].clone();
+                    all.push_event(ev.insn, ev.ns, ev.tid, ev.kind);
+                    e += 1;
+                }
+                if all.len() >= limit {
+                    break 'outer;
+                }
+                all.push(&b.access(i));
+            }
+            for ev in &b.events[e..] {
+                all.push_event(ev.insn, ev.ns, ev.tid, ev.kind.clone());
+            }
+        }
+        Ok((all, meta))
+    });
+    let (b, meta) = res.map_err(plain)?;
+    let d = PyDict::new(py);
+    d.set_item("addr", b.addr.into_pyarray(py))?;
+    d.set_item("write", b.write.into_pyarray(py))?;
+    d.set_item("insn", b.insn.into_pyarray(py))?;
+    d.set_item("ns", b.ns.into_pyarray(py))?;
+    d.set_item("size", b.size.into_pyarray(py))?;
+    d.set_item("tid", b.tid.into_pyarray(py))?;
+    d.set_item("pc", b.pc.into_pyarray(py))?;
+    d.set_item("events", json_out(&b.events)?)?;
+    d.set_item("meta", json_out(&meta)?)?;
+    Ok(d)
+}
+
+/// Write a native trace from numpy arrays (addresses, write flags, optional instruction
+/// counts).
+#[pyfunction]
+#[pyo3(signature = (out, addr, write, insn=None, page_size=4096, force=false))]
+fn trace_write(
+    out: &str,
+    addr: PyReadonlyArray1<'_, u64>,
+    write: PyReadonlyArray1<'_, bool>,
+    insn: Option<PyReadonlyArray1<'_, u64>>,
+    page_size: u64,
+    force: bool,
+) -> PyResult<String> {
+    let a = addr.as_slice()?;
+    let w = write.as_slice()?;
+    if a.len() != w.len() {
+        return Err(TierkitError::new_err("addr and write must have the same length"));
+    }
+    let ins = match &insn {
+        Some(i) => Some(i.as_slice()?),
+        None => None,
+    };
+    if let Some(i) = ins {
+        if i.len() != a.len() {
+            return Err(TierkitError::new_err("insn must have the same length as addr"));
+        }
+    }
+    let mut meta = TraceMeta { page_size, time_insn: ins.is_some(), ..Default::default() };
+    meta.provenance.tool = "tierkit.write_trace (Python)".into();
+    let mut wr = TktWriter::create(std::path::Path::new(out), &meta, force).map_err(plain)?;
+    for k in 0..a.len() {
+        wr.write_access(&Access { addr: a[k], write: w[k], insn: ins.map(|i| i[k]).unwrap_or(0), size: 64, ..Default::default() }).map_err(plain)?;
+    }
+    let s = wr.finish().map_err(plain)?;
+    json_out(&s)
+}
+
+/// A Python object implementing tierkit.PeriodicPolicy, seen by the core as a decider.
+struct PyDecider {
+    obj: Py<PyAny>,
+    name: String,
+    period: Period,
+    pending: Pending,
+}
+
+impl PyDecider {
+    fn fail(&self, e: PyErr) -> Error {
+        *self.pending.lock().unwrap() = Some(e);
+        Error::config(format!("policy '{}'", self.name), "raised an exception")
+    }
+}
+
+impl PeriodicDecider for PyDecider {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn period(&self) -> Period {
+        self.period
+    }
+    fn place(&mut self, page: PageId) -> Result<Option<TierId>, Error> {
+        Python::attach(|py| {
+            let r = self.obj.call_method1(py, "place", (page,)).map_err(|e| self.fail(e))?;
+            if r.is_none(py) {
+                return Ok(None);
+            }
+            r.extract::<u8>(py).map(Some).map_err(|e| self.fail(e))
+        })
+    }
+    fn decide(&mut self, v: &PeriodView) -> Result<Vec<Decision>, Error> {
+        Python::attach(|py| {
+            let d = PyDict::new(py);
+            let set = |k: &str, val: Bound<'_, PyAny>| d.set_item(k, val);
+            let r = (|| -> PyResult<Vec<(u8, u64, u64)>> {
+                set("period", v.period.into_pyobject(py)?.into_any())?;
+                set("pages", v.pages.to_vec().into_pyarray(py).into_any())?;
+                set("counts", v.counts.clone().into_pyarray(py).into_any())?;
+                set("writes", v.writes.clone().into_pyarray(py).into_any())?;
+                set("tier_of", v.tier_of.to_vec().into_pyarray(py).into_any())?;
+                set("capacity", v.capacity.clone().into_pyarray(py).into_any())?;
+                set("used", v.used.clone().into_pyarray(py).into_any())?;
+                self.obj.call_method1(py, "_decide_raw", (d.clone(),))?.extract(py)
+            })();
+            let moves = r.map_err(|e| self.fail(e))?;
+            moves
+                .into_iter()
+                .map(|(k, a, b)| match k {
+                    0 => Ok(Decision::Migrate(a as PageId, b as TierId)),
+                    1 => Ok(Decision::Swap(a as PageId, b as PageId)),
+                    _ => Err(Error::config(format!("policy '{}'", self.name), format!("unknown move kind {k}"))),
+                })
+                .collect()
+        })
+    }
+}
+
+/// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
+/// PeriodicPolicy object. Returns the result as JSON.
+#[pyfunction]
+#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false))]
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    py: Python<'_>,
+    trace: &str,
+    platform: &str,
+    policy: Py<PyAny>,
+    fast_capacity: Option<&str>,
+    capacities: Option<Vec<(String, String)>>,
+    timing: &str,
+    format: Option<&str>,
+    cache: Option<&str>,
+    summary: Option<&str>,
+    progress: Option<Py<PyAny>>,
+    paranoid: bool,
+) -> PyResult<String> {
+    let pending: Pending = Arc::new(Mutex::new(None));
+    // a policy object: read its name and period here, while we hold the GIL
+    let spec: Result<PolicySpec, PyDecider> = match policy.extract::<String>(py) {
+        Ok(s) => Ok(PolicySpec::parse(&s).map_err(plain)?),
+        Err(_) => {
+            let obj = policy.bind(py);
+            let name: String = obj.getattr("name")?.str()?.to_string();
+            let per: String = obj.getattr("period")?.str()?.to_string();
+            let period = Period::parse(&format!("policy '{name}': period"), &per).map_err(plain)?;
+            Err(PyDecider { obj: policy.clone_ref(py), name, period, pending: pending.clone() })
+        }
+    };
+    let p2 = pending.clone();
+    let res = py.detach(move || -> Result<String, Error> {
+        let inp = input(trace, format, cache)?;
+        let plat = Platform::load(platform)?;
+        let mut caps = Vec::new();
+        if let Some(f) = fast_capacity {
+            caps.push((0usize, Capacity::parse("--fast-capacity", f)?));
+        }
+        for (tier, val) in capacities.unwrap_or_default() {
+            let idx = plat
+                .tiers
+                .iter()
+                .position(|t| t.name.eq_ignore_ascii_case(&tier))
+                .or_else(|| tier.parse::<usize>().ok().filter(|&i| i < plat.tiers.len()))
+                .ok_or_else(|| {
+                    Error::config("--capacity", format!("platform {} has no tier '{tier}' (tiers: {})", plat.name, plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")))
+                })?;
+            caps.push((idx, Capacity::parse(&format!("--capacity {tier}"), &val)?));
+        }
+        let mut cb = progress_fn(progress, p2);
+        let mut job = Job::new(&inp, plat);
+        job.capacity = caps;
+        job.timing = TimingKind::parse(timing)?;
+        job.paranoid = paranoid || cfg!(debug_assertions);
+        if let Some(s) = summary {
+            job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
+        }
+        job.progress = Some(&mut cb);
+        let r = match spec {
+            Ok(spec) => engine::simulate(&mut job, &spec)?,
+            Err(decider) => {
+                job.policy_label = decider.name.clone();
+                engine::run_policy(External::new(Box::new(decider)), &mut job)?
+            }
+        };
+        Ok(serde_json::to_string(&r).unwrap())
+    });
+    res.map_err(|e| to_py(e, &pending))
+}
+
+/// Every registered policy with its parameters, as JSON.
+#[pyfunction]
+fn policies() -> PyResult<String> {
+    let v: Vec<_> = policy::REGISTRY
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name, "summary": p.summary, "source": p.source,
+                "future_knowledge": p.future_knowledge, "params": p.params,
+            })
+        })
+        .collect();
+    json_out(&v)
+}
+
+/// Split a `--policies` list into policy specs (see `PolicySpec::parse_list`).
+#[pyfunction]
+fn parse_policy_list(s: &str) -> PyResult<Vec<String>> {
+    Ok(PolicySpec::parse_list(s).map_err(plain)?.iter().map(|p| p.to_string_short()).collect())
+}
+
+/// Preset platforms (or one platform, by name or path), as JSON.
+#[pyfunction]
+#[pyo3(signature = (name=None))]
+fn platforms(name: Option<&str>) -> PyResult<String> {
+    match name {
+        Some(n) => json_out(&Platform::load(n).map_err(plain)?),
+        None => json_out(&Platform::presets()),
+    }
+}
+
+/// Cache presets, as JSON.
+#[pyfunction]
+fn cache_presets() -> PyResult<String> {
+    let v: Vec<_> = tierkit_core::cache::PRESETS.iter().map(|(n, s, d)| serde_json::json!({"name": n, "spec": s, "description": d})).collect();
+    json_out(&v)
+}
 
 #[pymodule]
-fn _core(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TierkitError", m.py().get_type::<TierkitError>())?;
+    m.add("TierkitInternalError", m.py().get_type::<TierkitInternalError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(detect_format, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_synth, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_read, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_write, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_policy_list, m)?)?;
+    m.add_function(wrap_pyfunction!(platforms, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_presets, m)?)?;
     Ok(())
 }

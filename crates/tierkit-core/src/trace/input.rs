@@ -138,7 +138,10 @@ impl TraceInput {
     /// The format, detected if not given.
     pub fn resolved_format(&self) -> Result<Format> {
         if !self.path.exists() {
-            return Err(Error::io(&self.path, std::io::Error::from(std::io::ErrorKind::NotFound)));
+            return Err(Error::trace(&self.display(), "no such file"));
+        }
+        if self.path.is_dir() {
+            return Err(Error::trace(&self.display(), "is a directory, not a trace"));
         }
         match self.format {
             Some(f) => Ok(f),

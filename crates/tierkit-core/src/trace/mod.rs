@@ -7,6 +7,7 @@
 //! arrays; events are rare and handled between accesses.
 
 
+pub mod convert;
 pub mod input;
 pub mod summary;
 pub mod synth;

@@ -1,0 +1,44 @@
+# make demo : set up everything on a fresh machine, then compare every policy on a real trace
+# make test : set up everything, then run every test (Rust and Python)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
+DEMO_TRACE := data/traces/403.gcc.gz
+
+.PHONY: all demo test setup build rust-test py-test bench clean
+
+all: build
+
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "maturin>=1.5,<2"
+	touch $@
+
+# release build of the extension, installed into the venv with the package's dependencies
+$(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
+	$(VENV)/bin/maturin develop --release -q -E test
+	touch $@
+
+setup build: $(VENV)/.built
+
+rust-test:
+	cargo test -p tierkit-core --quiet
+
+py-test: $(VENV)/.built
+	$(PY) -m pytest tests
+
+test: $(VENV)/.built rust-test py-test
+
+demo: $(VENV)/.built
+	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all --out demo-out --force
+
+bench: $(VENV)/.built
+	cargo bench -p tierkit-core --bench throughput
+
+clean:
+	rm -rf $(VENV) target demo-out

@@ -1,0 +1,194 @@
+"""The Python API: every CLI operation as a function returning pandas objects or dicts."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+
+from . import _core
+from .policy import PeriodicPolicy
+from .progress import Bar
+
+PathLike = Union[str, os.PathLike]
+PolicyLike = Union[str, PeriodicPolicy]
+
+#: The columns of a result row, in display order.
+RESULT_COLUMNS = [
+    "trace", "platform", "policy", "timing", "accesses", "reads", "writes", "pages",
+    "fast_capacity_pages", "runtime_ns", "fast_hit_ratio", "migrations", "migrated_bytes",
+    "migration_time_ns", "energy_j", "ipc", "periods",
+]
+
+
+def _s(p: Optional[PathLike]) -> Optional[str]:
+    return None if p is None else os.fspath(p)
+
+
+def _cap(c: Union[None, float, int, str]) -> Optional[str]:
+    return None if c is None else str(c)
+
+
+def trace_info(path: PathLike, format: Optional[str] = None, cache: Optional[str] = None,
+               progress: Optional[bool] = None) -> dict:
+    """Summary of a trace: ``records``, ``accesses``, ``reads``, ``writes``, ``pages``,
+    ``footprint_bytes``, ``duration_insn``, ``duration_ns``, ``allocation_sites``..., plus the
+    header (``meta``) and the detected ``format``."""
+    with Bar(f"reading {Path(path).name}", progress) as bar:
+        return json.loads(_core.trace_info(_s(path), format, cache, bar.callback))
+
+
+def detect_format(path: PathLike) -> str:
+    return _core.detect_format(_s(path))
+
+
+def read_trace(path: PathLike, format: Optional[str] = None, cache: Optional[str] = None,
+               limit: Optional[int] = None) -> pd.DataFrame:
+    """The accesses of a trace as a DataFrame (``addr``, ``write``, ``insn``, ``ns``,
+    ``size``, ``tid``, ``pc``); ``df.attrs['events']`` holds the other records and
+    ``df.attrs['meta']`` the header."""
+    d = _core.trace_read(_s(path), format, cache, limit)
+    df = pd.DataFrame({k: d[k] for k in ("addr", "write", "insn", "ns", "size", "tid", "pc")})
+    df.attrs["events"] = json.loads(d["events"])
+    df.attrs["meta"] = json.loads(d["meta"])
+    return df
+
+
+def write_trace(path: PathLike, addr: Sequence[int], write: Optional[Sequence[bool]] = None,
+                insn: Optional[Sequence[int]] = None, page_size: int = 4096, force: bool = False) -> dict:
+    """Write a native trace from arrays of addresses (and write flags, instruction counts)."""
+    a = np.ascontiguousarray(addr, dtype=np.uint64)
+    w = np.zeros(len(a), dtype=bool) if write is None else np.ascontiguousarray(write, dtype=bool)
+    i = None if insn is None else np.ascontiguousarray(insn, dtype=np.uint64)
+    return json.loads(_core.trace_write(_s(path), a, w, i, page_size, force))
+
+
+def convert(src: PathLike, out: PathLike, format: Optional[str] = None, to: Optional[str] = None,
+            cache: Optional[str] = None, force: bool = False, progress: Optional[bool] = None) -> dict:
+    """Convert a trace (any readable format, optionally through the cache filter) to the
+    native format or a text format; returns a report with the summary of what was written."""
+    with Bar(f"converting {Path(src).name}", progress) as bar:
+        return json.loads(_core.trace_convert(_s(src), _s(out), format, to, cache, force, bar.callback))
+
+
+def synth(kind: str, out: PathLike, accesses: Union[int, str], pages: Union[int, str], seed: int = 1, write_ratio: float = 0.0,
+          theta: float = 0.99, phases: int = 4, hot_fraction: float = 0.9, insn_per_access: int = 20,
+          force: bool = False, progress: Optional[bool] = None) -> dict:
+    """Write a synthetic trace (``zipf``, ``uniform``, ``stream``, ``phases``). Counts may be
+    integers or strings with decimal multiples (``"50M"``)."""
+    with Bar(f"synth {kind}", progress, unit="acc") as bar:
+        return json.loads(_core.trace_synth(kind, _s(out), str(accesses), str(pages), int(seed), float(write_ratio),
+                                            float(theta), int(phases), float(hot_fraction), int(insn_per_access),
+                                            force, bar.callback))
+
+
+def _row(r: Mapping[str, Any]) -> dict:
+    row = {k: r.get(k) for k in RESULT_COLUMNS}
+    row["trace_digest"] = r["config"].get("trace_digest")
+    row["policy_config"] = r["config"].get("policy")
+    return row
+
+
+def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
+        fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
+        timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
+        progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False) -> dict:
+    """One simulation; returns the full result (top-level figures, ``stats`` tree with
+    platform/tier/policy/migration/timing subtrees, and the exact ``config``)."""
+    caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
+    label = policy if isinstance(policy, str) else policy.name
+    with Bar(f"{label}", progress) as bar:
+        out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
+                             None if summary is None else json.dumps(summary), bar.callback, paranoid)
+    return json.loads(out)
+
+
+def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
+             fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
+             timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
+             progress: Optional[bool] = None) -> pd.DataFrame:
+    """One simulation as a one-row DataFrame; the full result is in ``df.attrs['results']``."""
+    r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress)
+    df = pd.DataFrame([_row(r)])
+    df.attrs["results"] = [r]
+    return df
+
+
+def all_policies() -> list[str]:
+    """Names of every registered policy."""
+    return [p["name"] for p in json.loads(_core.policies())]
+
+
+def parse_policies(spec: Union[str, Iterable[PolicyLike]]) -> list[PolicyLike]:
+    """``"a,b:k=v,k2=v2,c"`` (or ``all``) → a list of policy specs; objects pass through."""
+    if isinstance(spec, str):
+        if spec.strip() == "all":
+            return list(all_policies())
+        return list(_core.parse_policy_list(spec))
+    out: list[PolicyLike] = []
+    for p in spec:
+        out += parse_policies(p) if isinstance(p, str) else [p]
+    return out
+
+
+def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
+            policies: Union[str, Iterable[PolicyLike]] = "all", fast_capacity: Union[None, float, str] = None,
+            capacities: Optional[Mapping[str, Union[float, str]]] = None, timing: str = "simple",
+            format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
+            baseline: str = "all-slow") -> pd.DataFrame:
+    """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
+    baseline policy's runtime on the same trace; the baseline is run if not listed) and
+    ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    pols = parse_policies(policies)
+    labels = [p if isinstance(p, str) else p.name for p in pols]
+    if baseline and baseline not in labels:
+        pols.append(baseline)
+    rows, results = [], []
+    for t in traces:
+        # one summary per trace (instant for native traces), shared by its runs
+        summ = trace_info(t, format, cache, progress)["summary"]
+        for p in pols:
+            r = run(t, platform, p, fast_capacity, capacities, timing, format, cache, progress, summ)
+            results.append(r)
+            rows.append(_row(r))
+    df = pd.DataFrame(rows)
+    if baseline:
+        base = df[df["policy"] == baseline].set_index("trace")["runtime_ns"]
+        df[f"runtime_vs_{baseline}"] = df["runtime_ns"] / df["trace"].map(base)
+        df[f"speedup_vs_{baseline}"] = 1.0 / df[f"runtime_vs_{baseline}"]
+    df.attrs["results"] = results
+    return df
+
+
+def representative(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The result that shows the platform as configured: the first run of a policy that
+    respects capacities (the all-fast/all-slow references ignore them)."""
+    return next((r for r in results if r["fast_capacity_pages"] is not None), results[0])
+
+
+def policies() -> pd.DataFrame:
+    """Every registered policy: name, summary, source, future knowledge, parameters."""
+    return pd.DataFrame(json.loads(_core.policies()))
+
+
+def platforms() -> pd.DataFrame:
+    """The preset platforms, one row per tier."""
+    rows = []
+    for p in json.loads(_core.platforms()):
+        for i, t in enumerate(p["tiers"]):
+            rows.append({"platform": p["name"], "tier": i, **{k: v for k, v in t.items()}})
+    return pd.DataFrame(rows)
+
+
+def platform(name_or_path: str) -> dict:
+    """A platform (preset or file) as a dict."""
+    return json.loads(_core.platforms(name_or_path))
+
+
+def cache_presets() -> list[dict]:
+    return json.loads(_core.cache_presets())

@@ -1,0 +1,325 @@
+"""The ``tierkit`` command line. Every command is a thin layer over :mod:`tierkit.api`.
+
+Errors in what the user gave (a bad trace, an unknown name, an impossible capacity, a bad
+option) print one line, ``tierkit: error: ...``, naming the file and offset or line, or the
+key, and exit with status 2.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from . import api
+from ._core import TierkitError, TierkitInternalError
+
+app = typer.Typer(
+    name="tierkit",
+    help="Decide which data belongs in which memory tier, and prove it with numbers.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+trace_app = typer.Typer(help="Inspect, convert and generate traces.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(trace_app, name="trace")
+
+FORMATS = "tkt|hex|ramulator|hma4|lackey|dramsim3"
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help=f"input trace format ({FORMATS}); detected when unambiguous")]
+CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="filter a raw trace through a cache hierarchy: 'L1:32K:8,L2:1M:16', a preset (default, small, knl, skylake-sp) or 'none'")]
+PlatformOpt = Annotated[str, typer.Option("--platform", "-p", help="preset name (see 'tierkit platforms') or a .toml/.yaml/.json platform file")]
+FastCapOpt = Annotated[Optional[str], typer.Option("--fast-capacity", "-c", help="capacity of the fastest tier: a fraction of the trace's footprint (0.125) or a size (512M)")]
+CapOpt = Annotated[Optional[List[str]], typer.Option("--capacity", help="capacity of another tier, TIER=VALUE (tier name or index); repeatable")]
+TimingOpt = Annotated[str, typer.Option("--timing", "-t", help="timing model: simple or detailed")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")]
+
+
+def _progress(quiet: bool) -> Optional[bool]:
+    return False if quiet else None  # None: shown when stderr is a terminal
+
+
+def _caps(items: Optional[List[str]]) -> dict:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise TierkitError(f"--capacity: '{it}' is not TIER=VALUE (e.g. DRAM=0.25)")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _fmt_ns(ns: float) -> str:
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.3f} {unit}"
+    return f"{ns:.1f} ns"
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            return f"{b / div:.2f} {unit}"
+    return f"{int(b)} B"
+
+
+@app.command()
+def simulate(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    platform: PlatformOpt = "dram-pmem",
+    policy: Annotated[str, typer.Option("--policy", "-P", help="NAME or NAME:key=value,... (see 'tierkit policies')")] = "first-touch",
+    fast_capacity: FastCapOpt = None,
+    capacity: CapOpt = None,
+    timing: TimingOpt = "simple",
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Simulate one policy on one trace."""
+    r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet))
+    if json_out:
+        print(json.dumps(r))
+        return
+    tiers = r["stats"]["platform"]["tiers"]
+    cap = " | ".join(f"{t['name']} {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'} pages" for t in tiers)
+    lines = [
+        ("trace", f"{r['trace']}  ({r['accesses']:,} accesses, {r['pages']:,} pages, digest {str(r['config']['trace_digest'])[:12]})"),
+        ("platform", f"{r['platform']}  ({cap})"),
+        ("policy", r["config"]["policy"]),
+        ("runtime", f"{_fmt_ns(r['runtime_ns'])}  ({r['timing']} model)" + (f", IPC {r['ipc']:.3f}" if r.get("ipc") else "")),
+        ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
+        ("migrations", f"{r['migrations']:,} pages, {_fmt_bytes(r['migrated_bytes'])}, {_fmt_ns(r['migration_time_ns'])}"),
+        ("energy", f"{r['energy_j']:.6g} J"),
+    ]
+    for t in tiers:
+        lines.append((f"  {t['name']}", f"{t['reads']:,} reads, {t['writes']:,} writes, {_fmt_bytes(t['bytes_read'] + t['bytes_written'])} moved, {t['used_pages']:,} pages at end"))
+    w = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        print(f"{k:<{w}}  {v}")
+
+
+def _table(df) -> str:
+    cols = {
+        "trace": "trace",
+        "policy": "policy",
+        "runtime_ms": "runtime (ms)",
+        "runtime_vs_all-slow": "vs all-slow",
+        "hit_pct": "fast hits %",
+        "migrations": "migrations",
+        "migrated_mib": "migrated MiB",
+        "energy_j": "energy (J)",
+    }
+    d = df.copy()
+    d["runtime_ms"] = d["runtime_ns"] / 1e6
+    d["hit_pct"] = 100 * d["fast_hit_ratio"]
+    d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)
+    if d["trace"].nunique() == 1:
+        cols.pop("trace")
+    keep = [c for c in cols if c in d.columns]
+    d = d[keep].rename(columns=cols)
+    return d.to_string(index=False, float_format=lambda v: f"{v:,.4g}" if not math.isnan(v) else "-")
+
+
+@app.command()
+def compare(
+    traces: Annotated[List[Path], typer.Argument(help="one or more trace files")],
+    platform: PlatformOpt = "dram-pmem",
+    policies: Annotated[str, typer.Option("--policies", help="comma-separated policies (NAME or NAME:key=value,...), or 'all'")] = "all",
+    fast_capacity: FastCapOpt = None,
+    capacity: CapOpt = None,
+    timing: TimingOpt = "simple",
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write CSV, Parquet, PNG plots and an HTML page to this directory")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite files in --out")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object per run")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Compare policies on one or more traces (runtime normalized to all-slow)."""
+    if out is not None:
+        from . import report
+
+        report.check_out_dir(out, force)
+    df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet))
+    if json_out:
+        for r in df.attrs["results"]:
+            print(json.dumps(r))
+    else:
+        tiers = api.representative(df.attrs["results"])["stats"]["platform"]["tiers"]
+        cap = ", ".join(f"{t['name']} {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'}" for t in tiers)
+        print(f"platform {df['platform'].iloc[0]} (pages: {cap}), {timing} timing model")
+        for t in dict.fromkeys(df["trace"]):
+            row = df[df["trace"] == t].iloc[0]
+            print(f"trace {t}: {row['accesses']:,} accesses, {row['pages']:,} pages")
+        print(_table(df))
+    if out is not None:
+        from . import report
+
+        written = report.write(df, out, force=force)
+        print(f"wrote {', '.join(p.name for p in written)} to {out}", file=sys.stderr)
+
+
+@trace_app.command("info")
+def trace_info(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Records, accesses, reads, writes, pages, footprint, duration, allocation sites."""
+    i = api.trace_info(trace, format, cache, _progress(quiet))
+    s = i["summary"]
+    if json_out:
+        print(json.dumps({"path": str(trace), "format": i["format"], **s, "meta": i["meta"]}))
+        return
+    m = i["meta"]
+    prov = m.get("provenance", {})
+    rows = [
+        ("format", i["format"] + (f" (version {m['version'][0]}.{m['version'][1]})" if i["format"] == "tkt" else "")),
+        ("records", f"{s['records']:,}"),
+        ("accesses", f"{s['accesses']:,} ({s['reads']:,} reads, {s['writes']:,} writes)"),
+        ("pages", f"{s['pages']:,} distinct pages of {s['page_size']} B"),
+        ("footprint", _fmt_bytes(s["footprint_bytes"])),
+        ("duration", (f"{s['duration_insn']:,} instructions" if m.get("time_insn") else "no instruction counts") + (f", {_fmt_ns(s['duration_ns'])}" if m.get("time_ns") else "")),
+        ("allocation sites", f"{s['allocation_sites']:,} ({s['allocs']:,} allocations, {s['frees']:,} frees)"),
+        ("markers", f"{s['markers']:,}"),
+        ("threads", f"{s['threads']:,}"),
+        ("post-cache", "yes" + (f" (filtered through {m['cache_filter']})" if m.get("cache_filter") else "") if m.get("post_cache") else "no (raw accesses)"),
+    ]
+    if prov.get("tool"):
+        rows.append(("made by", prov["tool"] + (f" from {prov['source_file']}" if prov.get("source_file") else "")))
+    if prov.get("program"):
+        rows.append(("program", " ".join([prov["program"], *prov.get("args", [])])))
+    w = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{w}}  {v}")
+
+
+@trace_app.command("convert")
+def trace_convert(
+    src: Annotated[Path, typer.Argument(help="input trace")],
+    out: Annotated[Path, typer.Argument(help="output file")],
+    format: FormatOpt = None,
+    to: Annotated[Optional[str], typer.Option("--to", help="output format: tkt, ramulator or hex (default from the file name)")] = None,
+    cache: CacheOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Convert a trace to the native format, or export it for other simulators."""
+    r = api.convert(src, out, format, to, cache, force, _progress(quiet))
+    s = r["summary"]
+    msg = f"wrote {out} ({r['output_format']}): {s['accesses']:,} accesses, {s['records']:,} records, {s['pages']:,} pages from {r['input_format']}"
+    dropped = {k: v for k, v in r.get("dropped", {}).items() if v}
+    if dropped:
+        msg += "; not expressible in the output format: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())
+    print(msg)
+
+
+@trace_app.command("synth")
+def trace_synth(
+    kind: Annotated[str, typer.Argument(help="zipf, uniform, stream or phases")],
+    accesses: Annotated[str, typer.Option("--accesses", "-n", help="number of accesses (e.g. 50M)")],
+    pages: Annotated[str, typer.Option("--pages", help="number of distinct pages (e.g. 1M)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output .tkt file")],
+    seed: Annotated[int, typer.Option("--seed", help="random seed")] = 1,
+    write_ratio: Annotated[float, typer.Option("--write-ratio", help="share of writes, 0..1")] = 0.0,
+    theta: Annotated[float, typer.Option("--theta", help="Zipf exponent (zipf)")] = 0.99,
+    phases: Annotated[int, typer.Option("--phases", help="number of phases (phases)")] = 4,
+    hot_fraction: Annotated[float, typer.Option("--hot-fraction", help="share of accesses to the phase's hot set (phases)")] = 0.9,
+    insn_per_access: Annotated[int, typer.Option("--insn-per-access", help="mean instructions between accesses")] = 20,
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate a synthetic trace with known structure."""
+    s = api.synth(kind, out, accesses, pages, seed, write_ratio, theta, phases,
+                  hot_fraction, insn_per_access, force, _progress(quiet))
+    print(f"wrote {out}: {s['accesses']:,} accesses over {s['pages']:,} pages ({s['writes']:,} writes)")
+
+
+@app.command("policies")
+def list_policies(json_out: JsonOpt = False) -> None:
+    """List every policy with its parameters (type, unit, default, source)."""
+    ps = json.loads(api._core.policies())
+    if json_out:
+        print(json.dumps(ps, indent=2))
+        return
+    for p in ps:
+        tag = "  [oracle: uses future knowledge]" if p["future_knowledge"] else ""
+        print(f"{p['name']}{tag}\n    {p['summary']}\n    source: {p['source']}")
+        for a in p["params"]:
+            ty = a["ty"]["type"]
+            if ty == "choice":
+                ty = "|".join(a["ty"]["options"])
+            elif ty in ("int", "float"):
+                ty = f"{ty} in [{a['ty']['min']}, {a['ty']['max']}]"
+            unit = f" {a['unit']}" if a["unit"] else ""
+            default = a["default"] if a["default"] != "" else "(empty)"
+            print(f"    {a['name']} = {default}{unit}  ({ty}; default from {a['source']})\n        {a['help']}")
+        print()
+
+
+@app.command("platforms")
+def list_platforms(
+    name: Annotated[Optional[str], typer.Argument(help="show one platform (preset or file) in full")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the preset platforms with their tiers, or show one."""
+    ps = [api.platform(name)] if name else json.loads(api._core.platforms())
+    if json_out:
+        print(json.dumps(ps if not name else ps[0], indent=2))
+        return
+    for p in ps:
+        print(f"{p['name']}: {p['description']}")
+        for t in p["tiers"]:
+            cap = t.get("capacity") or "unlimited"
+            print(f"    {t['name']:<6} cap {cap!s:<10} read {t['read_latency_ns']:g} ns {t['read_bw_gb_per_s']:g} GB/s, "
+                  f"write {t['write_latency_ns']:g} ns {t['write_bw_gb_per_s']:g} GB/s, "
+                  f"energy r/w {t['read_energy_pj_per_bit']:g}/{t['write_energy_pj_per_bit']:g} pJ/bit")
+        m = p["migration"]
+        print(f"    migration: fault {m['fault_ns']:g} ns, TLB shootdown {m['tlb_shootdown_ns']:g} ns, per page {m['per_page_ns']:g} ns, "
+              f"per period {m['per_period_ns']:g} ns, copy from bandwidth: {m['copy_from_bandwidth']}")
+        if name:
+            print(f"    cpu: {p['cpu']}\n    source: {p['source']}")
+        print()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point: run the app, turning every user error into one line and exit status 2."""
+    cmd = typer.main.get_command(app)
+    try:
+        cmd.main(args=argv, prog_name="tierkit", standalone_mode=False)
+        return 0
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        print("tierkit: interrupted", file=sys.stderr)
+        return 130
+    except typer.TyperException as e:
+        # usage errors (unknown option, missing argument, bad value): one line, status 2
+        ctx = getattr(e, "ctx", None)
+        path = getattr(ctx, "command_path", "") or ""
+        where = f" (see '{path} --help')" if path else ""
+        print(f"tierkit: error: {e.format_message()}{where}", file=sys.stderr)
+        return getattr(e, "exit_code", 2) or 2
+    except KeyboardInterrupt:
+        print("tierkit: interrupted", file=sys.stderr)
+        return 130
+    except TierkitError as e:
+        print(f"tierkit: error: {e}", file=sys.stderr)
+        return 2
+    except TierkitInternalError as e:
+        print(f"tierkit: internal error (a bug in tierkit, please report it): {e}", file=sys.stderr)
+        return 3
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

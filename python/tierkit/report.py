@@ -1,0 +1,135 @@
+"""``compare --out DIR``: results as CSV and Parquet, PNG plots and one self-contained HTML
+page (plots embedded), so a comparison can be archived, diffed and shown."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+from typing import List
+
+import pandas as pd
+
+from ._core import TierkitError
+
+FILES = ["results.csv", "results.parquet", "results.jsonl", "runtime.png", "hit_ratio.png", "migrated.png", "index.html"]
+
+
+def check_out_dir(out: Path, force: bool) -> None:
+    """Refuse to overwrite any report file unless ``force``."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TierkitError(f"{out}: exists and is not a directory")
+    clash = [f for f in FILES if (out / f).exists()]
+    if clash and not force:
+        raise TierkitError(f"{out / clash[0]}: file exists (use --force to overwrite)")
+
+
+def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | None = None):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    traces = list(dict.fromkeys(df["trace"]))
+    policies = list(dict.fromkeys(df["policy"]))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(policies) * max(1, len(traces)) + 2), 4.2))
+    width = 0.8 / max(1, len(traces))
+    for i, t in enumerate(traces):
+        sub = df[df["trace"] == t].set_index("policy").reindex(policies)
+        xs = [p + (i - (len(traces) - 1) / 2) * width for p in range(len(policies))]
+        ax.bar(xs, sub[column].fillna(0).values, width=width, label=Path(t).name)
+    if ref is not None:
+        ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(policies)))
+    ax.set_xticklabels(policies, rotation=30, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if len(traces) > 1:
+        ax.legend(fontsize="small")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig, path: Path) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    data = buf.getvalue()
+    path.write_bytes(data)
+    return data
+
+
+def write(df: pd.DataFrame, out: Path, force: bool = False) -> List[Path]:
+    """Write the report files for a :func:`tierkit.compare` result; returns their paths."""
+    out = Path(out)
+    check_out_dir(out, force)
+    out.mkdir(parents=True, exist_ok=True)
+    results = df.attrs.get("results", [])
+    flat = df.copy()
+    flat.attrs = {}
+    written = []
+    flat.to_csv(out / "results.csv", index=False)
+    flat.to_parquet(out / "results.parquet", index=False)
+    with open(out / "results.jsonl", "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    written += [out / "results.csv", out / "results.parquet", out / "results.jsonl"]
+
+    d = flat.copy()
+    norm = next((c for c in d.columns if c.startswith("runtime_vs_")), None)
+    d["hit_pct"] = 100 * d["fast_hit_ratio"]
+    d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)
+    plat = d["platform"].iloc[0]
+    pngs = {}
+    if norm:
+        base = norm.removeprefix("runtime_vs_")
+        pngs["runtime.png"] = _save(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({plat})", 1.0), out / "runtime.png")
+    pngs["hit_ratio.png"] = _save(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({plat})"), out / "hit_ratio.png")
+    pngs["migrated.png"] = _save(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({plat})"), out / "migrated.png")
+    written += [out / n for n in pngs]
+
+    from .api import representative
+
+    rep = representative(results) if results else None
+    cfg = rep["config"] if rep else {}
+    tiers = rep["stats"]["platform"]["tiers"] if rep else []
+    table_cols = ["trace", "policy", "runtime_ns", norm, "fast_hit_ratio", "migrations", "migrated_bytes", "migration_time_ns", "energy_j", "ipc"]
+    table = flat[[c for c in table_cols if c and c in flat.columns]].copy()
+    table["trace"] = table["trace"].map(lambda t: Path(t).name)
+    imgs = "\n".join(
+        f'<figure><img alt="{html.escape(n)}" src="data:image/png;base64,{base64.b64encode(b).decode()}"></figure>' for n, b in pngs.items()
+    )
+    digests = {Path(r["trace"]).name: r["config"].get("trace_digest") for r in results}
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>tierkit comparison: {html.escape(plat)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }}
+td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
+th {{ background: #f3f3f3; }} td:first-child, td:nth-child(2) {{ text-align: left; }}
+figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 100%; }}
+code {{ background: #f5f5f5; padding: 0 0.2em; }}
+</style></head><body>
+<h1>Tiering policies on {html.escape(plat)}</h1>
+<p>{len(flat)} runs, {flat['trace'].nunique()} trace(s), {flat['policy'].nunique()} policies,
+{html.escape(str(flat['timing'].iloc[0]))} timing model, tierkit {html.escape(str(cfg.get('tierkit_version', '')))}.</p>
+<h2>Tiers</h2>
+<ul>{''.join(f"<li>{html.escape(t['name'])}: {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'} pages</li>" for t in tiers)}</ul>
+<h2>Results</h2>
+{table.to_html(index=False, float_format=lambda v: f"{v:,.6g}", border=0)}
+<h2>Plots</h2>
+{imgs}
+<h2>Reproduce</h2>
+<p>Trace digests (BLAKE3): {"; ".join(f"<code>{html.escape(k)}</code> {html.escape(str(v))}" for k, v in digests.items())}.
+The exact configuration of every run (platform with resolved capacities, policy parameters) is in
+<code>results.jsonl</code>.</p>
+</body></html>
+"""
+    (out / "index.html").write_text(page)
+    written.append(out / "index.html")
+    return written
