@@ -100,7 +100,8 @@ pub struct Cpu {
 
 impl Default for Cpu {
     fn default() -> Self {
-        // 3.2 GHz core with a 128-entry ROB, as in 001's Ramulator configuration
+        // a 3.2 GHz core with a 128-entry ROB (001 §4.1); base CPI 1.0 is tierkit's neutral
+        // default (seed presets set Ramulator's 4-wide core, CPI 0.25)
         Cpu { freq_ghz: 3.2, base_cpi: 1.0, rob_entries: 128, max_outstanding: 32, write_queue_entries: 64 }
     }
 }
@@ -302,5 +303,186 @@ mod tests {
         std::fs::write(&f, &text).unwrap();
         let e = Platform::load(f.to_str().unwrap()).unwrap_err().to_string();
         assert!(e.contains("read_latency_ns") && e.contains("positive"), "{e}");
+    }
+
+    // ---- The presets against their sources (docs/platforms.md lists every number and where
+    // it comes from). Each test names the seed section or public reference it checks.
+
+    fn preset(name: &str) -> Platform {
+        Platform::load(name).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn tier<'a>(p: &'a Platform, name: &str) -> &'a Tier {
+        p.tiers.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{}: no tier {name}", p.name))
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+    }
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn every_preset_is_sourced_and_ordered_by_bandwidth() {
+        for p in Platform::presets() {
+            assert!(!p.description.is_empty() && !p.source.is_empty(), "{}: description and source are required", p.name);
+            assert!(!p.description.contains("PROVISIONAL") && !p.source.contains("PROVISIONAL"), "{} is still provisional", p.name);
+            // fastest first: no tier reads faster than the one above it
+            for w in p.tiers.windows(2) {
+                assert!(w[0].read_bw_gb_per_s >= w[1].read_bw_gb_per_s, "{}: {} is listed before the faster {}", p.name, w[0].name, w[1].name);
+            }
+            // with three or more tiers every tier above the last needs a capacity, or the lower
+            // tiers would never be used
+            for t in &p.tiers[..p.tiers.len() - 1] {
+                if p.tiers.len() > 2 {
+                    assert!(t.capacity.is_some(), "{}: middle tier {} needs a capacity", p.name, t.name);
+                }
+            }
+            // energy is either given for every tier or for none (a half-filled table would
+            // make energy comparisons meaningless)
+            let given = p.tiers.iter().filter(|t| t.read_energy_pj_per_bit > 0.0).count();
+            assert!(given == 0 || given == p.tiers.len(), "{}: energy given for some tiers only", p.name);
+        }
+    }
+
+    #[test]
+    fn presets_round_trip_through_yaml_and_json() {
+        let dir = tempfile::tempdir().unwrap();
+        for p in Platform::presets() {
+            let y = dir.path().join(format!("{}.yaml", p.name));
+            std::fs::write(&y, serde_yaml_ng::to_string(&p).unwrap()).unwrap();
+            assert_eq!(Platform::load(y.to_str().unwrap()).unwrap(), p, "{} via YAML", p.name);
+            let j = dir.path().join(format!("{}.json", p.name));
+            std::fs::write(&j, serde_json::to_string_pretty(&p).unwrap()).unwrap();
+            assert_eq!(Platform::load(j.to_str().unwrap()).unwrap(), p, "{} via JSON", p.name);
+        }
+    }
+
+    #[test]
+    fn hbm_ddr_presets_follow_seed_000() {
+        for (name, slow, bw, lat) in [("hbm-ddr3", "DDR3", 12.8, 32.5), ("hbm-ddr4", "DDR4", 19.2, 30.0)] {
+            let p = preset(name);
+            assert_eq!(p.tiers.len(), 2);
+            let hbm = tier(&p, "HBM");
+            let ddr = tier(&p, slow);
+            // 000 §5.1: upper tier 12.5% of peak RSS (1:8), lower tier unbounded
+            assert_eq!(hbm.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Fraction(0.125), "{name}");
+            assert!(ddr.capacity.is_none(), "{name}");
+            // Ramulator HBM_1Gbps, 8 channels: 128 GB/s; read (7+7+2) clocks of 2 ns
+            assert!(close(hbm.read_bw_gb_per_s, 128.0) && close(hbm.read_latency_ns, 32.0), "{name}");
+            // one DDR channel: rate x 8 bytes; read (nRCD + nCL + nBL) x tCK
+            assert!(close(ddr.read_bw_gb_per_s, bw) && close(ddr.read_latency_ns, lat), "{name}");
+            // HBM's advantage is bandwidth; its latency is within 10% of the DDR device's
+            assert!(hbm.read_bw_gb_per_s >= 6.0 * ddr.read_bw_gb_per_s, "{name}");
+            assert!((hbm.read_latency_ns / ddr.read_latency_ns - 1.0).abs() < 0.1, "{name}");
+            // 000 §5.1: page faults 5 µs, TLB shootdowns 3 µs, copy set by the bandwidth
+            assert_eq!((p.migration.fault_ns, p.migration.tlb_shootdown_ns), (5000.0, 3000.0), "{name}");
+            assert!(p.migration.copy_from_bandwidth, "{name}");
+            // 000 §5.1: 3.2 GHz, 128-entry ROB
+            assert_eq!((p.cpu.freq_ghz, p.cpu.rob_entries), (3.2, 128), "{name}");
+        }
+    }
+
+    #[test]
+    fn hbm_pcm_matches_seed_001_tables_2_3_and_5() {
+        let p = preset("hbm-pcm");
+        let hbm = tier(&p, "HBM");
+        let pcm = tier(&p, "PCM");
+        // Table 2: 1 GB HBM + 16 GB PCM
+        assert_eq!(hbm.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(GIB));
+        assert_eq!(pcm.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(16 * GIB));
+        // Table 2: PCM read 80 ns = 7.5 tPRE + 62.5 tSENSE + 10 tBUS; write 250 ns; HBM tRCD + tCAS = 28 ns plus a 4 ns burst
+        assert!(close(pcm.read_latency_ns, 7.5 + 62.5 + 10.0));
+        assert!(close(pcm.write_latency_ns, 250.0));
+        assert!(close(hbm.read_latency_ns, 14.0 + 14.0 + 4.0));
+        // tBUS agrees with the bus bandwidth: 64 B over one 6.4 GB/s channel takes 10 ns
+        assert!(close(64.0 / (pcm.read_bw_gb_per_s / 2.0), 10.0));
+        // PCM writes occupy the banks: shared bandwidth, writes slower than reads
+        assert!(pcm.shared_bandwidth && pcm.write_bw_gb_per_s < pcm.read_bw_gb_per_s);
+        // Table 5: HBM 3.92 pJ/bit; PCM read 42, write 140 pJ/bit
+        assert_eq!((hbm.read_energy_pj_per_bit, hbm.write_energy_pj_per_bit), (3.92, 3.92));
+        assert_eq!((pcm.read_energy_pj_per_bit, pcm.write_energy_pj_per_bit), (42.0, 140.0));
+        // Table 3 at 3.2 GHz: TLB invalidation 300 cycles; page walk 150 + reverse mapping 4480 cycles
+        let ns = |cycles: f64| cycles / p.cpu.freq_ghz;
+        assert!(close(p.migration.tlb_shootdown_ns, ns(300.0)));
+        assert!(close(p.migration.per_page_ns, ns(150.0 + 4480.0)));
+        assert_eq!(p.migration.fault_ns, 0.0);
+        // §4.1: 3.2 GHz, 128-entry ROB
+        assert_eq!((p.cpu.freq_ghz, p.cpu.rob_entries), (3.2, 128));
+    }
+
+    #[test]
+    fn mcdram_ddr4_matches_seed_002() {
+        let p = preset("mcdram-ddr4");
+        let mc = tier(&p, "MCDRAM");
+        let ddr = tier(&p, "DDR4");
+        // 002 §V-A: 16 GB MCDRAM (8 x 2 GB), 192 GB DDR4 (6 x 32 GB), 1.30 GHz
+        assert_eq!(mc.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(16 * GIB));
+        assert_eq!(ddr.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(192 * GIB));
+        assert_eq!(p.cpu.freq_ghz, 1.3);
+        // 002 §III: much higher bandwidth, similar latency (measured: MCDRAM no faster)
+        assert!(mc.read_bw_gb_per_s >= 4.0 * ddr.read_bw_gb_per_s);
+        assert!(mc.read_latency_ns >= ddr.read_latency_ns && mc.read_latency_ns <= 1.25 * ddr.read_latency_ns);
+    }
+
+    #[test]
+    fn dram_pmem_keeps_the_ratios_of_seed_003() {
+        let p = preset("dram-pmem");
+        let (fast, slow) = (&p.tiers[0], &p.tiers[1]);
+        // 003 §3.1: latency 1:3, bandwidth 1:0.37; costs 1 µs per migrated page, 3 µs per period
+        assert!(close(slow.read_latency_ns / fast.read_latency_ns, 3.0));
+        assert!(close(slow.read_bw_gb_per_s / fast.read_bw_gb_per_s, 0.37));
+        assert_eq!((p.migration.per_page_ns, p.migration.per_period_ns), (1000.0, 3000.0));
+        assert_eq!((fast.read_latency_ns, fast.read_bw_gb_per_s), (50.0, 10.0));
+    }
+
+    #[test]
+    fn dram_dcpmm_has_the_optane_asymmetry_of_seed_004() {
+        let p = preset("dram-dcpmm");
+        let dram = tier(&p, "DRAM");
+        let pm = tier(&p, "DCPMM");
+        // 004 §2.1 / Fig. 2: DCPMM write bandwidth far below its read bandwidth, writes occupy the media
+        assert!(pm.write_bw_gb_per_s < 0.5 * pm.read_bw_gb_per_s);
+        assert!(pm.shared_bandwidth && !dram.shared_bandwidth);
+        // reads about 3x slower than DRAM (Yang et al., FAST 2020: 305 vs 101.5 ns), lower peak read bandwidth
+        assert!((pm.read_latency_ns / dram.read_latency_ns - 3.0).abs() < 0.1);
+        assert!(pm.read_bw_gb_per_s < dram.read_bw_gb_per_s);
+        // 004 §5.1: 32 GB DRAM and 256 GB DCPMM per socket, 2.30 GHz
+        assert_eq!(dram.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(32 * GIB));
+        assert_eq!(pm.capacity.as_ref().unwrap().resolve("t").unwrap(), Capacity::Bytes(256 * GIB));
+        assert_eq!(p.cpu.freq_ghz, 2.3);
+    }
+
+    #[test]
+    fn cxl_adds_pond_latency_and_keeps_near_ddr5_bandwidth() {
+        for name in ["dram-cxl", "hbm-dram-cxl"] {
+            let p = preset(name);
+            let dram = tier(&p, "DRAM");
+            let cxl = tier(&p, "CXL");
+            // Pond (ASPLOS 2023): CXL adds about 70-90 ns over local DRAM
+            let extra = cxl.read_latency_ns - dram.read_latency_ns;
+            assert!((70.0..=90.0).contains(&extra), "{name}: {extra}");
+            // Micron CZ120: 36 GB/s per module, just under a DDR5-4800 channel's 38.4 GB/s
+            assert!(cxl.read_bw_gb_per_s < dram.read_bw_gb_per_s && cxl.read_bw_gb_per_s > 0.9 * dram.read_bw_gb_per_s, "{name}");
+            assert!(cxl.capacity.is_none(), "{name}: the expander is the unlimited tier");
+        }
+    }
+
+    #[test]
+    fn hbm_dram_cxl_has_three_tiers_ordered_by_latency_and_bandwidth() {
+        let p = preset("hbm-dram-cxl");
+        let names: Vec<&str> = p.tiers.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["HBM", "DRAM", "CXL"]);
+        // latency never decreases down the tiers (HBM is no faster than DRAM to reach, only wider);
+        // bandwidth strictly decreases
+        for w in p.tiers.windows(2) {
+            assert!(w[0].read_latency_ns <= w[1].read_latency_ns, "{} vs {}", w[0].name, w[1].name);
+            assert!(w[0].read_bw_gb_per_s > w[1].read_bw_gb_per_s, "{} vs {}", w[0].name, w[1].name);
+        }
+        assert!(p.tiers[0].read_latency_ns < p.tiers[2].read_latency_ns);
+        // a resolved run puts 1/8 of the footprint in HBM and 1/4 in DRAM, the rest on CXL
+        let r = p.resolve(800, 4096, &[]).unwrap();
+        assert_eq!(&r.capacity_pages[..2], &[100, 200]);
+        assert_eq!(r.capacity_pages[2], u64::MAX);
     }
 }
