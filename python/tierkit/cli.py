@@ -220,6 +220,8 @@ def trace_convert(
     if dropped:
         msg += "; not expressible in the output format: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())
     print(msg)
+    for n in r.get("notes", []):
+        print(f"note: {n}")
 
 
 @trace_app.command("synth")

@@ -4,7 +4,7 @@
 use super::summary::Summary;
 use super::tkt::TktWriter;
 use super::{Batch, Format, TraceInput, BATCH_RECORDS};
-use crate::engine::ProgressFn;
+use super::ProgressFn;
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::Path;
@@ -19,6 +19,8 @@ pub struct ConvertReport {
     pub summary: Summary,
     /// Records the output format cannot express, by kind (text exports only).
     pub dropped: std::collections::BTreeMap<String, u64>,
+    /// Trace-level properties the output format cannot carry.
+    pub notes: Vec<String>,
 }
 
 /// The output format implied by a file name (`.tkt` → native), if any.
@@ -53,6 +55,7 @@ pub fn convert(input: &TraceInput, out: &Path, to: Option<Format>, force: bool, 
         output_format: to.name().to_string(),
         summary: Summary::default(),
         dropped: Default::default(),
+        notes: Vec::new(),
     };
     match to {
         Format::Tkt => {
@@ -68,6 +71,16 @@ pub fn convert(input: &TraceInput, out: &Path, to: Option<Format>, force: bool, 
                 }
             }
             report.summary = w.finish()?;
+        }
+        Format::Ramulator | Format::Hex => {
+            let r = if to == Format::Ramulator {
+                super::export::to_ramulator_with_progress(src.as_mut(), out, force, progress)?
+            } else {
+                super::export::to_hex_with_progress(src.as_mut(), out, force, progress)?
+            };
+            report.summary = r.input_summary.clone();
+            report.dropped = r.losses();
+            report.notes = r.notes.clone();
         }
         other => return Err(Error::config("--to", format!("cannot write {other} traces (writable: tkt, ramulator, hex)"))),
     }

@@ -8,6 +8,7 @@
 
 
 pub mod convert;
+pub mod export;
 pub mod input;
 pub mod summary;
 pub mod synth;
@@ -257,6 +258,10 @@ impl Default for TraceMeta {
         }
     }
 }
+
+/// Called after every batch with (bytes or records done, total if known); returning false
+/// stops the work with [`Error::Interrupted`](crate::Error::Interrupted).
+pub type ProgressFn<'a> = dyn FnMut(u64, Option<u64>) -> bool + 'a;
 
 /// Progress of a source through its input, for progress bars.
 #[derive(Clone, Copy, Debug, Default)]
