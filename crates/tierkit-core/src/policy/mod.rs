@@ -20,7 +20,9 @@
 //! 6. [`Policy::report`] once at the end, for the policy's subtree of the statistics.
 
 pub mod basic;
+pub mod cache_mode;
 pub mod external;
+pub mod page_scheduler;
 pub mod params;
 
 pub use params::{ParamSpec, ParamType, Params, PolicySpec, Value};
@@ -131,6 +133,8 @@ pub struct Ctx<'a> {
     pub platform: &'a Resolved,
     /// Pages known to the engine (all pages of the trace with `all_pages_upfront`).
     pub pages: usize,
+    /// The trace's line size: the bytes of one access and of one extra line of traffic.
+    pub line_bytes: u64,
 }
 
 /// A placement and migration policy.
@@ -196,6 +200,9 @@ pub static REGISTRY: &[&PolicyInfo] = &[
     &basic::ALL_SLOW,
     &basic::FIRST_TOUCH,
     &basic::INTERLEAVE,
+    &page_scheduler::HISTORY,
+    &page_scheduler::ORACLE,
+    &cache_mode::CACHE_MODE,
 ];
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {

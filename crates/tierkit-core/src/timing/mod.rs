@@ -3,6 +3,7 @@
 //! migration and every period, and at the end turns that into runtime. It knows nothing about
 //! policies. The formulas are documented in `docs/models.md`.
 
+pub mod detailed;
 pub mod simple;
 
 use crate::mechanics::{MigrationOp, TierId};
@@ -10,6 +11,7 @@ use crate::policy::Compat;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+pub use detailed::DetailedTiming;
 pub use simple::SimpleTiming;
 
 /// Which timing model a run uses (`--timing`).
@@ -103,4 +105,6 @@ pub struct TimingSetup {
     pub period_accesses: Option<u64>,
     /// The trace carries instruction counts.
     pub has_insn: bool,
+    /// Bytes of one memory transfer (the trace's line size); 0 means 64.
+    pub line_bytes: u64,
 }

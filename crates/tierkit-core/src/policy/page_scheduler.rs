@@ -1,0 +1,587 @@
+//! `history` and `oracle`: the periodic page schedulers of 003 §3.1 ("Page Scheduler").
+//!
+//! Every period the scheduler ranks the pages by their access counts — the period just ended
+//! (`history`, a reactive scheduler) or the period about to start (`oracle`, which knows the
+//! future and is an upper bound, not a realizable policy) — and brings the top-ranked pages
+//! into the fast tier in place of least-recently-used ones.
+//!
+//! # Default rules (tierkit)
+//!
+//! * **Placement** at first touch, round-robin over the tiers with a free frame (NUMA
+//!   interleaving, as the seed's initial allocation), via [`Interleave`].
+//! * **Ranking.** Candidates are the placed pages with a non-zero count in the ranked period.
+//!   Key, most important first:
+//!   1. the count's class: with `bins=B > 0` the log2 class `min(B, ⌊log2 c⌋ + 1)` (1 | 2–3 |
+//!      4–7 | …; `bins=1` ranks by "touched" only), with `bins=0` the raw count;
+//!   2. the page's current tier, faster first: a page never displaces another of the same
+//!      class, so equal heat causes no migration;
+//!   3. `history`: the more recent last access first; `oracle`: the earlier first access in
+//!      the coming period first. Both are unique per page, so the order is total.
+//! * **Targets, tier by tier.** The first `capacity(0)` ranked pages are wanted in tier 0,
+//!   the next `capacity(1)` in tier 1, and so on (the last tier takes the rest). For tier
+//!   `t = 0, 1, …` each wanted page now in a slower tier is brought in: into a free frame if
+//!   tier `t` has one (one migration), otherwise in place of the least-recently-used page of
+//!   tier `t` that is *not* wanted in tier `t` or faster. The victim goes to the next tier
+//!   down when that tier has room (a demotion plus a promotion), otherwise it swaps places
+//!   with the incoming page.
+//!
+//! # `compat=cori-sim`
+//!
+//! Reproduces GTkernel/cori-sim (the simulator behind 003 §3.1) on two tiers, with the
+//! `simple` timing model's cori-sim accounting ([`Compat::CoriSim`]):
+//! * every page of the trace is placed before the first access (dense ids in order of first
+//!   appearance): page `i` goes to the fast tier if `i` is even and the fast tier holds fewer
+//!   than `l1 = capacity(0)` pages (`int(ratio · pages)`), otherwise to the slow tier; all
+//!   pages go to the fast tier when it can hold them all (cori-sim's ratio 1);
+//! * at each boundary the candidates (non-zero raw count; bins are ignored) are ranked by
+//!   count, highest first, and equal counts by page id, *highest* first (numpy's
+//!   `argsort(...)[::-1]`, which for up to 16 candidates sorts stably and then reverses);
+//! * among the first `l1` ranked pages, those in the slow tier are promoted, in rank order,
+//!   each swapping with the next fast page in LRU order (never-accessed pages first, by id,
+//!   then by last access). Hot fast pages are *not* protected: cori-sim can evict a page it
+//!   has just ranked hot. Two migrations per swap.
+//!
+//! cori-sim is Python 2 code, so it runs on numpy ≤ 1.16, whose argsort insertion-sorts up
+//! to 16 elements (stable) and quicksorts longer arrays (not stable); recent numpy on
+//! AVX-512 machines (seen with numpy 2.4) is unstable even for short arrays. Where the sort
+//! is unstable, pages of equal count may be ranked in another order than ours; results then
+//! still agree when no tie is split by the `l1` cut and tied promotions are not paired with
+//! different victims. Periods must be given in accesses; the platform must have two tiers
+//! and 4 KiB pages.
+//!
+//! # Differences of the default from cori-sim, and why
+//!
+//! * pages are placed at first touch, not all before the run (a scheduler cannot place
+//!   pages it has not seen);
+//! * victims are never pages ranked hot for the same tier (cori-sim can swap out a page it
+//!   has just ranked hot and bring it back next period);
+//! * free fast frames are filled by one-way moves instead of being left empty;
+//! * counts are binned and equal classes favour the page already in the faster tier, which
+//!   avoids migrations that buy nothing;
+//! * N tiers, tier by tier (cori-sim has two).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::basic::Interleave;
+use super::params::{ParamSpec, ParamType, Params};
+use super::{Compat, Ctx, Needs, Policy, PolicyInfo};
+use crate::engine::Runnable;
+use crate::error::{Error, Result};
+use crate::mechanics::{TierId, UNPLACED};
+use crate::pagemap::PageId;
+use crate::units::Period;
+use serde_json::json;
+
+/// Which period's counts rank the pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The period just ended (reactive).
+    History,
+    /// The period about to start (future knowledge).
+    Oracle,
+}
+
+impl Source {
+    fn name(self) -> &'static str {
+        match self {
+            Source::History => "history",
+            Source::Oracle => "oracle",
+        }
+    }
+}
+
+/// Class of a per-period count: log2 classes capped at `bins`, or the raw count (`bins=0`).
+#[inline]
+pub fn count_class(count: u32, bins: u32) -> u32 {
+    if bins == 0 {
+        count
+    } else {
+        (32 - count.leading_zeros()).min(bins)
+    }
+}
+
+/// Sort key of a candidate, smallest first: class (highest first), current tier (fastest
+/// first), tie-break.
+type RankKey = (Reverse<u32>, TierId, u64);
+
+/// A least-recently-used order of one tier's pages: a min-heap on (last access, page id)
+/// with lazy deletion. An entry is current while the page is in the tier and its last access
+/// is unchanged; last accesses only grow, so outdated entries surface first and are dropped.
+#[derive(Default)]
+struct LruHeap {
+    heap: BinaryHeap<Reverse<(u64, PageId)>>,
+}
+
+impl LruHeap {
+    fn push(&mut self, last: u64, page: PageId) {
+        self.heap.push(Reverse((last, page)));
+    }
+
+    /// The least recently used current page of `tier`, removed from the heap.
+    fn pop(&mut self, tier: TierId, ctx: &Ctx) -> Option<(u64, PageId)> {
+        while let Some(Reverse((last, p))) = self.heap.pop() {
+            if ctx.mem.tier(p) == tier && ctx.track.last_access[p as usize] == last {
+                return Some((last, p));
+            }
+        }
+        None
+    }
+
+    /// Drop outdated and duplicate entries once they outnumber the tier's pages.
+    fn compact(&mut self, tier: TierId, ctx: &Ctx) {
+        if self.heap.len() <= 2 * ctx.mem.used(tier) as usize + 1024 {
+            return;
+        }
+        let mut v: Vec<_> = std::mem::take(&mut self.heap)
+            .into_vec()
+            .into_iter()
+            .filter(|Reverse((last, p))| ctx.mem.tier(*p) == tier && ctx.track.last_access[*p as usize] == *last)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        self.heap = BinaryHeap::from(v);
+    }
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct Stats {
+    /// Period boundaries at which the scheduler ran.
+    boundaries: u64,
+    /// Candidates ranked, summed over boundaries.
+    candidates: u64,
+    /// Pages brought into a faster tier by the scheduler.
+    promoted: u64,
+    /// Of those, moved into a free frame (no victim).
+    into_free_frames: u64,
+    /// Swaps of a promoted page with a victim.
+    swaps: u64,
+    /// Victims moved one way to the next tier down (then the promoted page took their frame).
+    demoted_to_free_frames: u64,
+    /// compat=cori-sim: victims that were among the pages ranked hot at that boundary.
+    hot_evictions: u64,
+}
+
+/// The `history` / `oracle` page scheduler.
+pub struct PageScheduler {
+    source: Source,
+    period: Period,
+    bins: u32,
+    compat: bool,
+    place: Interleave,
+    /// LRU order of every tier that can give up a page (all but the last).
+    lru: Vec<LruHeap>,
+    /// Scratch: ranked candidates.
+    ranked: Vec<(RankKey, PageId)>,
+    /// Scratch: 1 + the tier a page is wanted in at this boundary, 0 if none.
+    want: Vec<u8>,
+    /// Scratch: entries set aside while looking for a victim.
+    skipped: Vec<(u64, PageId)>,
+    /// Scratch (compat): promotions and victims of one boundary.
+    promote: Vec<PageId>,
+    victims: Vec<PageId>,
+    stats: Stats,
+}
+
+impl PageScheduler {
+    pub fn new(source: Source, period: Period, bins: u32, compat: bool) -> PageScheduler {
+        PageScheduler {
+            source,
+            period,
+            bins,
+            compat,
+            place: Interleave::new(Vec::new()),
+            lru: Vec::new(),
+            ranked: Vec::new(),
+            want: Vec::new(),
+            skipped: Vec::new(),
+            promote: Vec::new(),
+            victims: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    fn key(&self, param: &str) -> String {
+        format!("{}:{param}", self.source.name())
+    }
+
+    /// Make the LRU heaps current: pages accessed in the period just ended moved to the
+    /// most-recent end of their tier's order.
+    fn refresh_lru(&mut self, ctx: &Ctx) {
+        let last = self.lru.len();
+        for &p in &ctx.track.prev_touched {
+            let t = ctx.mem.tier(p);
+            if (t as usize) < last {
+                self.lru[t as usize].push(ctx.track.last_access[p as usize], p);
+            }
+        }
+    }
+
+    /// The pages to rank and their counts in the ranked period.
+    fn for_each_candidate(&self, ctx: &Ctx, mut f: impl FnMut(usize, PageId, u32)) -> Result<()> {
+        match self.source {
+            Source::History => {
+                for (i, &p) in ctx.track.prev_touched.iter().enumerate() {
+                    f(i, p, ctx.track.prev_count[p as usize]);
+                }
+            }
+            Source::Oracle => {
+                let fut = ctx.future.ok_or_else(|| Error::Invariant("oracle: the engine gave no future counts".into()))?;
+                for (i, &p) in fut.touched.iter().enumerate() {
+                    f(i, p, fut.count[p as usize]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn ensure_want(&mut self, n: usize) {
+        if self.want.len() < n {
+            self.want.resize(n.max(self.want.len() * 2), 0);
+        }
+    }
+
+    // ---------------------------------------------------------------- default rules
+
+    fn period_default(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let n_tiers = ctx.mem.tiers();
+        let bins = self.bins;
+        let history = self.source == Source::History;
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.clear();
+        {
+            let c: &Ctx = ctx;
+            self.for_each_candidate(c, |i, p, count| {
+                if (p as usize) >= c.mem.slots() || count == 0 {
+                    return;
+                }
+                let t = c.mem.tier(p);
+                if t == UNPLACED {
+                    return; // first touched in the coming period: placed then
+                }
+                let tie = if history { u64::MAX - c.track.last_access[p as usize] } else { i as u64 };
+                ranked.push(((Reverse(count_class(count, bins)), t, tie), p));
+            })?;
+        }
+        self.stats.candidates += ranked.len() as u64;
+        ranked.sort_unstable();
+
+        // wanted tier of each ranked page: the first capacity(0) in tier 0, and so on
+        self.ensure_want(ctx.mem.slots());
+        let mut tier = 0usize;
+        let mut room = ctx.mem.capacity(0);
+        for &(_, p) in &ranked {
+            while room == 0 && tier + 1 < n_tiers - 1 {
+                tier += 1;
+                room = ctx.mem.capacity(tier as TierId);
+            }
+            if room == 0 {
+                break;
+            }
+            room -= 1;
+            self.want[p as usize] = tier as u8 + 1;
+        }
+
+        for t in 0..n_tiers - 1 {
+            let t = t as TierId;
+            for &(_, p) in &ranked {
+                if self.want[p as usize] != t + 1 || ctx.mem.tier(p) <= t {
+                    continue;
+                }
+                if !self.bring_in(p, t, ctx)? {
+                    break;
+                }
+            }
+            for (last, p) in self.skipped.drain(..) {
+                self.lru[t as usize].push(last, p);
+            }
+        }
+
+        for &(_, p) in &ranked {
+            self.want[p as usize] = 0;
+        }
+        self.ranked = ranked;
+        Ok(())
+    }
+
+    /// Bring page `p` into tier `t`; false if no frame can be had.
+    fn bring_in(&mut self, p: PageId, t: TierId, ctx: &mut Ctx) -> Result<bool> {
+        let last_tier = (ctx.mem.tiers() - 1) as TierId;
+        let la = |ctx: &Ctx, q: PageId| ctx.track.last_access[q as usize];
+        if ctx.mem.free(t) > 0 {
+            ctx.mem.migrate(p, t)?;
+            self.lru[t as usize].push(la(ctx, p), p);
+            self.stats.promoted += 1;
+            self.stats.into_free_frames += 1;
+            return Ok(true);
+        }
+        // least recently used page of tier t not wanted in t or faster
+        let victim = loop {
+            match self.lru[t as usize].pop(t, ctx) {
+                None => break None,
+                Some((last, v)) => {
+                    let w = self.want[v as usize];
+                    if w != 0 && w <= t + 1 {
+                        self.skipped.push((last, v));
+                    } else {
+                        break Some(v);
+                    }
+                }
+            }
+        };
+        let Some(v) = victim else { return Ok(false) };
+        let from = ctx.mem.tier(p);
+        let below = t + 1;
+        if from != below && ctx.mem.free(below) > 0 {
+            ctx.mem.migrate(v, below)?;
+            ctx.mem.migrate(p, t)?;
+            if below < last_tier {
+                self.lru[below as usize].push(la(ctx, v), v);
+            }
+            self.stats.demoted_to_free_frames += 1;
+        } else {
+            ctx.mem.swap(p, v)?;
+            if from < last_tier {
+                self.lru[from as usize].push(la(ctx, v), v);
+            }
+            self.stats.swaps += 1;
+        }
+        self.lru[t as usize].push(la(ctx, p), p);
+        self.stats.promoted += 1;
+        Ok(true)
+    }
+
+    // ---------------------------------------------------------------- compat=cori-sim
+
+    fn init_cori(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let key = self.key("compat");
+        if ctx.mem.tiers() != 2 {
+            return Err(Error::config(
+                key,
+                format!("cori-sim models two tiers; platform {} has {} (use compat=none)", ctx.platform.platform.name, ctx.mem.tiers()),
+            ));
+        }
+        if ctx.mem.page_bytes() != 4096 {
+            return Err(Error::config(key, format!("cori-sim uses 4 KiB pages; this trace has {}-byte pages", ctx.mem.page_bytes())));
+        }
+        let n = ctx.pages as u64;
+        let l1 = ctx.mem.capacity(0).min(n);
+        let all_fast = l1 >= n;
+        let fast_pages = if all_fast { n } else { l1.min(n.div_ceil(2)) };
+        if ctx.mem.capacity(1) < n - fast_pages {
+            return Err(Error::config(
+                key,
+                format!("cori-sim's initial placement puts {} pages in the slow tier, which holds {}", n - fast_pages, ctx.mem.capacity(1)),
+            ));
+        }
+        let mut fast = 0u64;
+        for i in 0..n {
+            let t = if all_fast || (i % 2 == 0 && fast < l1) { 0 } else { 1 };
+            ctx.mem.place(i as PageId, t)?;
+            if t == 0 {
+                fast += 1;
+                self.lru[0].push(0, i as PageId);
+            }
+        }
+        Ok(())
+    }
+
+    fn period_cori(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.clear();
+        self.for_each_candidate(ctx, |_, p, count| {
+            if count != 0 {
+                // count descending, then page id descending (numpy argsort reversed)
+                ranked.push(((Reverse(count), 0, u64::MAX - p as u64), p));
+            }
+        })?;
+        self.stats.candidates += ranked.len() as u64;
+        ranked.sort_unstable();
+        let l1 = ctx.mem.capacity(0).min(ctx.pages as u64) as usize;
+        ranked.truncate(l1);
+
+        self.ensure_want(ctx.mem.slots());
+        self.promote.clear();
+        for &(_, p) in &ranked {
+            self.want[p as usize] = 1; // ranked hot
+            if ctx.mem.tier(p) == 1 {
+                self.promote.push(p);
+            }
+        }
+        // victims: fast pages in LRU order, hot or not, chosen before any move
+        self.victims.clear();
+        while self.victims.len() < self.promote.len() {
+            let Some((_, v)) = self.lru[0].pop(0, ctx) else { break };
+            if self.want[v as usize] == 2 {
+                continue; // a duplicate entry of a page already chosen
+            }
+            if self.want[v as usize] == 1 {
+                self.stats.hot_evictions += 1;
+            }
+            self.want[v as usize] = 2;
+            self.victims.push(v);
+        }
+        for i in 0..self.promote.len() {
+            let p = self.promote[i];
+            match self.victims.get(i) {
+                Some(&v) => {
+                    ctx.mem.swap(p, v)?;
+                    self.stats.swaps += 1;
+                }
+                // cannot happen: the fast tier holds at least as many pages as the slow
+                // tier, or exactly l1 (see the module comment); move one way if it does
+                None if ctx.mem.free(0) > 0 => {
+                    ctx.mem.migrate(p, 0)?;
+                    self.stats.into_free_frames += 1;
+                }
+                None => break,
+            }
+            self.stats.promoted += 1;
+        }
+        for &p in &self.promote {
+            if ctx.mem.tier(p) == 0 {
+                self.lru[0].push(ctx.track.last_access[p as usize], p);
+            }
+        }
+        for &(_, p) in &ranked {
+            self.want[p as usize] = 0;
+        }
+        for &v in &self.victims {
+            self.want[v as usize] = 0;
+        }
+        self.ranked = ranked;
+        Ok(())
+    }
+}
+
+impl Policy for PageScheduler {
+    fn needs(&self) -> Needs {
+        Needs {
+            counts: true,
+            recency: true,
+            future: self.source == Source::Oracle,
+            all_pages_upfront: self.compat,
+            ..Default::default()
+        }
+    }
+
+    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        self.lru = (0..ctx.mem.tiers() - 1).map(|_| LruHeap::default()).collect();
+        if self.compat {
+            self.init_cori(ctx)?;
+        }
+        Ok(())
+    }
+
+    fn place(&mut self, _page: PageId, ctx: &mut Ctx) -> TierId {
+        self.place.next(ctx)
+    }
+
+    fn period(&self) -> Option<Period> {
+        Some(self.period)
+    }
+
+    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        self.stats.boundaries += 1;
+        self.refresh_lru(ctx);
+        if self.compat {
+            self.period_cori(ctx)?;
+        } else {
+            self.period_default(ctx)?;
+        }
+        for (t, h) in self.lru.iter_mut().enumerate() {
+            h.compact(t as TierId, ctx);
+        }
+        Ok(())
+    }
+
+    fn compat(&self) -> Compat {
+        if self.compat {
+            Compat::CoriSim
+        } else {
+            Compat::None
+        }
+    }
+
+    fn report(&self) -> serde_json::Value {
+        json!({
+            "name": self.source.name(),
+            "future_knowledge": self.source == Source::Oracle,
+            "period": self.period.describe(),
+            "bins": if self.compat { 0 } else { self.bins },
+            "compat": if self.compat { "cori-sim" } else { "none" },
+            "scheduler": self.stats,
+        })
+    }
+}
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "period",
+        ty: ParamType::Period,
+        unit: "accesses (or N-insn, or a time such as 10ms)",
+        default: "1000",
+        source: "003 §3.1 (a period is a fixed number of memory requests, e.g. 1,000)",
+        help: "how often the scheduler runs; compat=cori-sim needs it in accesses",
+    },
+    ParamSpec {
+        name: "bins",
+        ty: ParamType::Int { min: 0, max: 32 },
+        unit: "log2 count classes",
+        default: "16",
+        source: "tierkit (003 §3.1 gives no binning; cori-sim ranks raw counts)",
+        help: "rank by log2 class of the period's count, capped at this many classes (1 = touched or not); 0 = raw counts. Ignored with compat=cori-sim",
+    },
+    ParamSpec {
+        name: "compat",
+        ty: ParamType::Choice { options: &["none", "cori-sim"] },
+        unit: "",
+        default: "none",
+        source: "GTkernel/cori-sim, the simulator of 003 §3.1",
+        help: "cori-sim: reproduce that simulator's placement, ranking, swaps and (with --timing simple) its accounting exactly",
+    },
+];
+
+fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
+    let period = p.period("period");
+    let compat = p.text("compat") == "cori-sim";
+    if compat && !matches!(period, Period::Accesses(_)) {
+        return Err(Error::config(
+            format!("{}:period", source.name()),
+            format!("compat=cori-sim counts periods in memory accesses; give period as a number of accesses (e.g. period=1000), not {}", period.describe()),
+        ));
+    }
+    Ok(Box::new(PageScheduler::new(source, period, p.int("bins") as u32, compat)) as Box<dyn Runnable>)
+}
+
+pub static HISTORY: PolicyInfo = PolicyInfo {
+    name: "history",
+    summary: "periodic page scheduler: each period, move the last period's hottest pages into the fast tier in place of LRU pages (compat=cori-sim: GTkernel/cori-sim exactly)",
+    source: "003 §3.1 (Page Scheduler, history/reactive)",
+    future_knowledge: false,
+    params: PARAMS,
+    build: |p| build(Source::History, p),
+};
+
+pub static ORACLE: PolicyInfo = PolicyInfo {
+    name: "oracle",
+    summary: "FUTURE KNOWLEDGE (upper bound, not realizable): like history, but ranks pages by their counts in the coming period",
+    source: "003 §3.1 (Page Scheduler, oracle/predictive)",
+    future_knowledge: true,
+    params: PARAMS,
+    build: |p| build(Source::Oracle, p),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::count_class;
+
+    #[test]
+    fn log2_classes_and_raw_counts() {
+        // 003 §3.1 ranks by per-period counts; tierkit bins them in log2 classes
+        assert_eq!([0, 1, 2, 3, 4, 7, 8].map(|c| count_class(c, 16)), [0, 1, 2, 2, 3, 3, 4]);
+        assert_eq!(count_class(1 << 20, 16), 16);
+        assert_eq!([1, 5, 900].map(|c| count_class(c, 1)), [1, 1, 1]);
+        assert_eq!(count_class(900, 0), 900);
+    }
+}

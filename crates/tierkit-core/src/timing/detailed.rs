@@ -1,0 +1,495 @@
+//! The `detailed` timing model: one out-of-order core with a bounded miss window in front of
+//! per-tier bandwidth queues. The equations, units and what the model leaves out are in
+//! `docs/models.md` (section `detailed`); in short:
+//!
+//! ```text
+//! cycle      = base_cpi / freq_ghz                                   ns per instruction
+//! compute    : core += (insn - prev_insn) · cycle                     (1 instruction per access
+//!                                                                      when the trace has no counts)
+//! ROB        : instruction j cannot dispatch before the oldest unretired miss m retires when
+//!              j ≥ insn_m + rob_entries; at most rob_entries misses are unretired;
+//!              retire_m = max(done_m, retire_{m-1})                     (in-order retirement)
+//! MSHR       : a miss cannot issue while max_outstanding misses are in flight
+//! read queue : start = max(arrival, free); free = start + line/read_bw; done = start + read_latency
+//! probe      : the probe tier's read is served first; the serving read arrives at its `done`
+//! write      : posted: start = max(arrival, free); free = done = start + line/write_bw;
+//!              the core stalls only while the tier holds write_queue_entries unfinished writes
+//! shared_bandwidth tiers: reads and writes use one queue (a write takes media time from reads)
+//! migration  : core += fault + TLB shootdown + per-page cost; copy = page/read_bw (source read
+//!              queue) pipelined with page/write_bw (destination write queue); the core waits
+//!              for the copy only when `copy_from_bandwidth` (synchronous, like move_pages)
+//! period     : core += per_period_ns
+//! runtime    = max(core, retire of the last miss)      (posted writes still draining do not count)
+//! IPC        = instructions / (runtime · freq_ghz)
+//! ```
+//!
+//! Everything here is amortized O(1) per access with no allocation: the ROB is a ring of
+//! `rob_entries` misses; the MSHRs are one ring of completion times per tier (a tier's queue
+//! is FIFO with one latency, so its reads complete in issue order); each tier's write queue
+//! is a ring of `write_queue_entries` drain times.
+
+use super::{RunCounters, Timing, TimingReport, TimingSetup};
+use crate::mechanics::{MigrationOp, TierId};
+use crate::platform::Resolved;
+use serde_json::json;
+
+/// Line size assumed when the setup does not give one, bytes.
+const DEFAULT_LINE_BYTES: u64 = 64;
+
+/// A ring of f64 of power-of-two capacity, addressed by ever-growing positions.
+#[inline(always)]
+fn slot(base: usize, mask: usize, pos: usize) -> usize {
+    base + (pos & mask)
+}
+
+/// One tier: its figures (ns) and its queues' state.
+#[derive(Clone, Debug, Default)]
+struct TierQ {
+    read_lat_ns: f64,
+    /// Time one line occupies the read (or shared) queue: line / read_bw.
+    read_xfer_ns: f64,
+    /// Time one line occupies the write (or shared) queue: line / write_bw.
+    write_xfer_ns: f64,
+    page_read_ns: f64,
+    page_write_ns: f64,
+    shared: bool,
+    /// When the read queue (`free[0]`, the only queue of a shared tier) and the write queue
+    /// (`free[1]`) are next free.
+    free: [f64; 2],
+    /// The queue writes use: 0 on a shared tier, else 1 (an index, not a branch).
+    wq: usize,
+    /// This tier's reads in flight, in `DetailedTiming::out_done[out_base..]`: completion
+    /// times in issue order, which is completion order (the queue is FIFO with one latency).
+    out_base: usize,
+    out_head: usize,
+    out_tail: usize,
+    /// This tier's latest posted writes' drain times, in `DetailedTiming::wring[w_base..]`.
+    w_base: usize,
+    w_pos: usize,
+    // statistics (busy times are derived from the counts at the end)
+    reads: u64,
+    probes: u64,
+    writes: u64,
+    extra_reads: u64,
+    extra_writes: u64,
+    pages_out: u64,
+    pages_in: u64,
+    /// Queueing delay of the demand reads served by this tier, ns.
+    demand_read_delay: f64,
+    /// Queueing delay of every line read (demand, probe, extra), ns.
+    read_queue_delay: f64,
+    write_queue_delay: f64,
+}
+
+pub struct DetailedTiming {
+    /// The platform's tiers, then the no-probe tier.
+    tiers: Vec<TierQ>,
+    n_tiers: usize,
+    names: Vec<String>,
+    cycle_ns: f64,
+    freq_ghz: f64,
+    has_insn: bool,
+    rob_entries: u64,
+    fixed_migration_ns: f64,
+    per_period_ns: f64,
+    sync_copy: bool,
+    line_bytes: u64,
+    page_bytes: u64,
+
+    /// The core clock: when the instruction `cur_insn` was dispatched, ns.
+    core: f64,
+    cur_insn: u64,
+
+    /// ROB: the misses not known to have retired, in issue order: (instruction, retire
+    /// time); positions `rob_head..rob_tail` of a power-of-two ring.
+    rob: Vec<(u64, f64)>,
+    rob_mask: usize,
+    rob_head: usize,
+    rob_tail: usize,
+    last_retire: f64,
+    /// MSHRs: per tier, a power-of-two ring of at least `max_outstanding` completion times.
+    out_done: Vec<f64>,
+    out_mask: usize,
+    max_outstanding: usize,
+    /// Reads in the rings (some may have completed since: they are dropped when it matters).
+    outstanding: usize,
+    /// Per tier, a power-of-two ring of at least `write_queue_entries` drain times.
+    wring: Vec<f64>,
+    w_mask: usize,
+    wq_entries: usize,
+
+    // statistics, ns
+    rob_stall_ns: f64,
+    mshr_stall_ns: f64,
+    write_stall_ns: f64,
+    migration_fixed_ns: f64,
+    migration_copy_ns: f64,
+    async_copy_ns: f64,
+    period_stall_ns: f64,
+    miss_latency_sum: f64,
+    misses: u64,
+    migrations: u64,
+}
+
+impl DetailedTiming {
+    pub fn new(p: &Resolved, setup: TimingSetup) -> DetailedTiming {
+        let line = if setup.line_bytes > 0 { setup.line_bytes } else { DEFAULT_LINE_BYTES };
+        let page = p.page_size;
+        let cpu = &p.platform.cpu;
+        let m = &p.platform.migration;
+        let rob = cpu.rob_entries.max(1) as usize;
+        let mo = cpu.max_outstanding.max(1) as usize;
+        let wq = cpu.write_queue_entries.max(1) as usize;
+        let (out_cap, w_cap) = (mo.next_power_of_two(), wq.next_power_of_two());
+        // GB/s = bytes per ns
+        let tiers: Vec<TierQ> = p
+            .platform
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TierQ {
+                read_lat_ns: t.read_latency_ns,
+                read_xfer_ns: line as f64 / t.read_bw_gb_per_s,
+                write_xfer_ns: line as f64 / t.write_bw_gb_per_s,
+                page_read_ns: page as f64 / t.read_bw_gb_per_s,
+                page_write_ns: page as f64 / t.write_bw_gb_per_s,
+                shared: t.shared_bandwidth,
+                wq: if t.shared_bandwidth { 0 } else { 1 },
+                out_base: i * out_cap,
+                w_base: i * w_cap,
+                ..TierQ::default()
+            })
+            .collect();
+        let n = tiers.len();
+        // "no probe" is a probe of a tier that takes no time (index n), so that the probe
+        // costs no branch: its queue starts every read on arrival (the core clock never goes
+        // back) and adds exactly 0.0
+        let mut tiers = tiers;
+        tiers.push(TierQ { out_base: n * out_cap, w_base: n * w_cap, ..TierQ::default() });
+        DetailedTiming {
+            tiers,
+            n_tiers: n,
+            names: p.platform.tiers.iter().map(|t| t.name.clone()).collect(),
+            cycle_ns: cpu.base_cpi / cpu.freq_ghz,
+            freq_ghz: cpu.freq_ghz,
+            has_insn: setup.has_insn,
+            rob_entries: rob as u64,
+            fixed_migration_ns: m.fault_ns + m.tlb_shootdown_ns + m.per_page_ns,
+            per_period_ns: m.per_period_ns,
+            sync_copy: m.copy_from_bandwidth,
+            line_bytes: line,
+            page_bytes: page,
+            core: 0.0,
+            cur_insn: 0,
+            rob: vec![(0, 0.0); rob.next_power_of_two()],
+            rob_mask: rob.next_power_of_two() - 1,
+            rob_head: 0,
+            rob_tail: 0,
+            last_retire: 0.0,
+            out_done: vec![0.0; (n + 1) * out_cap],
+            out_mask: out_cap - 1,
+            max_outstanding: mo,
+            outstanding: 0,
+            wring: vec![0.0; (n + 1) * w_cap],
+            w_mask: w_cap - 1,
+            wq_entries: wq,
+            rob_stall_ns: 0.0,
+            mshr_stall_ns: 0.0,
+            write_stall_ns: 0.0,
+            migration_fixed_ns: 0.0,
+            migration_copy_ns: 0.0,
+            async_copy_ns: 0.0,
+            period_stall_ns: 0.0,
+            miss_latency_sum: 0.0,
+            misses: 0,
+            migrations: 0,
+        }
+    }
+
+    /// Move the core clock to `t` if that is later, charging the wait to `stall`.
+    #[inline(always)]
+    fn wait_until(core: &mut f64, stall: &mut f64, t: f64) {
+        let c = core.max(t);
+        *stall += c - *core;
+        *core = c;
+    }
+
+    /// Execute instructions up to `insn`. An instruction `rob_entries` past the oldest miss
+    /// still in the ROB cannot dispatch before that miss retires: the core runs up to it,
+    /// waits, and goes on.
+    #[inline(always)]
+    fn advance(&mut self, insn: u64) {
+        if insn <= self.cur_insn {
+            return;
+        }
+        // Whether the head leaves the ROB on the way to `insn` is close to a coin toss, so the
+        // first step is taken without a branch; a second pop on one access is the exception.
+        self.rob_step(insn);
+        while self.rob_head != self.rob_tail && insn >= self.rob[self.rob_head & self.rob_mask].0 + self.rob_entries {
+            self.rob_step(insn);
+        }
+        self.core += (insn - self.cur_insn) as i64 as f64 * self.cycle_ns;
+        self.cur_insn = insn;
+    }
+
+    /// If the oldest miss in the ROB holds back an instruction at or before `insn`, run up to
+    /// that instruction, wait for the miss to retire and drop it; otherwise change nothing.
+    #[inline(always)]
+    fn rob_step(&mut self, insn: u64) {
+        let (h_insn, h_retire) = self.rob[self.rob_head & self.rob_mask];
+        // limit > cur_insn: a miss enters at cur_insn and leaves once the core reaches it
+        let limit = h_insn + self.rob_entries;
+        let pop = (self.rob_head != self.rob_tail) & (insn >= limit);
+        // masks rather than `if`s, and hidden from the optimizer, which would turn them back
+        // into a branch
+        let mask = std::hint::black_box(0u64.wrapping_sub(pop as u64));
+        let run = limit.wrapping_sub(self.cur_insn) & mask;
+        let t = self.core + run as i64 as f64 * self.cycle_ns;
+        // retire times are ≥ 0, so a masked-out +0.0 leaves `t` as it is
+        let r = f64::from_bits(h_retire.to_bits() & mask);
+        let c = t.max(r);
+        self.rob_stall_ns += c - t;
+        self.core = c;
+        self.cur_insn += run;
+        self.rob_head += pop as usize;
+    }
+
+    /// A line read arriving at `tier`'s read queue at `arrive`; returns its queueing delay
+    /// (its data is back `delay + read_latency` after `arrive`).
+    #[inline(always)]
+    fn queue_read(&mut self, tier: usize, arrive: f64) -> f64 {
+        let q = &mut self.tiers[tier];
+        let start = arrive.max(q.free[0]);
+        q.free[0] = start + q.read_xfer_ns;
+        let delay = start - arrive;
+        q.read_queue_delay += delay;
+        delay
+    }
+
+    /// A posted line write to `tier`, ready at `ready`. Stalls the core while the tier's write
+    /// queue holds `write_queue_entries` unfinished writes.
+    #[inline(always)]
+    fn post_write(&mut self, tier: usize, ready: f64) {
+        let (base, pos) = (self.tiers[tier].w_base, self.tiers[tier].w_pos);
+        // the write `write_queue_entries` ago; drain times grow in order, so if it is still
+        // unfinished, so are all the writes after it
+        let oldest = self.wring[slot(base, self.w_mask, pos.wrapping_sub(self.wq_entries))];
+        Self::wait_until(&mut self.core, &mut self.write_stall_ns, oldest);
+        let arrive = ready.max(self.core);
+        let q = &mut self.tiers[tier];
+        let xfer = q.write_xfer_ns;
+        let start = arrive.max(q.free[q.wq]);
+        q.free[q.wq] = start + xfer;
+        q.write_queue_delay += start - arrive;
+        q.w_pos = pos.wrapping_add(1);
+        self.wring[slot(base, self.w_mask, pos)] = start + xfer;
+    }
+
+    /// A tag probe of tier `probe` (or none: [`NO_TIER`](crate::policy::NO_TIER)) issued
+    /// at `at`; returns when its data is back.
+    #[inline(always)]
+    fn probe(&mut self, probe: TierId, at: f64) -> f64 {
+        let p = (probe as usize).min(self.n_tiers);
+        let back = at + self.queue_read(p, at) + self.tiers[p].read_lat_ns;
+        self.tiers[p].probes += 1;
+        back
+    }
+
+    /// Wait, if `max_outstanding` reads are in flight, until the earliest completes.
+    #[inline(always)]
+    fn free_mshr(&mut self) {
+        if self.outstanding < self.max_outstanding {
+            return;
+        }
+        // drop the reads that have completed by now
+        for q in self.tiers[..self.n_tiers].iter_mut() {
+            while q.out_head != q.out_tail && self.out_done[slot(q.out_base, self.out_mask, q.out_head)] <= self.core {
+                q.out_head += 1;
+                self.outstanding -= 1;
+            }
+        }
+        if self.outstanding < self.max_outstanding {
+            return;
+        }
+        // all in flight: wait for the earliest, the oldest of some tier
+        let mut best = 0;
+        let mut earliest = f64::INFINITY;
+        for (t, q) in self.tiers[..self.n_tiers].iter().enumerate() {
+            if q.out_head != q.out_tail {
+                let d = self.out_done[slot(q.out_base, self.out_mask, q.out_head)];
+                if d < earliest {
+                    earliest = d;
+                    best = t;
+                }
+            }
+        }
+        Self::wait_until(&mut self.core, &mut self.mshr_stall_ns, earliest);
+        self.tiers[best].out_head += 1;
+        self.outstanding -= 1;
+    }
+
+    #[inline(always)]
+    fn read_miss(&mut self, tier: usize, probe: TierId) {
+        // the ROB holds at most rob_entries loads
+        if self.rob_tail - self.rob_head == self.rob_entries as usize {
+            let r = self.rob[self.rob_head & self.rob_mask].1;
+            Self::wait_until(&mut self.core, &mut self.rob_stall_ns, r);
+            self.rob_head += 1;
+        }
+        self.free_mshr();
+        let issue = self.core;
+        let arrive = self.probe(probe, issue);
+        let delay = self.queue_read(tier, arrive);
+        let q = &mut self.tiers[tier];
+        let done = arrive + delay + q.read_lat_ns;
+        q.reads += 1;
+        q.demand_read_delay += delay;
+        self.out_done[slot(q.out_base, self.out_mask, q.out_tail)] = done;
+        q.out_tail += 1;
+        self.outstanding += 1;
+        self.miss_latency_sum += done - issue;
+        self.misses += 1;
+        let retire = done.max(self.last_retire);
+        self.last_retire = retire;
+        self.rob[self.rob_tail & self.rob_mask] = (self.cur_insn, retire);
+        self.rob_tail += 1;
+    }
+
+    fn tier_detail(&self, runtime: f64) -> Vec<serde_json::Value> {
+        let util = |busy: f64| if runtime > 0.0 { busy / runtime } else { 0.0 };
+        self.tiers
+            .iter()
+            .zip(&self.names)
+            .map(|(q, name)| {
+                let avg = if q.reads > 0 { q.read_lat_ns + q.demand_read_delay / q.reads as f64 } else { 0.0 };
+                let busy_read = (q.reads + q.probes + q.extra_reads) as f64 * q.read_xfer_ns + q.pages_out as f64 * q.page_read_ns;
+                let busy_write = (q.writes + q.extra_writes) as f64 * q.write_xfer_ns + q.pages_in as f64 * q.page_write_ns;
+                let (ru, wu) = if q.shared {
+                    let u = util(busy_read + busy_write);
+                    (u, u)
+                } else {
+                    (util(busy_read), util(busy_write))
+                };
+                json!({
+                    "name": name,
+                    "shared_bandwidth": q.shared,
+                    "reads": q.reads, "writes": q.writes, "probes": q.probes,
+                    "extra_reads": q.extra_reads, "extra_writes": q.extra_writes,
+                    "pages_migrated_out": q.pages_out, "pages_migrated_in": q.pages_in,
+                    "avg_read_latency_ns": avg,
+                    "read_queue_delay_ns": q.read_queue_delay,
+                    "write_queue_delay_ns": q.write_queue_delay,
+                    "busy_read_ns": busy_read,
+                    "busy_write_ns": busy_write,
+                    "read_queue_utilization": ru,
+                    "write_queue_utilization": wu,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Timing for DetailedTiming {
+    #[inline(always)]
+    fn access(&mut self, tier: TierId, write: bool, probe: TierId, insn: u64) {
+        let insn = if self.has_insn { insn } else { self.cur_insn + 1 };
+        self.advance(insn);
+        let t = tier as usize;
+        if write {
+            // the tag probe precedes the write but, the write being posted, not the core
+            let ready = self.probe(probe, self.core);
+            self.tiers[t].writes += 1;
+            self.post_write(t, ready);
+        } else {
+            self.read_miss(t, probe);
+        }
+    }
+
+    #[inline]
+    fn traffic(&mut self, tier: TierId, write: bool) {
+        let t = tier as usize;
+        if write {
+            self.tiers[t].extra_writes += 1;
+            self.post_write(t, self.core);
+        } else {
+            self.tiers[t].extra_reads += 1;
+            self.queue_read(t, self.core);
+        }
+    }
+
+    fn migration(&mut self, op: &MigrationOp) {
+        self.migrations += 1;
+        self.core += self.fixed_migration_ns;
+        self.migration_fixed_ns += self.fixed_migration_ns;
+        let issue = self.core;
+        // the copy streams: the destination writes start with the source reads
+        let s = &mut self.tiers[op.from as usize];
+        let rs = issue.max(s.free[0]);
+        let re = rs + s.page_read_ns;
+        s.free[0] = re;
+        s.pages_out += 1;
+        let d = &mut self.tiers[op.to as usize];
+        let ws = rs.max(d.free[d.wq]);
+        let we = ws + d.page_write_ns;
+        d.free[d.wq] = we;
+        d.pages_in += 1;
+        let end = re.max(we);
+        if self.sync_copy {
+            self.migration_copy_ns += end - issue;
+            self.core = end;
+        } else {
+            self.async_copy_ns += end - issue;
+        }
+    }
+
+    fn period(&mut self) {
+        self.core += self.per_period_ns;
+        self.period_stall_ns += self.per_period_ns;
+    }
+
+    #[inline(always)]
+    fn now_ns(&self) -> f64 {
+        self.core
+    }
+
+    fn finish(&mut self, c: &RunCounters) -> TimingReport {
+        let tail = (self.last_retire - self.core).max(0.0);
+        let runtime = self.core + tail;
+        let instructions = if self.has_insn { c.instructions.unwrap_or(self.cur_insn) } else { self.cur_insn };
+        let ipc = if self.has_insn && runtime > 0.0 { Some(instructions as f64 / (runtime * self.freq_ghz)) } else { None };
+        let drained = self.tiers[..self.n_tiers].iter().map(|q| q.free[0].max(q.free[1])).fold(0.0f64, f64::max);
+        let migration = self.migration_fixed_ns + self.migration_copy_ns;
+        let window = self.rob_stall_ns + self.mshr_stall_ns;
+        // instructions run at the base CPI; the stalls are counted where they happen
+        let compute = self.cur_insn as f64 * self.cycle_ns;
+        TimingReport {
+            runtime_ns: runtime,
+            migration_time_ns: migration,
+            ipc,
+            detail: json!({
+                "model": "detailed",
+                "instructions": instructions,
+                "instructions_from_trace": self.has_insn,
+                "cycle_ns": self.cycle_ns,
+                "line_bytes": self.line_bytes,
+                "page_bytes": self.page_bytes,
+                "compute_ns": compute,
+                "window_stall_ns": window,
+                "rob_stall_ns": self.rob_stall_ns,
+                "mshr_stall_ns": self.mshr_stall_ns,
+                "tail_ns": tail,
+                "write_queue_stall_ns": self.write_stall_ns,
+                "migration_stall_ns": migration,
+                "migration_fixed_ns": self.migration_fixed_ns,
+                "migration_copy_ns": self.migration_copy_ns,
+                "async_copy_ns": self.async_copy_ns,
+                "migrations": self.migrations,
+                "period_stall_ns": self.period_stall_ns,
+                "read_misses": self.misses,
+                "avg_miss_latency_ns": if self.misses > 0 { self.miss_latency_sum / self.misses as f64 } else { 0.0 },
+                "queues_drain_after_ns": (drained - runtime).max(0.0),
+                "tiers": self.tier_detail(runtime),
+            }),
+        }
+    }
+}
