@@ -16,7 +16,7 @@ def test_simulate_returns_a_row_with_the_contract_columns(zipf_trace):
         assert c in df.columns
     assert df["accesses"][0] == 50_000
     r = df.attrs["results"][0]
-    assert set(r["stats"]) == {"platform", "policy", "migration", "timing"}
+    assert set(r["stats"]) == {"engine", "platform", "policy", "migration", "timing"}
     assert r["config"]["trace_digest"] and r["config"]["policy"] == "first-touch"
 
 

@@ -8,10 +8,10 @@
 
 use crate::error::{Error, Result};
 use crate::mechanics::{Memory, MigrationStats, TierId, UNPLACED};
-use crate::pagemap::PageMap;
+use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
 use crate::policy::{self, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
-use crate::timing::{RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
+use crate::timing::{DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
 use crate::trace::summary::Summary;
 use crate::trace::synth::{SynthSource, SynthSpec};
 use crate::trace::{Batch, RecordSource, TraceInput, BATCH_RECORDS};
@@ -57,9 +57,7 @@ impl TraceOpener for SynthSpec {
     }
 }
 
-/// Called after every batch with (bytes or records done, total if known); returning false
-/// stops the run with [`Error::Interrupted`].
-pub type ProgressFn<'a> = dyn FnMut(u64, Option<u64>) -> bool + 'a;
+pub use crate::trace::ProgressFn;
 
 /// One simulation to run.
 pub struct Job<'a> {
@@ -142,10 +140,20 @@ pub struct RunConfig {
 /// The statistics tree, mirroring the components.
 #[derive(Clone, Debug, Serialize)]
 pub struct StatsTree {
+    pub engine: EngineStats,
     pub platform: PlatformStats,
     pub policy: serde_json::Value,
     pub migration: MigrationStats,
     pub timing: serde_json::Value,
+}
+
+/// What the engine itself used.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineStats {
+    /// Bytes of per-page state at the end of the run (page map, placement, tracking).
+    pub state_bytes: u64,
+    /// Period boundaries crossed.
+    pub boundaries: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -190,7 +198,7 @@ pub fn simulate(job: &mut Job, spec: &PolicySpec) -> Result<SimResult> {
 pub fn run_policy<P: Policy>(policy: P, job: &mut Job) -> Result<SimResult> {
     match job.timing {
         TimingKind::Simple => run_with(policy, job, |r, s| SimpleTiming::new(r, s)),
-        TimingKind::Detailed => Err(Error::config("--timing", "the detailed model is not built yet")),
+        TimingKind::Detailed => run_with(policy, job, |r, s| DetailedTiming::new(r, s)),
     }
 }
 
@@ -316,6 +324,7 @@ impl<'p, T: Timing> State<'p, T> {
             now: self.now,
             platform: self.resolved,
             pages: self.pm.len(),
+            line_bytes: self.line_bytes,
         }
     }
 
@@ -400,6 +409,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             _ => None,
         },
         has_insn: meta.time_insn,
+        line_bytes: meta.line_size,
     };
     let n_tiers = resolved.tiers();
     let mut st = State {
@@ -445,11 +455,30 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let mut last_insn = 0u64;
     let mut reads = 0u64;
     let mut batch = Batch::with_capacity(BATCH_RECORDS);
+    let mut ids: Vec<PageId> = Vec::with_capacity(BATCH_RECORDS);
 
     while src.next_batch(&mut batch)? {
+        // Translate the whole batch first: the lookups are independent, so their cache misses
+        // overlap; then, in the main loop, prefetch the per-page state of the access AHEAD
+        // positions on. Ids are still assigned in first-access order.
+        let n = batch.len();
+        ids.clear();
+        for i in 0..n {
+            if let Some(&a) = batch.addr.get(i + AHEAD) {
+                st.pm.prefetch(a);
+            }
+            ids.push(st.pm.id(batch.addr[i]));
+        }
+        let known = st.pm.len();
+        st.mem.grow(known);
+        st.track.grow(known);
         let mut ev = 0usize;
         let nev = batch.events.len();
-        for i in 0..batch.len() {
+        for i in 0..n {
+            if let Some(&p) = ids.get(i + AHEAD) {
+                st.mem.prefetch(p);
+                st.track.prefetch(p);
+            }
             if ev < nev && batch.events[ev].at as usize <= i {
                 while ev < nev && batch.events[ev].at as usize <= i {
                     if needs.events {
@@ -476,11 +505,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     }
                 }
             }
-            let page = st.pm.id(addr);
-            if page as usize >= st.mem.slots() {
-                st.mem.grow(page as usize + 1);
-                st.track.grow(page as usize + 1);
-            }
+            let page = ids[i];
             let mut tier = st.mem.tier(page);
             if tier == UNPLACED {
                 st.now.accesses = k;
@@ -616,6 +641,10 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         periods,
         fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
         stats: StatsTree {
+            engine: EngineStats {
+                state_bytes: (st.pm.heap_bytes() + st.mem.slots() + st.track.heap_bytes() + st.future.count.capacity() * 4) as u64,
+                boundaries: st.now.period,
+            },
             platform: PlatformStats { name: resolved.platform.name.clone(), tiers },
             policy: policy.report(),
             migration: st.mem.stats.clone(),
@@ -633,6 +662,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         },
     })
 }
+
+/// How many accesses ahead the loop prefetches per-page state.
+const AHEAD: usize = 16;
 
 fn placement_error(label: &str, e: Error) -> Error {
     match e {

@@ -16,5 +16,6 @@ pub mod mechanics;
 pub mod pagemap;
 pub mod platform;
 pub mod policy;
+pub mod prefetch;
 pub mod timing;
 pub mod tracking;

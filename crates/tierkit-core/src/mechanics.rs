@@ -81,6 +81,11 @@ impl Memory {
         self.tier_of[page as usize]
     }
 
+    #[inline(always)]
+    pub fn prefetch(&self, page: PageId) {
+        crate::prefetch::read(self.tier_of.as_ptr().wrapping_add(page as usize));
+    }
+
     pub fn tiers(&self) -> usize {
         self.capacity.len()
     }

@@ -86,6 +86,23 @@ impl PageMap {
         self.last_block = b * REGION_PAGES;
     }
 
+    /// Hint the memory system that `addr` will be translated soon (loads its slot into the
+    /// cache). Does nothing for a region not seen yet.
+    #[inline(always)]
+    pub fn prefetch(&self, addr: u64) {
+        let pn = addr >> self.page_shift;
+        let region = pn >> REGION_BITS;
+        let block = if region == self.last_region {
+            self.last_block
+        } else {
+            match self.regions.get(&region) {
+                Some(&b) => b as usize * REGION_PAGES,
+                None => return,
+            }
+        };
+        crate::prefetch::read(self.blocks.as_ptr().wrapping_add(block + (pn as usize & (REGION_PAGES - 1))));
+    }
+
     /// The id of `addr`'s page if it has been seen.
     pub fn get(&self, addr: u64) -> Option<PageId> {
         let pn = addr >> self.page_shift;

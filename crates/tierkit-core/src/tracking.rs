@@ -48,6 +48,16 @@ impl Tracking {
         }
     }
 
+    #[inline(always)]
+    pub fn prefetch(&self, page: PageId) {
+        if self.counts {
+            crate::prefetch::read(self.count.as_ptr().wrapping_add(page as usize));
+        }
+        if self.recency {
+            crate::prefetch::read(self.last_access.as_ptr().wrapping_add(page as usize));
+        }
+    }
+
     /// Record access number `index` (0-based) to `page`.
     #[inline(always)]
     pub fn record(&mut self, page: PageId, write: bool, index: u64) {

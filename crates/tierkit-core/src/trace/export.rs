@@ -173,10 +173,10 @@ fn drive(
 
 /// Per-access losses common to both formats.
 fn count_common(b: &Batch, i: usize, has_ns: bool, r: &mut ExportReport) {
-    r.pc_dropped += (b.pc[i] != 0) as u64;
+    r.pc_dropped += (b.pc_at(i) != 0) as u64;
     r.ns_dropped += has_ns as u64;
-    r.tid_dropped += (b.tid[i] != 0) as u64;
-    r.size_changed += (b.size[i] != 64) as u64;
+    r.tid_dropped += (b.tid_at(i) != 0) as u64;
+    r.size_changed += (b.size_at(i) != 64) as u64;
 }
 
 fn new_report(out: &Path, format: Format, src: &dyn RecordSource) -> ExportReport {

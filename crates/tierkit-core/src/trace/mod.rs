@@ -26,6 +26,9 @@ use std::collections::BTreeMap;
 /// version of their major version.
 pub const FORMAT_VERSION: (u16, u16) = (1, 0);
 
+/// Size of an access whose size a trace does not state (one cache line).
+pub const DEFAULT_ACCESS_SIZE: u16 = 64;
+
 /// Default number of accesses a batch holds (also the native format's records per chunk).
 pub const BATCH_RECORDS: usize = 1 << 16;
 
@@ -126,6 +129,11 @@ pub struct Access {
 }
 
 /// A batch of records in structure-of-arrays form.
+///
+/// `addr`, `write` and `insn` always hold one entry per access. The columns `ns`, `size`,
+/// `tid` and `pc` are either one entry per access or empty, meaning every access has the
+/// default (0 ns, 64 bytes, thread 0, pc unknown): readers leave out what the trace does not
+/// carry. Read them through [`Batch::ns_at`] and friends.
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
     pub addr: Vec<u64>,
@@ -192,11 +200,27 @@ impl Batch {
             addr: self.addr[i],
             write: self.write[i],
             insn: self.insn[i],
-            ns: self.ns[i],
-            size: self.size[i],
-            tid: self.tid[i],
-            pc: self.pc[i],
+            ns: self.ns_at(i),
+            size: self.size_at(i),
+            tid: self.tid_at(i),
+            pc: self.pc_at(i),
         }
+    }
+    #[inline]
+    pub fn ns_at(&self, i: usize) -> u64 {
+        self.ns.get(i).copied().unwrap_or(0)
+    }
+    #[inline]
+    pub fn size_at(&self, i: usize) -> u16 {
+        self.size.get(i).copied().unwrap_or(DEFAULT_ACCESS_SIZE)
+    }
+    #[inline]
+    pub fn tid_at(&self, i: usize) -> u32 {
+        self.tid.get(i).copied().unwrap_or(0)
+    }
+    #[inline]
+    pub fn pc_at(&self, i: usize) -> u64 {
+        self.pc.get(i).copied().unwrap_or(0)
     }
 }
 

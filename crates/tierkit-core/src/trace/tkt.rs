@@ -39,7 +39,7 @@ const F_SIZE: u8 = 0x10;
 const F_TID: u8 = 0x20;
 const F_PC: u8 = 0x40;
 const F_RESERVED: u8 = 0x80;
-const INITIAL_SIZE: u16 = 64;
+const INITIAL_SIZE: u16 = super::DEFAULT_ACCESS_SIZE;
 
 /// Encodes the records of one chunk, column by column.
 #[derive(Default)]
@@ -510,10 +510,40 @@ impl TktReader {
         let (mut ca, mut ci, mut cn, mut cs, mut ct, mut cp, mut ce) =
             (Cursor::new(addr), Cursor::new(insn), Cursor::new(ns), Cursor::new(size), Cursor::new(tid), Cursor::new(pc), Cursor::new(ev));
         let (ti, tn) = (self.meta.time_insn, self.meta.time_ns);
+        // columns the chunk does not carry stay empty in the batch (all defaults)
+        let (fill_ns, fill_size, fill_tid, fill_pc) = (tn, !size.is_empty(), !tid.is_empty(), !pc.is_empty());
         let (mut pa, mut pi, mut pn, mut psz, mut pt, mut ppc) = (0u64, 0u64, 0u64, INITIAL_SIZE, 0u32, 0u64);
         let naccess = tags.iter().filter(|&&t| t & KIND_MASK == K_ACCESS).count();
         batch.addr.reserve(naccess);
+        batch.write.reserve(naccess);
+        batch.insn.reserve(naccess);
         for &tag in tags {
+            // the common record: a plain access (same size, thread, no pc)
+            if tag & !F_WRITE == K_ACCESS {
+                if ti {
+                    pi = pi.wrapping_add(ci.get_i().ok_or_else(|| bad("instruction column"))? as u64);
+                }
+                if tn {
+                    pn = pn.wrapping_add(cn.get_i().ok_or_else(|| bad("timestamp column"))? as u64);
+                }
+                pa = pa.wrapping_add(ca.get_i().ok_or_else(|| bad("address column"))? as u64);
+                batch.addr.push(pa);
+                batch.write.push(tag & F_WRITE != 0);
+                batch.insn.push(pi);
+                if fill_ns {
+                    batch.ns.push(pn);
+                }
+                if fill_size {
+                    batch.size.push(psz);
+                }
+                if fill_tid {
+                    batch.tid.push(pt);
+                }
+                if fill_pc {
+                    batch.pc.push(0);
+                }
+                continue;
+            }
             if tag & F_RESERVED != 0 {
                 return Err(bad("reserved tag bit set"));
             }
@@ -542,10 +572,18 @@ impl TktReader {
                 batch.addr.push(pa);
                 batch.write.push(tag & F_WRITE != 0);
                 batch.insn.push(pi);
-                batch.ns.push(pn);
-                batch.size.push(psz);
-                batch.tid.push(pt);
-                batch.pc.push(this_pc);
+                if fill_ns {
+                    batch.ns.push(pn);
+                }
+                if fill_size {
+                    batch.size.push(psz);
+                }
+                if fill_tid {
+                    batch.tid.push(pt);
+                }
+                if fill_pc {
+                    batch.pc.push(this_pc);
+                }
                 continue;
             }
             let ev_kind = match kind {

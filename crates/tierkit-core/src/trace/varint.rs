@@ -30,13 +30,29 @@ impl<'a> Cursor<'a> {
     pub fn new(buf: &'a [u8]) -> Cursor<'a> {
         Cursor { buf, pos: 0 }
     }
-    #[inline]
+    #[inline(always)]
     pub fn get(&mut self) -> Option<u64> {
         // fast path: one byte
         let b0 = *self.buf.get(self.pos)?;
         if b0 < 0x80 {
             self.pos += 1;
             return Some(b0 as u64);
+        }
+        // fast path: a whole varint fits in what is left, so no per-byte bounds checks
+        if let Some(w) = self.buf.get(self.pos..self.pos + 10) {
+            let w: &[u8; 10] = w.try_into().unwrap();
+            let mut v = 0u64;
+            for (k, &b) in w.iter().enumerate() {
+                v |= ((b & 0x7f) as u64) << (7 * k);
+                if b < 0x80 {
+                    if k == 9 && b > 1 {
+                        return None; // overflow
+                    }
+                    self.pos += k + 1;
+                    return Some(v);
+                }
+            }
+            return None; // more than 10 bytes
         }
         let mut v = (b0 & 0x7f) as u64;
         let mut shift = 7;
@@ -59,7 +75,7 @@ impl<'a> Cursor<'a> {
         self.pos = i;
         Some(v)
     }
-    #[inline]
+    #[inline(always)]
     pub fn get_i(&mut self) -> Option<i64> {
         self.get().map(unzigzag)
     }
