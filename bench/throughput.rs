@@ -1,0 +1,134 @@
+//! Throughput benchmark (release build): `make bench`, or
+//! `cargo bench -p tierkit-core --bench throughput [-- --accesses N --pages P --only POLICY:TIMING]`.
+//!
+//! Generates once (cached under `target/bench/`) a synthetic zipf trace (θ = 0.99, 20% writes)
+//! of 50 M accesses over 1 M pages, then measures in one run, on this machine:
+//! - decoding the trace alone (every column, one thread);
+//! - simulating it on `dram-pmem` with the fast tier at 12.5% of the footprint, with
+//!   first-touch, history (default period, 1000 accesses) and cache-mode under both timing
+//!   models, on one thread; and the headline cases again with read-ahead (decoding on a
+//!   second thread).
+//! Each figure is the best of several runs. Reports accesses per second, the ratio to
+//! decoding, and the engine's per-page state. Results are printed and written to
+//! `bench/results/throughput.json`; `bench/README.md` keeps the latest figures.
+
+use std::path::PathBuf;
+use std::time::Instant;
+use tierkit_core::engine::{simulate, Job};
+use tierkit_core::platform::Platform;
+use tierkit_core::policy::PolicySpec;
+use tierkit_core::timing::TimingKind;
+use tierkit_core::trace::synth::{SynthSource, SynthSpec};
+use tierkit_core::trace::tkt::{TktReader, TktWriter};
+use tierkit_core::trace::{Batch, RecordSource, TraceInput};
+use tierkit_core::units::Capacity;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn count(name: &str, default: u64) -> u64 {
+    arg(name).map(|v| tierkit_core::units::parse_count(name, &v).expect("a count")).unwrap_or(default)
+}
+
+fn main() {
+    let accesses = count("--accesses", 50_000_000);
+    let pages = count("--pages", 1_000_000);
+    let repeats = count("--repeats", 3) as usize;
+    let only = arg("--only");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = root.join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("zipf-{accesses}-{pages}.tkt"));
+    if !path.exists() {
+        eprintln!("generating {} ...", path.display());
+        let spec = SynthSpec { accesses, pages, seed: 42, write_ratio: 0.2, ..Default::default() };
+        let mut src = SynthSource::new(spec).unwrap();
+        let mut w = TktWriter::create(&path, src.meta(), false).unwrap();
+        let mut b = Batch::default();
+        while src.next_batch(&mut b).unwrap() {
+            w.write_batch(&b).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let file_bytes = std::fs::metadata(&path).unwrap().len();
+
+    let mut decode_s = f64::MAX;
+    for _ in 0..repeats {
+        let t = Instant::now();
+        let mut r = TktReader::open(&path).unwrap();
+        let mut b = Batch::default();
+        let mut n = 0u64;
+        while r.next_batch(&mut b).unwrap() {
+            n += b.len() as u64;
+        }
+        assert_eq!(n, accesses);
+        decode_s = decode_s.min(t.elapsed().as_secs_f64());
+    }
+    let decode_rate = accesses as f64 / decode_s;
+    println!(
+        "trace: {} ({accesses} accesses, {pages} pages requested, {:.1} MB, {:.2} bytes/access)",
+        path.display(),
+        file_bytes as f64 / 1e6,
+        file_bytes as f64 / accesses as f64
+    );
+    println!("{:<12} {:<9} {:<8} {:>9} {:>13} {:>10} {:>13}", "policy", "timing", "threads", "seconds", "accesses/s", "vs decode", "state B/page");
+    println!("{:<12} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10} {:>13}", "(decode)", "-", "1", decode_s, decode_rate, "1.00", "-");
+
+    let input = TraceInput::new(&path);
+    let platform = Platform::load("dram-pmem").unwrap();
+    let mut rows = vec![serde_json::json!({"policy": "decode", "threads": 1, "seconds": decode_s, "accesses_per_s": decode_rate})];
+    let cases = [
+        ("first-touch", TimingKind::Simple, false),
+        ("first-touch", TimingKind::Detailed, false),
+        ("history", TimingKind::Simple, false),
+        ("history", TimingKind::Detailed, false),
+        ("cache-mode", TimingKind::Simple, false),
+        ("cache-mode", TimingKind::Detailed, false),
+        ("first-touch", TimingKind::Simple, true),
+        ("history", TimingKind::Detailed, true),
+    ];
+    for (policy, timing, read_ahead) in cases {
+        if only.as_deref().is_some_and(|o| o != format!("{policy}:{}", timing.name())) {
+            continue;
+        }
+        let spec = PolicySpec::parse(policy).unwrap();
+        let mut best = f64::MAX;
+        let mut result = None;
+        for _ in 0..repeats {
+            let mut job = Job::new(&input, platform.clone());
+            job.capacity = vec![(0, Capacity::Fraction(0.125))];
+            job.timing = timing;
+            job.paranoid = false;
+            job.read_ahead = read_ahead;
+            let t = Instant::now();
+            let r = simulate(&mut job, &spec).expect("simulation");
+            best = best.min(t.elapsed().as_secs_f64());
+            result = Some(r);
+        }
+        let r = result.unwrap();
+        let rate = accesses as f64 / best;
+        let per_page = r.stats.engine.state_bytes as f64 / r.pages as f64;
+        let threads = if read_ahead { 2 } else { 1 };
+        println!(
+            "{:<12} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10.2} {:>13.1}",
+            policy,
+            timing.name(),
+            threads,
+            best,
+            rate,
+            rate / decode_rate,
+            per_page
+        );
+        rows.push(serde_json::json!({
+            "policy": policy, "timing": timing.name(), "threads": threads, "seconds": best,
+            "accesses_per_s": rate, "ratio_to_decode": rate / decode_rate, "state_bytes_per_page": per_page,
+            "fast_hit_ratio": r.fast_hit_ratio, "migrations": r.migrations,
+        }));
+    }
+    let out = root.join("bench/results");
+    std::fs::create_dir_all(&out).unwrap();
+    let doc = serde_json::json!({"accesses": accesses, "pages": pages, "trace_bytes": file_bytes, "repeats": repeats, "runs": rows});
+    std::fs::write(out.join("throughput.json"), serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+}

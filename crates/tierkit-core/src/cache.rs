@@ -304,7 +304,7 @@ impl RecordSource for CacheFilter {
                 self.scratch.clear();
                 self.cache.access(b.addr[i], b.size_at(i), b.write[i], &mut self.scratch);
                 for &(addr, write) in &self.scratch {
-                    out.push(&Access { addr, write, insn: b.insn[i], ns: b.ns_at(i), size: line, tid: b.tid_at(i), pc: b.pc_at(i) });
+                    out.push(&Access { addr, write, insn: b.insn_at(i), ns: b.ns_at(i), size: line, tid: b.tid_at(i), pc: b.pc_at(i) });
                 }
             }
             for ev in &b.events[e..] {

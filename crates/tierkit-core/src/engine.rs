@@ -71,6 +71,9 @@ pub struct Job<'a> {
     /// Check the mechanics' invariants from scratch at every period boundary as well as at
     /// the end (always on in debug builds).
     pub paranoid: bool,
+    /// Decode the trace on a second thread while simulating (same results; on by default
+    /// when the machine has more than one CPU).
+    pub read_ahead: bool,
     pub progress: Option<&'a mut ProgressFn<'a>>,
     /// Filled by [`simulate`]: the policy as the user wrote it, and its full parameters.
     pub policy_label: String,
@@ -86,6 +89,7 @@ impl<'a> Job<'a> {
             capacity: Vec::new(),
             timing: TimingKind::Simple,
             paranoid: cfg!(debug_assertions),
+            read_ahead: std::thread::available_parallelism().map(|n| n.get() > 1).unwrap_or(false),
             progress: None,
             policy_label: String::new(),
             params: None,
@@ -234,7 +238,7 @@ impl Lookahead {
             let (before, after) = match unit {
                 Period::Accesses(n) => (self.index < start, self.index >= start + n),
                 Period::Insn(n) => {
-                    let i = self.batch.insn[self.pos];
+                    let i = self.batch.insn_at(self.pos);
                     (i < start, i >= start + n)
                 }
                 Period::Ns(_) => unreachable!("checked before the run"),
@@ -310,8 +314,9 @@ struct State<'p, T> {
     now: Now,
     resolved: &'p Resolved,
     line_bytes: u64,
-    page_bytes: u64,
     paranoid: bool,
+    /// migrations handed to the timing model
+    charged: u64,
 }
 
 impl<'p, T: Timing> State<'p, T> {
@@ -331,10 +336,9 @@ impl<'p, T: Timing> State<'p, T> {
     /// Hand the operations the mechanics carried out to the timing model.
     #[inline]
     fn drain_ops(&mut self) {
+        self.charged += self.mem.ops.len() as u64;
         for op in self.mem.ops.drain(..) {
             self.timing.migration(&op);
-            self.tiers[op.from as usize].bytes_read += self.page_bytes;
-            self.tiers[op.to as usize].bytes_written += self.page_bytes;
         }
     }
 
@@ -383,6 +387,13 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
 
     let mut src = job.trace.open()?;
     let meta = src.meta().clone();
+    // decode instruction counts only when something reads them
+    let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
+    // and addresses only for per-access policies (the others work from page ids)
+    src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS });
+    if job.read_ahead {
+        src = Box::new(crate::trace::threaded::ReadAhead::new(src));
+    }
     check_needs(&needs, period, meta.time_insn, compat, job.timing, &label)?;
     let page_bytes = meta.page_size;
 
@@ -423,8 +434,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         now: Now::default(),
         resolved: &resolved,
         line_bytes: meta.line_size,
-        page_bytes,
         paranoid: job.paranoid,
+        charged: 0,
     };
 
     if needs.all_pages_upfront {
@@ -453,21 +464,37 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let line = st.line_bytes;
     let mut k: u64 = 0;
     let mut last_insn = 0u64;
-    let mut reads = 0u64;
+    // indexed by the u8 tier id, so no bounds check on the hot path
+    let mut demand = [[0u64; 2]; 256];
     let mut batch = Batch::with_capacity(BATCH_RECORDS);
     let mut ids: Vec<PageId> = Vec::with_capacity(BATCH_RECORDS);
+    let mut dict_ids: Vec<PageId> = Vec::new();
 
     while src.next_batch(&mut batch)? {
         // Translate the whole batch first: the lookups are independent, so their cache misses
         // overlap; then, in the main loop, prefetch the per-page state of the access AHEAD
         // positions on. Ids are still assigned in first-access order.
         let n = batch.len();
+        let has_insn = !batch.insn.is_empty();
         ids.clear();
-        for i in 0..n {
-            if let Some(&a) = batch.addr.get(i + AHEAD) {
-                st.pm.prefetch(a);
+        if batch.dict_shift == st.pm.page_shift() && batch.dict_idx.len() == n {
+            // the reader's page dictionary: one lookup per distinct page of the batch
+            let shift = batch.dict_shift;
+            dict_ids.clear();
+            for (j, &pg) in batch.dict_pages.iter().enumerate() {
+                if let Some(&ahead) = batch.dict_pages.get(j + AHEAD) {
+                    st.pm.prefetch(ahead << shift);
+                }
+                dict_ids.push(st.pm.id(pg << shift));
             }
-            ids.push(st.pm.id(batch.addr[i]));
+            ids.extend(batch.dict_idx.iter().map(|&j| dict_ids[j as usize]));
+        } else {
+            for i in 0..n {
+                if let Some(&a) = batch.addr.get(i + AHEAD) {
+                    st.pm.prefetch(a);
+                }
+                ids.push(st.pm.id(batch.addr[i]));
+            }
         }
         let known = st.pm.len();
         st.mem.grow(known);
@@ -490,9 +517,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     ev += 1;
                 }
             }
-            let addr = batch.addr[i];
+            let addr = if P::PER_ACCESS { batch.addr[i] } else { 0 };
             let write = batch.write[i];
-            let insn = batch.insn[i];
+            let insn = if has_insn { batch.insn[i] } else { 0 };
             if k == bounds.next_acc || insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns) {
                 st.now.accesses = k;
                 st.now.insn = insn;
@@ -544,15 +571,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 }
             }
             st.track.record(page, write, k);
-            let c = &mut st.tiers[tier as usize];
-            if write {
-                c.writes += 1;
-                c.bytes_written += line;
-            } else {
-                c.reads += 1;
-                c.bytes_read += line;
-                reads += 1;
-            }
+            // demand counts per tier and direction; bytes follow from them after the loop
+            demand[tier as usize][write as usize] += 1;
             st.timing.access(tier, write, probe, insn);
             last_insn = insn;
             k += 1;
@@ -575,6 +595,14 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     }
     let digest = src.digest();
     drop(src);
+    let ms = st.mem.stats();
+    for (t, (c, d)) in st.tiers.iter_mut().zip(&demand[..n_tiers]).enumerate() {
+        c.reads += d[0];
+        c.writes += d[1];
+        c.bytes_read += d[0] * line + ms.bytes_out[t];
+        c.bytes_written += d[1] * line + ms.bytes_in[t];
+    }
+    let reads: u64 = demand[..n_tiers].iter().map(|d| d[0]).sum();
 
     // -- invariants: every access counted once, capacities, every migrated byte
     st.mem.check_invariants()?;
@@ -587,10 +615,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             return Err(Error::Invariant(format!("the trace summary counts {} accesses, the run read {k}", s.accesses)));
         }
     }
-    let ms = &st.mem.stats;
-    let moved_in: u64 = st.tiers.iter().map(|t| t.bytes_written).sum::<u64>() - st.tiers.iter().map(|t| (t.writes + t.extra_writes) * line).sum::<u64>();
-    if moved_in != ms.migrated_bytes {
-        return Err(Error::Invariant(format!("{} bytes migrated but {} bytes arrived at tiers", ms.migrated_bytes, moved_in)));
+    if st.charged != ms.migrations {
+        return Err(Error::Invariant(format!("{} pages migrated but {} migrations charged to the timing model", ms.migrations, st.charged)));
     }
 
     let periods = if period.is_some() { st.now.period + 1 } else { 0 };
@@ -601,7 +627,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         periods,
         line_bytes: line,
         page_bytes,
-        instructions: meta.time_insn.then_some(last_insn),
+        instructions: (meta.time_insn && wants_insn).then_some(last_insn),
     };
     let report: TimingReport = st.timing.finish(&counters);
 
@@ -647,7 +673,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             },
             platform: PlatformStats { name: resolved.platform.name.clone(), tiers },
             policy: policy.report(),
-            migration: st.mem.stats.clone(),
+            migration: ms.clone(),
             timing: report.detail,
         },
         config: RunConfig {
@@ -664,7 +690,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
 }
 
 /// How many accesses ahead the loop prefetches per-page state.
-const AHEAD: usize = 16;
+const AHEAD: usize = 24;
 
 fn placement_error(label: &str, e: Error) -> Error {
     match e {

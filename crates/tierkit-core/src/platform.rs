@@ -9,6 +9,9 @@ use crate::units::Capacity;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Most tiers a platform may have (fixed-size per-tier arrays on the hot path).
+pub const MAX_TIERS: usize = 8;
+
 /// A tier's capacity as written in a platform file: a number in (0, 1] (fraction of the
 /// footprint) or a string (`"16G"`, `"12.5%"`, `"unlimited"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -169,8 +172,8 @@ impl Platform {
     }
 
     pub fn validate(&self, origin: &str) -> Result<()> {
-        if self.tiers.len() < 2 {
-            return Err(Error::config(format!("{origin}: tiers"), "a platform needs at least two tiers"));
+        if self.tiers.len() < 2 || self.tiers.len() > MAX_TIERS {
+            return Err(Error::config(format!("{origin}: tiers"), format!("a platform needs 2 to {MAX_TIERS} tiers, not {}", self.tiers.len())));
         }
         for (i, t) in self.tiers.iter().enumerate() {
             let key = |f: &str| format!("{origin}: tiers[{i}] ({}).{f}", t.name);

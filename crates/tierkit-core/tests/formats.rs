@@ -441,16 +441,18 @@ fn native_format_matches_the_worked_example_in_the_spec() {
     assert_eq!((v["time_insn"].as_bool(), v["page_size"].as_u64()), (Some(true), Some(4096)));
     let c = 16 + hlen + 4;
     assert_eq!(f[c], b'D');
-    assert_eq!((u32_at(c + 1), u32_at(c + 5)), (4, 27));
+    assert_eq!((u32_at(c + 1), u32_at(c + 5)), (4, 32));
     let comp_len = u32_at(c + 9) as usize;
     let comp = &f[c + 17..c + 17 + comp_len];
     assert_eq!(u32_at(c + 13), crc32fast::hash(comp));
-    let raw = zstd::bulk::decompress(comp, 27).unwrap();
+    let raw = zstd::bulk::decompress(comp, 32).unwrap();
     #[rustfmt::skip]
-    let want: [u8; 27] = [
+    let want: [u8; 32] = [
         0x04,                                     // record count
         0x04, 0x00, 0x18, 0x22, 0x00,             // tags
-        0x06, 0x80, 0x40, 0x80, 0x01, 0xff, 0x01, // addr
+        0x02, 0x02, 0x01,                         // page dictionary: pages 1, 0
+        0x03, 0x00, 0x00, 0x01,                   // page indices (1 byte each)
+        0x04, 0x06, 0x00, 0x01, 0x3f,             // in-page offsets: granularity 2^6, then 1 byte each
         0x04, 0x14, 0x04, 0x00, 0x06,             // insn
         0x00,                                     // ns (empty)
         0x01, 0x08,                               // size

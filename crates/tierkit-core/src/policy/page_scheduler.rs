@@ -105,43 +105,156 @@ pub fn count_class(count: u32, bins: u32) -> u32 {
 /// first), tie-break.
 type RankKey = (Reverse<u32>, TierId, u64);
 
-/// A least-recently-used order of one tier's pages: a min-heap on (last access, page id)
-/// with lazy deletion. An entry is current while the page is in the tier and its last access
-/// is unchanged; last accesses only grow, so outdated entries surface first and are dropped.
+/// A least-recently-used order of one tier's pages, ordered by (last access, page id), with
+/// lazy deletion: an entry is current while its page is in the tier and its last access is
+/// unchanged; last accesses only grow, so outdated entries are simply skipped.
+///
+/// Pages accessed in a period are appended at the next boundary as one *segment*, unsorted:
+/// every entry of a segment is more recent than every entry of the segments before it (a
+/// segment has a floor, the first access of its period, below which none of its entries
+/// lie). A segment is sorted only when it reaches the front and a victim is needed, after
+/// dropping its outdated entries (pages accessed again since), which for hot pages are most
+/// of them. A page migrated in joins the newest segment when it was accessed in that
+/// segment's period (history's promotions), else a side heap (oracle's promotions, demoted
+/// victims). Per-period cost stays proportional to the pages touched, with mostly
+/// sequential memory traffic.
 #[derive(Default)]
 struct LruHeap {
-    heap: BinaryHeap<Reverse<(u64, PageId)>>,
+    segs: std::collections::VecDeque<Segment>,
+    side: BinaryHeap<Reverse<(u64, PageId)>>,
+    /// entries held, current or not
+    len: usize,
+}
+
+#[derive(Default)]
+struct Segment {
+    entries: Vec<(u64, PageId)>,
+    /// no entry is older than this
+    floor: u64,
+    sorted: bool,
+    pos: usize,
+}
+
+#[inline]
+fn current(e: (u64, PageId), tier: TierId, ctx: &Ctx) -> bool {
+    ctx.mem.tier(e.1) == tier && ctx.track.last_access[e.1 as usize] == e.0
 }
 
 impl LruHeap {
-    fn push(&mut self, last: u64, page: PageId) {
-        self.heap.push(Reverse((last, page)));
+    /// Append the pages accessed in the period just ended, whose last accesses are all at
+    /// least `floor` (and newer than any entry held).
+    fn push_segment(&mut self, entries: Vec<(u64, PageId)>, floor: u64) {
+        self.len += entries.len();
+        self.segs.push_back(Segment { entries, floor, sorted: false, pos: 0 });
     }
 
-    /// The least recently used current page of `tier`, removed from the heap.
-    fn pop(&mut self, tier: TierId, ctx: &Ctx) -> Option<(u64, PageId)> {
-        while let Some(Reverse((last, p))) = self.heap.pop() {
-            if ctx.mem.tier(p) == tier && ctx.track.last_access[p as usize] == last {
-                return Some((last, p));
+    /// Insert one page (migrated into the tier).
+    fn push(&mut self, last: u64, page: PageId) {
+        self.len += 1;
+        match self.segs.back_mut() {
+            Some(seg) if last >= seg.floor => {
+                if seg.sorted {
+                    // keep what is left to take, and sort again when needed
+                    seg.entries.drain(..seg.pos);
+                    seg.pos = 0;
+                    seg.sorted = false;
+                }
+                seg.entries.push((last, page));
             }
+            _ => self.side.push(Reverse((last, page))),
+        }
+    }
+
+    /// The oldest entry of the segments that is still current, without removing it.
+    fn front(&mut self, tier: TierId, ctx: &Ctx) -> Option<(u64, PageId)> {
+        while let Some(seg) = self.segs.front_mut() {
+            if !seg.sorted {
+                let before = seg.entries.len();
+                retain_current(&mut seg.entries, tier, ctx);
+                seg.entries.sort_unstable();
+                seg.sorted = true;
+                self.len -= before - seg.entries.len();
+            }
+            while seg.pos < seg.entries.len() {
+                if let Some(&(_, ahead)) = seg.entries.get(seg.pos + 8) {
+                    ctx.mem.prefetch(ahead);
+                    ctx.track.prefetch(ahead);
+                }
+                let e = seg.entries[seg.pos];
+                if current(e, tier, ctx) {
+                    return Some(e);
+                }
+                seg.pos += 1;
+                self.len -= 1;
+            }
+            self.len -= seg.entries.len() - seg.pos;
+            self.segs.pop_front();
         }
         None
     }
 
-    /// Drop outdated and duplicate entries once they outnumber the tier's pages.
+    /// The least recently used current page of `tier`, removed from the order.
+    fn pop(&mut self, tier: TierId, ctx: &Ctx) -> Option<(u64, PageId)> {
+        loop {
+            let f = self.front(tier, ctx);
+            let s = self.side.peek().map(|r| r.0);
+            let take_side = match (f, s) {
+                (None, None) => return None,
+                (Some(a), Some(b)) => b < a,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+            };
+            self.len -= 1;
+            let e = if take_side {
+                self.side.pop().unwrap().0
+            } else {
+                self.segs.front_mut().unwrap().pos += 1;
+                f.unwrap()
+            };
+            if current(e, tier, ctx) {
+                return Some(e);
+            }
+        }
+    }
+
+    /// Drop outdated entries once they outnumber the tier's pages. Segments keep their
+    /// order (and sortedness): filtering preserves both.
     fn compact(&mut self, tier: TierId, ctx: &Ctx) {
-        if self.heap.len() <= 2 * ctx.mem.used(tier) as usize + 1024 {
+        if self.len <= 2 * ctx.mem.used(tier) as usize + 1024 {
             return;
         }
-        let mut v: Vec<_> = std::mem::take(&mut self.heap)
-            .into_vec()
-            .into_iter()
-            .filter(|Reverse((last, p))| ctx.mem.tier(*p) == tier && ctx.track.last_access[*p as usize] == *last)
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        self.heap = BinaryHeap::from(v);
+        let mut len = 0;
+        for seg in self.segs.iter_mut() {
+            seg.entries.drain(..seg.pos);
+            seg.pos = 0;
+            retain_current(&mut seg.entries, tier, ctx);
+            len += seg.entries.len();
+        }
+        self.segs.retain(|s| !s.entries.is_empty());
+        let mut side: Vec<_> = std::mem::take(&mut self.side).into_vec();
+        side.retain(|r| current(r.0, tier, ctx));
+        len += side.len();
+        self.side = BinaryHeap::from(side);
+        self.len = len;
     }
+}
+
+/// Keep the entries still current, in order, prefetching the page state of those ahead (the
+/// pages are scattered, so the lookups are cache misses worth overlapping).
+fn retain_current(entries: &mut Vec<(u64, PageId)>, tier: TierId, ctx: &Ctx) {
+    let mut keep = 0;
+    for i in 0..entries.len() {
+        if let Some(&(_, ahead)) = entries.get(i + 16) {
+            ctx.mem.prefetch(ahead);
+            ctx.track.prefetch(ahead);
+        }
+        let e = entries[i];
+        if current(e, tier, ctx) {
+            entries[keep] = e;
+            keep += 1;
+        }
+    }
+    entries.truncate(keep);
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -180,6 +293,9 @@ pub struct PageScheduler {
     /// Scratch (compat): promotions and victims of one boundary.
     promote: Vec<PageId>,
     victims: Vec<PageId>,
+    /// access index at which the current period started, and the one before
+    period_start: u64,
+    period_start_prev: u64,
     stats: Stats,
 }
 
@@ -197,6 +313,8 @@ impl PageScheduler {
             skipped: Vec::new(),
             promote: Vec::new(),
             victims: Vec::new(),
+            period_start: 0,
+            period_start_prev: 0,
             stats: Stats::default(),
         }
     }
@@ -205,15 +323,28 @@ impl PageScheduler {
         format!("{}:{param}", self.source.name())
     }
 
-    /// Make the LRU heaps current: pages accessed in the period just ended moved to the
+    /// Make the LRU orders current: pages accessed in the period just ended go to the
     /// most-recent end of their tier's order.
     fn refresh_lru(&mut self, ctx: &Ctx) {
+        // last_access is 1 + the access index: the ended period's accesses are all above this
+        let floor = self.period_start + 1;
+        self.period_start_prev = self.period_start;
+        self.period_start = ctx.now.accesses;
         let last = self.lru.len();
-        for &p in &ctx.track.prev_touched {
+        let mut segs: Vec<Vec<(u64, PageId)>> = vec![Vec::new(); last];
+        let touched = &ctx.track.prev_touched;
+        for (i, &p) in touched.iter().enumerate() {
+            if let Some(&ahead) = touched.get(i + 16) {
+                ctx.mem.prefetch(ahead);
+                ctx.track.prefetch(ahead);
+            }
             let t = ctx.mem.tier(p);
             if (t as usize) < last {
-                self.lru[t as usize].push(ctx.track.last_access[p as usize], p);
+                segs[t as usize].push((ctx.track.last_access[p as usize], p));
             }
+        }
+        for (h, seg) in self.lru.iter_mut().zip(segs) {
+            h.push_segment(seg, floor);
         }
     }
 
@@ -221,7 +352,11 @@ impl PageScheduler {
     fn for_each_candidate(&self, ctx: &Ctx, mut f: impl FnMut(usize, PageId, u32)) -> Result<()> {
         match self.source {
             Source::History => {
-                for (i, &p) in ctx.track.prev_touched.iter().enumerate() {
+                let touched = &ctx.track.prev_touched;
+                for (i, &p) in touched.iter().enumerate() {
+                    if let Some(&ahead) = touched.get(i + 16) {
+                        crate::prefetch::read(ctx.track.prev_count.as_ptr().wrapping_add(ahead as usize));
+                    }
                     f(i, p, ctx.track.prev_count[p as usize]);
                 }
             }
@@ -264,7 +399,11 @@ impl PageScheduler {
             })?;
         }
         self.stats.candidates += ranked.len() as u64;
-        ranked.sort_unstable();
+        // On two tiers, when every candidate fits in the fast tier, all are wanted there and
+        // the order in which they are brought in changes nothing: skip the sort.
+        if n_tiers > 2 || ranked.len() as u64 > ctx.mem.capacity(0) {
+            ranked.sort_unstable();
+        }
 
         // wanted tier of each ranked page: the first capacity(0) in tier 0, and so on
         self.ensure_want(ctx.mem.slots());
@@ -315,10 +454,13 @@ impl PageScheduler {
             self.stats.into_free_frames += 1;
             return Ok(true);
         }
-        // least recently used page of tier t not wanted in t or faster
+        // least recently used page of tier t not wanted in t or faster; history only ranks
+        // pages accessed in the period just ended, so an older page cannot be wanted
+        let history = self.source == Source::History;
         let victim = loop {
             match self.lru[t as usize].pop(t, ctx) {
                 None => break None,
+                Some((last, v)) if history && last <= self.period_start_prev => break Some(v),
                 Some((last, v)) => {
                     let w = self.want[v as usize];
                     if w != 0 && w <= t + 1 {
@@ -374,15 +516,15 @@ impl PageScheduler {
                 format!("cori-sim's initial placement puts {} pages in the slow tier, which holds {}", n - fast_pages, ctx.mem.capacity(1)),
             ));
         }
-        let mut fast = 0u64;
+        let mut fast = Vec::new();
         for i in 0..n {
-            let t = if all_fast || (i % 2 == 0 && fast < l1) { 0 } else { 1 };
+            let t = if all_fast || (i % 2 == 0 && (fast.len() as u64) < l1) { 0 } else { 1 };
             ctx.mem.place(i as PageId, t)?;
             if t == 0 {
-                fast += 1;
-                self.lru[0].push(0, i as PageId);
+                fast.push((0, i as PageId)); // never accessed: LRU order by page id
             }
         }
+        self.lru[0].push_segment(fast, 0);
         Ok(())
     }
 
@@ -396,9 +538,13 @@ impl PageScheduler {
             }
         })?;
         self.stats.candidates += ranked.len() as u64;
-        ranked.sort_unstable();
         let l1 = ctx.mem.capacity(0).min(ctx.pages as u64) as usize;
-        ranked.truncate(l1);
+        // the order only matters where the l1 cut splits the candidates: every promotion
+        // swaps with one of the first victims in LRU order, whatever the pairing
+        if ranked.len() > l1 {
+            ranked.sort_unstable();
+            ranked.truncate(l1);
+        }
 
         self.ensure_want(ctx.mem.slots());
         self.promote.clear();

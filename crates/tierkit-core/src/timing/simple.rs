@@ -22,7 +22,7 @@
 
 use super::{RunCounters, Timing, TimingReport, TimingSetup};
 use crate::mechanics::{MigrationOp, TierId};
-use crate::platform::Resolved;
+use crate::platform::{Resolved, MAX_TIERS};
 use crate::policy::{Compat, NO_TIER};
 use serde_json::json;
 
@@ -37,8 +37,12 @@ pub struct SimpleTiming {
     copy: bool,
     page_bytes: f64,
     setup: TimingSetup,
-    /// running clock for ns periods: latencies, migrations and periods so far
-    clock_ns: f64,
+    /// demand accesses so far by tier and direction, and probes by tier: the clock is
+    /// computed from them when asked, so an access costs one increment
+    served: [[u64; 2]; MAX_TIERS],
+    probes: [u64; MAX_TIERS],
+    /// migration and period time so far
+    fixed_ns: f64,
     copy_ns: f64,
 }
 
@@ -57,7 +61,9 @@ impl SimpleTiming {
             copy: m.copy_from_bandwidth,
             page_bytes: p.page_size as f64,
             setup,
-            clock_ns: 0.0,
+            served: [[0; 2]; MAX_TIERS],
+            probes: [0; MAX_TIERS],
+            fixed_ns: 0.0,
             copy_ns: 0.0,
         }
     }
@@ -96,10 +102,9 @@ impl SimpleTiming {
 impl Timing for SimpleTiming {
     #[inline(always)]
     fn access(&mut self, tier: TierId, write: bool, probe: TierId, _insn: u64) {
-        let t = tier as usize;
-        self.clock_ns += if write { self.write_lat[t] } else { self.read_lat[t] };
+        self.served[tier as usize][write as usize] += 1;
         if probe != NO_TIER {
-            self.clock_ns += self.read_lat[probe as usize];
+            self.probes[probe as usize] += 1;
         }
     }
 
@@ -114,16 +119,21 @@ impl Timing for SimpleTiming {
             self.copy_ns += c;
             t += c;
         }
-        self.clock_ns += t;
+        self.fixed_ns += t;
     }
 
     fn period(&mut self) {
-        self.clock_ns += self.per_period_ns;
+        self.fixed_ns += self.per_period_ns;
     }
 
-    #[inline(always)]
+    /// Latency of the accesses so far plus migration and period costs (no bandwidth floor:
+    /// that is known only at the end).
     fn now_ns(&self) -> f64 {
-        self.clock_ns
+        let mut t = self.fixed_ns;
+        for (i, s) in self.served.iter().enumerate().take(self.read_lat.len()) {
+            t += s[0] as f64 * self.read_lat[i] + s[1] as f64 * self.write_lat[i] + self.probes[i] as f64 * self.read_lat[i];
+        }
+        t
     }
 
     fn finish(&mut self, c: &RunCounters) -> TimingReport {

@@ -238,7 +238,7 @@ pub fn to_ramulator_with_progress(
     drive(src, &mut report, progress, |b, r| {
         for i in 0..b.len() {
             count_common(b, i, has_ns, r);
-            let (addr, write, insn) = (b.addr[i], b.write[i], b.insn[i]);
+            let (addr, write, insn) = (b.addr[i], b.write[i], b.insn_at(i));
             if write {
                 if let Some(p) = pending.take() {
                     if p.insn == insn {

@@ -13,6 +13,7 @@ pub mod input;
 pub mod summary;
 pub mod synth;
 pub mod text;
+pub mod threaded;
 pub mod tkt;
 pub mod varint;
 
@@ -130,10 +131,17 @@ pub struct Access {
 
 /// A batch of records in structure-of-arrays form.
 ///
-/// `addr`, `write` and `insn` always hold one entry per access. The columns `ns`, `size`,
+/// `write` always holds one entry per access, and so does `addr` unless the batch carries a
+/// page dictionary and the consumer said it does not read addresses ([`Projection::addr`];
+/// [`Batch::len`] counts accesses either way). The columns `insn`, `ns`, `size`,
 /// `tid` and `pc` are either one entry per access or empty, meaning every access has the
-/// default (0 ns, 64 bytes, thread 0, pc unknown): readers leave out what the trace does not
-/// carry. Read them through [`Batch::ns_at`] and friends.
+/// default (instruction 0, 0 ns, 64 bytes, thread 0, pc unknown): readers leave out what the
+/// trace does not carry, or what a [`Projection`] said is not needed. Read them through
+/// [`Batch::insn_at`] and friends.
+///
+/// A reader may also give the batch's *page dictionary*: `dict_pages` holds the distinct
+/// page numbers (`addr >> dict_shift`) of the batch's accesses in order of first appearance
+/// and `dict_idx[i]` the index of access `i`'s page in it. `dict_shift == 0` means none.
 #[derive(Clone, Debug, Default)]
 pub struct Batch {
     pub addr: Vec<u64>,
@@ -144,6 +152,9 @@ pub struct Batch {
     pub tid: Vec<u32>,
     pub pc: Vec<u64>,
     pub events: Vec<Event>,
+    pub dict_shift: u32,
+    pub dict_pages: Vec<u64>,
+    pub dict_idx: Vec<u32>,
 }
 
 impl Batch {
@@ -157,6 +168,9 @@ impl Batch {
             tid: Vec::with_capacity(n),
             pc: Vec::with_capacity(n),
             events: Vec::new(),
+            dict_shift: 0,
+            dict_pages: Vec::new(),
+            dict_idx: Vec::new(),
         }
     }
     pub fn clear(&mut self) {
@@ -168,18 +182,21 @@ impl Batch {
         self.tid.clear();
         self.pc.clear();
         self.events.clear();
+        self.dict_shift = 0;
+        self.dict_pages.clear();
+        self.dict_idx.clear();
     }
     /// Number of accesses (events not counted).
     #[inline]
     pub fn len(&self) -> usize {
-        self.addr.len()
+        self.write.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.addr.is_empty() && self.events.is_empty()
+        self.write.is_empty() && self.events.is_empty()
     }
     /// Number of records, accesses and events together.
     pub fn records(&self) -> usize {
-        self.addr.len() + self.events.len()
+        self.write.len() + self.events.len()
     }
     #[inline]
     pub fn push(&mut self, a: &Access) {
@@ -192,19 +209,23 @@ impl Batch {
         self.pc.push(a.pc);
     }
     pub fn push_event(&mut self, insn: u64, ns: u64, tid: u32, kind: EventKind) {
-        let at = self.addr.len() as u32;
+        let at = self.write.len() as u32;
         self.events.push(Event { at, insn, ns, tid, kind });
     }
     pub fn access(&self, i: usize) -> Access {
         Access {
             addr: self.addr[i],
             write: self.write[i],
-            insn: self.insn[i],
+            insn: self.insn_at(i),
             ns: self.ns_at(i),
             size: self.size_at(i),
             tid: self.tid_at(i),
             pc: self.pc_at(i),
         }
+    }
+    #[inline]
+    pub fn insn_at(&self, i: usize) -> u64 {
+        self.insn.get(i).copied().unwrap_or(0)
     }
     #[inline]
     pub fn ns_at(&self, i: usize) -> u64 {
@@ -294,10 +315,30 @@ pub struct Progress {
     pub bytes_total: Option<u64>,
 }
 
+/// Which optional columns a consumer will read. Readers may skip decoding the others and
+/// leave them empty in the batches they fill. Everything is wanted unless said otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Projection {
+    pub insn: bool,
+    pub ns: bool,
+    /// When false, a reader that fills the page dictionary may leave `addr` empty (the
+    /// consumer works from `dict_pages`/`dict_idx`). Readers without a dictionary always fill
+    /// `addr`.
+    pub addr: bool,
+}
+
+impl Default for Projection {
+    fn default() -> Self {
+        Projection { insn: true, ns: true, addr: true }
+    }
+}
+
 /// Anything that yields records: the native reader, text importers, the cache filter,
 /// synthetic generators.
 pub trait RecordSource: Send {
     fn meta(&self) -> &TraceMeta;
+    /// Say which optional columns will be read (a hint; sources may ignore it).
+    fn set_projection(&mut self, _p: Projection) {}
     /// Clear `batch` and fill it with the next records. Returns `false` (and an empty batch)
     /// at the end of the trace.
     fn next_batch(&mut self, batch: &mut Batch) -> crate::Result<bool>;

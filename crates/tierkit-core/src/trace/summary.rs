@@ -100,7 +100,7 @@ impl SummaryBuilder {
 
     pub fn add_batch(&mut self, b: &Batch) {
         for i in 0..b.len() {
-            self.add_access(b.addr[i], b.write[i], b.insn[i], b.ns_at(i), b.tid_at(i));
+            self.add_access(b.addr[i], b.write[i], b.insn_at(i), b.ns_at(i), b.tid_at(i));
         }
         for e in &b.events {
             self.add_event(e.insn, e.ns, e.tid, &e.kind);

@@ -11,7 +11,7 @@
 
 use super::summary::{Summary, SummaryBuilder};
 use super::varint::{self, Cursor};
-use super::{Access, AllocFn, Batch, EventKind, MarkerKind, Progress, RecordSource, TraceMeta, BATCH_RECORDS, FORMAT_VERSION};
+use super::{Access, AllocFn, Batch, Event, EventKind, MarkerKind, Progress, Projection, RecordSource, TraceMeta, BATCH_RECORDS, FORMAT_VERSION};
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -42,18 +42,27 @@ const F_RESERVED: u8 = 0x80;
 const INITIAL_SIZE: u16 = super::DEFAULT_ACCESS_SIZE;
 
 /// Encodes the records of one chunk, column by column.
+///
+/// Addresses are split into a page dictionary (the chunk's distinct pages, in order of first
+/// appearance) plus, per access, a fixed-width index into it and the offset within the page.
+/// Fixed widths decode without branching, and readers can hand the dictionary to the engine,
+/// which then translates each distinct page once per chunk instead of every access.
 #[derive(Default)]
 struct ChunkEncoder {
     n: u32,
     tags: Vec<u8>,
-    addr: Vec<u8>,
+    /// page number -> index in `pages`
+    page_index: rustc_hash::FxHashMap<u64, u32>,
+    pages: Vec<u64>,
+    idx: Vec<u32>,
+    offs: Vec<u32>,
     insn: Vec<u8>,
     ns: Vec<u8>,
     size: Vec<u8>,
     tid: Vec<u8>,
     pc: Vec<u8>,
     ev: Vec<u8>,
-    prev_addr: u64,
+    page_shift: u32,
     prev_insn: u64,
     prev_ns: u64,
     prev_size: u16,
@@ -64,10 +73,13 @@ struct ChunkEncoder {
 impl ChunkEncoder {
     fn reset(&mut self) {
         self.n = 0;
-        for v in [&mut self.tags, &mut self.addr, &mut self.insn, &mut self.ns, &mut self.size, &mut self.tid, &mut self.pc, &mut self.ev] {
+        for v in [&mut self.tags, &mut self.insn, &mut self.ns, &mut self.size, &mut self.tid, &mut self.pc, &mut self.ev] {
             v.clear();
         }
-        self.prev_addr = 0;
+        self.page_index.clear();
+        self.pages.clear();
+        self.idx.clear();
+        self.offs.clear();
         self.prev_insn = 0;
         self.prev_ns = 0;
         self.prev_size = INITIAL_SIZE;
@@ -115,8 +127,14 @@ impl ChunkEncoder {
             varint::put(&mut self.pc, varint::zigzag(a.pc.wrapping_sub(self.prev_pc) as i64));
             self.prev_pc = a.pc;
         }
-        varint::put(&mut self.addr, varint::zigzag(a.addr.wrapping_sub(self.prev_addr) as i64));
-        self.prev_addr = a.addr;
+        let page = a.addr >> self.page_shift;
+        let next = self.pages.len() as u32;
+        let i = *self.page_index.entry(page).or_insert(next);
+        if i == next {
+            self.pages.push(page);
+        }
+        self.idx.push(i);
+        self.offs.push((a.addr & ((1u64 << self.page_shift) - 1)) as u32);
         self.time(meta, a.insn, a.ns);
         self.tags.push(tag);
         self.n += 1;
@@ -168,7 +186,30 @@ impl ChunkEncoder {
     }
 
     fn payload(&self) -> Vec<u8> {
-        let cols = [&self.tags, &self.addr, &self.insn, &self.ns, &self.size, &self.tid, &self.pc, &self.ev];
+        let mut pages = Vec::with_capacity(self.pages.len() * 3);
+        let mut prev = 0u64;
+        for &p in &self.pages {
+            varint::put(&mut pages, varint::zigzag(p.wrapping_sub(prev) as i64));
+            prev = p;
+        }
+        let iw = index_width(self.pages.len());
+        let mut idx = Vec::with_capacity(self.idx.len() * iw);
+        for &i in &self.idx {
+            idx.extend_from_slice(&i.to_le_bytes()[..iw]);
+        }
+        // offsets are stored in units of their common granularity (one line for post-cache
+        // traces), so most fit in one byte
+        let mut offs = Vec::new();
+        if !self.offs.is_empty() {
+            let g = self.offs.iter().fold(0u32, |a, &o| a | o).trailing_zeros().min(self.page_shift);
+            let ow = offset_width(self.page_shift - g);
+            offs.reserve(1 + self.offs.len() * ow);
+            offs.push(g as u8);
+            for &o in &self.offs {
+                offs.extend_from_slice(&(o >> g).to_le_bytes()[..ow]);
+            }
+        }
+        let cols = [&self.tags, &pages, &idx, &offs, &self.insn, &self.ns, &self.size, &self.tid, &self.pc, &self.ev];
         let total: usize = cols.iter().map(|c| c.len() + 10).sum::<usize>() + 10;
         let mut out = Vec::with_capacity(total);
         varint::put(&mut out, self.n as u64);
@@ -179,6 +220,31 @@ impl ChunkEncoder {
         out
     }
 }
+
+/// Bytes per page index for a dictionary of `n` pages.
+fn index_width(n: usize) -> usize {
+    if n <= 1 << 8 {
+        1
+    } else if n <= 1 << 16 {
+        2
+    } else {
+        4
+    }
+}
+
+/// Bytes per in-page offset when a page holds `1 << bits` offset units.
+fn offset_width(bits: u32) -> usize {
+    if bits <= 8 {
+        1
+    } else if bits <= 16 {
+        2
+    } else {
+        4
+    }
+}
+
+/// Number of columns of a data chunk.
+const COLUMNS: usize = 10;
 
 /// Writes a native trace. Records go to a temporary file beside the target, which is renamed
 /// into place by [`TktWriter::finish`]; an interrupted write never leaves a half trace under
@@ -226,6 +292,7 @@ impl TktWriter {
             finished: false,
         };
         w.enc.reset();
+        w.enc.page_shift = w.meta.page_size.trailing_zeros();
         w.write_header()?;
         Ok(w)
     }
@@ -366,6 +433,7 @@ pub struct TktReader {
     raw: Vec<u8>,
     dctx: zstd::bulk::Decompressor<'static>,
     records_seen: u64,
+    projection: Projection,
 }
 
 fn read_exact_at<R: Read>(r: &mut HashingReader<R>, buf: &mut [u8], path: &str, what: &str) -> Result<()> {
@@ -440,6 +508,7 @@ impl TktReader {
             raw: Vec::new(),
             dctx: zstd::bulk::Decompressor::new().map_err(|e| Error::Invariant(format!("zstd: {e}")))?,
             records_seen: 0,
+            projection: Projection::default(),
         })
     }
 
@@ -495,7 +564,7 @@ impl TktReader {
         if count != n as u64 {
             return Err(bad("record count disagrees with the chunk header"));
         }
-        let mut cols: [&[u8]; 8] = [&[]; 8];
+        let mut cols: [&[u8]; COLUMNS] = [&[]; COLUMNS];
         for col in cols.iter_mut() {
             let len = c.get().ok_or_else(|| bad("column length"))?;
             *col = c.bytes(len as usize).ok_or_else(|| bad("column extends past the chunk"))?;
@@ -503,45 +572,150 @@ impl TktReader {
         if !c.is_done() {
             return Err(bad("trailing bytes after the last column"));
         }
-        let [tags, addr, insn, ns, size, tid, pc, ev] = cols;
+        let [tags, pages, idx, offs, insn, ns, size, tid, pc, ev] = cols;
         if tags.len() != n as usize {
             return Err(bad("tag column length"));
         }
-        let (mut ca, mut ci, mut cn, mut cs, mut ct, mut cp, mut ce) =
-            (Cursor::new(addr), Cursor::new(insn), Cursor::new(ns), Cursor::new(size), Cursor::new(tid), Cursor::new(pc), Cursor::new(ev));
-        let (ti, tn) = (self.meta.time_insn, self.meta.time_ns);
-        // columns the chunk does not carry stay empty in the batch (all defaults)
-        let (fill_ns, fill_size, fill_tid, fill_pc) = (tn, !size.is_empty(), !tid.is_empty(), !pc.is_empty());
-        let (mut pa, mut pi, mut pn, mut psz, mut pt, mut ppc) = (0u64, 0u64, 0u64, INITIAL_SIZE, 0u32, 0u64);
         let naccess = tags.iter().filter(|&&t| t & KIND_MASK == K_ACCESS).count();
+
+        // addresses: the page dictionary, then fixed-width indices and offsets, in bulk
+        let shift = self.meta.page_size.trailing_zeros();
+        let mut cpg = Cursor::new(pages);
+        let mut prev = 0u64;
+        while !cpg.is_done() {
+            prev = prev.wrapping_add(cpg.get_i().ok_or_else(|| bad("page dictionary"))? as u64);
+            batch.dict_pages.push(prev);
+        }
+        let npages = batch.dict_pages.len();
+        let (g, offs) = match offs.split_first() {
+            Some((&g, rest)) if (g as u32) <= shift => (g as u32, rest),
+            Some(_) => return Err(bad("offset granularity larger than the page")),
+            None if naccess == 0 => (0, offs),
+            None => return Err(bad("offset column is empty")),
+        };
+        let (iw, ow) = (index_width(npages), offset_width(shift - g));
+        if idx.len() != naccess * iw || offs.len() != naccess * ow {
+            return Err(bad("page index or offset column length"));
+        }
+        batch.dict_shift = shift;
+        batch.dict_idx.reserve(naccess);
+        match iw {
+            1 => batch.dict_idx.extend(idx.iter().map(|&b| b as u32)),
+            2 => batch.dict_idx.extend(idx.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]]) as u32)),
+            _ => batch.dict_idx.extend(idx.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        }
+        if batch.dict_idx.iter().any(|&i| i as usize >= npages) {
+            return Err(bad("page index past the end of the page dictionary"));
+        }
+        if !self.projection.addr {
+            // the consumer works from the dictionary alone
+            return self.decode_rest(tags, insn, ns, size, tid, pc, ev, naccess, &bad, batch);
+        }
         batch.addr.reserve(naccess);
-        batch.write.reserve(naccess);
-        batch.insn.reserve(naccess);
+        let dict = &batch.dict_pages;
+        let base = batch.dict_idx.iter().map(|&i| dict[i as usize] << shift);
+        let units = (self.meta.page_size >> g) as u64;
+        let mut max_unit = 0u64;
+        match ow {
+            1 => batch.addr.extend(base.zip(offs).map(|(b, &o)| {
+                max_unit = max_unit.max(o as u64);
+                b | ((o as u64) << g)
+            })),
+            2 => batch.addr.extend(base.zip(offs.chunks_exact(2)).map(|(b, o)| {
+                let o = u16::from_le_bytes([o[0], o[1]]) as u64;
+                max_unit = max_unit.max(o);
+                b | (o << g)
+            })),
+            _ => batch.addr.extend(base.zip(offs.chunks_exact(4)).map(|(b, o)| {
+                let o = u32::from_le_bytes([o[0], o[1], o[2], o[3]]) as u64;
+                max_unit = max_unit.max(o);
+                b | (o << g)
+            })),
+        }
+        if naccess > 0 && max_unit >= units {
+            return Err(bad("in-page offset larger than the page"));
+        }
+        self.decode_rest(tags, insn, ns, size, tid, pc, ev, naccess, &bad, batch)
+    }
+
+    /// Everything but the addresses: write flags, times, sizes, threads, pcs and events.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_rest(
+        &self,
+        tags: &[u8],
+        insn: &[u8],
+        ns: &[u8],
+        size: &[u8],
+        tid: &[u8],
+        pc: &[u8],
+        ev: &[u8],
+        naccess: usize,
+        bad: &dyn Fn(&str) -> Error,
+        batch: &mut Batch,
+    ) -> Result<()> {
+        let ti = self.meta.time_insn && self.projection.insn;
+        let tn = self.meta.time_ns && self.projection.ns;
+        let time_ok = (self.meta.time_insn || insn.is_empty()) && (self.meta.time_ns || ns.is_empty());
+        if !time_ok {
+            return Err(bad("time column present although the header has no such time base"));
+        }
+
+        // the common chunk: only plain accesses (no events, one size and thread, no pcs):
+        // each remaining column in one tight pass
+        if size.is_empty() && tid.is_empty() && pc.is_empty() && ev.is_empty() && tags.iter().all(|&t| t & !F_WRITE == K_ACCESS) {
+            batch.write.extend(tags.iter().map(|&t| t & F_WRITE != 0));
+            if ti && !prefix_sums(insn, tags.len(), &mut batch.insn) {
+                return Err(bad("instruction column"));
+            }
+            if tn && !prefix_sums(ns, tags.len(), &mut batch.ns) {
+                return Err(bad("timestamp column"));
+            }
+            return Ok(());
+        }
+
+        // everything else, record by record
+        let (mut ci, mut cn, mut cs, mut ct, mut cp, mut ce) =
+            (Cursor::new(insn), Cursor::new(ns), Cursor::new(size), Cursor::new(tid), Cursor::new(pc), Cursor::new(ev));
+        // columns the reader was not asked for, or the chunk does not carry, stay empty
+        let (fill_size, fill_tid, fill_pc) = (!size.is_empty(), !tid.is_empty(), !pc.is_empty());
+        let (mut pi, mut pn, mut psz, mut pt, mut ppc) = (0u64, 0u64, INITIAL_SIZE, 0u32, 0u64);
+        // fill local vectors, which the compiler keeps in registers, and hand them back after
+        let (mut write, mut insn_v, mut ns_v, mut size_v, mut tid_v, mut pc_v, mut events) = (
+            std::mem::take(&mut batch.write),
+            std::mem::take(&mut batch.insn),
+            std::mem::take(&mut batch.ns),
+            std::mem::take(&mut batch.size),
+            std::mem::take(&mut batch.tid),
+            std::mem::take(&mut batch.pc),
+            std::mem::take(&mut batch.events),
+        );
+        write.reserve(naccess);
+        if ti {
+            insn_v.reserve(naccess);
+        }
+        let mut a = 0u32; // accesses so far
         for &tag in tags {
             // the common record: a plain access (same size, thread, no pc)
             if tag & !F_WRITE == K_ACCESS {
                 if ti {
                     pi = pi.wrapping_add(ci.get_i().ok_or_else(|| bad("instruction column"))? as u64);
+                    insn_v.push(pi);
                 }
                 if tn {
                     pn = pn.wrapping_add(cn.get_i().ok_or_else(|| bad("timestamp column"))? as u64);
+                    ns_v.push(pn);
                 }
-                pa = pa.wrapping_add(ca.get_i().ok_or_else(|| bad("address column"))? as u64);
-                batch.addr.push(pa);
-                batch.write.push(tag & F_WRITE != 0);
-                batch.insn.push(pi);
-                if fill_ns {
-                    batch.ns.push(pn);
-                }
+                write.push(tag & F_WRITE != 0);
                 if fill_size {
-                    batch.size.push(psz);
+                    size_v.push(psz);
                 }
                 if fill_tid {
-                    batch.tid.push(pt);
+                    tid_v.push(pt);
                 }
                 if fill_pc {
-                    batch.pc.push(0);
+                    pc_v.push(0);
                 }
+                a += 1;
                 continue;
             }
             if tag & F_RESERVED != 0 {
@@ -568,22 +742,23 @@ impl TktReader {
                     ppc = ppc.wrapping_add(cp.get_i().ok_or_else(|| bad("pc column"))? as u64);
                     this_pc = ppc;
                 }
-                pa = pa.wrapping_add(ca.get_i().ok_or_else(|| bad("address column"))? as u64);
-                batch.addr.push(pa);
-                batch.write.push(tag & F_WRITE != 0);
-                batch.insn.push(pi);
-                if fill_ns {
-                    batch.ns.push(pn);
+                if ti {
+                    insn_v.push(pi);
                 }
+                if tn {
+                    ns_v.push(pn);
+                }
+                write.push(tag & F_WRITE != 0);
                 if fill_size {
-                    batch.size.push(psz);
+                    size_v.push(psz);
                 }
                 if fill_tid {
-                    batch.tid.push(pt);
+                    tid_v.push(pt);
                 }
                 if fill_pc {
-                    batch.pc.push(this_pc);
+                    pc_v.push(this_pc);
                 }
+                a += 1;
                 continue;
             }
             let ev_kind = match kind {
@@ -625,13 +800,39 @@ impl TktReader {
                 }
                 _ => return Err(bad(&format!("unknown record kind {kind}"))),
             };
-            batch.push_event(pi, pn, pt, ev_kind);
+            events.push(Event { at: a, insn: pi, ns: pn, tid: pt, kind: ev_kind });
         }
-        if !(ca.is_done() && ci.is_done() && cn.is_done() && cs.is_done() && ct.is_done() && cp.is_done() && ce.is_done()) {
+        batch.write = write;
+        batch.insn = insn_v;
+        batch.ns = ns_v;
+        batch.size = size_v;
+        batch.tid = tid_v;
+        batch.pc = pc_v;
+        batch.events = events;
+        let time_done = (!ti || ci.is_done()) && (!tn || cn.is_done());
+        if !(time_done && cs.is_done() && ct.is_done() && cp.is_done() && ce.is_done()) {
             return Err(bad("column lengths disagree with the tags"));
         }
         Ok(())
     }
+}
+
+/// Decode `n` zig-zag varint differences from `col` into running sums appended to `out`;
+/// false if the column is too short or has bytes left over.
+fn prefix_sums(col: &[u8], n: usize, out: &mut Vec<u64>) -> bool {
+    let mut c = Cursor::new(col);
+    let mut v = 0u64;
+    out.reserve(n);
+    for _ in 0..n {
+        match c.get_i() {
+            Some(d) => {
+                v = v.wrapping_add(d as u64);
+                out.push(v);
+            }
+            None => return false,
+        }
+    }
+    c.is_done()
 }
 
 fn parse_chunk_header(h: &[u8]) -> (u8, u32, u32, u32, u32) {
@@ -642,6 +843,10 @@ fn parse_chunk_header(h: &[u8]) -> (u8, u32, u32, u32, u32) {
 impl RecordSource for TktReader {
     fn meta(&self) -> &TraceMeta {
         &self.meta
+    }
+
+    fn set_projection(&mut self, p: Projection) {
+        self.projection = p;
     }
 
     fn next_batch(&mut self, batch: &mut Batch) -> Result<bool> {
