@@ -1,0 +1,89 @@
+"""Trace commands from the command line: info keys, conversions, the cache filter, the
+vendored real trace and (when present) the shared SPEC traces."""
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import tierkit
+
+ROOT = Path(__file__).resolve().parents[1]
+VENDORED = ROOT / "data" / "traces" / "403.gcc.gz"
+INFO_KEYS = ["records", "accesses", "reads", "writes", "pages", "footprint_bytes", "allocation_sites"]
+
+
+def test_trace_info_json_keys_on_the_vendored_trace(cli):
+    rc, out, err = cli("trace", "info", VENDORED, "--json")
+    assert rc == 0, err
+    info = json.loads(out)
+    for k in INFO_KEYS:
+        assert k in info
+    # 45,675 lines, 4,349 of them with a writeback (data/traces/README.md)
+    assert (info["accesses"], info["writes"], info["pages"]) == (45_675 + 4_349, 4_349, 1_306)
+    assert info["format"] == "ramulator"
+
+
+def test_convert_to_native_keeps_every_record_and_result(cli, tmp_path):
+    out = tmp_path / "gcc.tkt"
+    rc, _, err = cli("trace", "convert", VENDORED, out)
+    assert rc == 0, err
+    a = tierkit.run(VENDORED, "dram-pmem", "history", fast_capacity=0.2)
+    b = tierkit.run(out, "dram-pmem", "history", fast_capacity=0.2)
+    for k in ["accesses", "runtime_ns", "fast_hit_ratio", "migrations", "energy_j"]:
+        assert a[k] == b[k], k
+    # and back to Ramulator's format, line for line
+    back = tmp_path / "gcc.trace"
+    rc, _, err = cli("trace", "convert", out, back, "--to", "ramulator")
+    assert rc == 0, err
+    with gzip.open(VENDORED, "rt") as f:
+        assert back.read_text().splitlines() == f.read().splitlines()
+
+
+def test_cache_filter_turns_raw_accesses_into_misses(cli, tmp_path):
+    # a lackey trace that walks 64 KiB twice, one 8-byte load per line: with a 32 KiB L1 and
+    # a 1 MiB L2 the second walk hits in L2, so memory sees each line once
+    lines = ["==123== Lackey, an example Valgrind tool"]
+    for _ in range(2):
+        for i in range(1024):
+            lines.append(f"I  {0x400000 + i:08X},4")
+            lines.append(f" L {0x10000000 + 64 * i:08X},8")
+    raw = tmp_path / "walk.lackey"
+    raw.write_text("\n".join(lines) + "\n")
+    rc, out, err = cli("trace", "info", raw, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["accesses"] == 2048
+    rc, out, err = cli("trace", "info", raw, "--cache", "L1:32K:8,L2:1M:16", "--json")
+    assert rc == 0, err
+    info = json.loads(out)
+    assert info["accesses"] == 1024 and info["meta"]["post_cache"] and "L2:1M:16" in info["meta"]["cache_filter"]
+    filtered = tmp_path / "walk.tkt"
+    rc, out, err = cli("trace", "convert", raw, filtered, "--cache", "small")
+    assert rc == 0, err
+    rc, out, err = cli("simulate", filtered, "-c", "0.5", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    # the small preset's 64 KiB L2 holds exactly the 64 KiB walk: the second walk hits
+    assert r["accesses"] == 1024
+
+
+def test_filtering_a_post_cache_trace_again_is_refused(cli):
+    rc, out, err = cli("trace", "info", VENDORED, "--cache", "default")
+    assert rc == 2 and "post-cache" in err
+
+
+def test_shared_spec_traces_run_under_every_policy(shared_traces, cli):
+    for name in ["403.gcc.gz", "444.namd.gz", "447.dealII.gz"]:
+        rc, out, err = cli("compare", shared_traces / name, "-c", "0.2", "--policies", "all", "--json", "-q")
+        assert rc == 0, (name, err)
+        rows = [json.loads(l) for l in out.splitlines()]
+        assert {r["policy"] for r in rows} >= set(tierkit.all_policies())
+        slow = next(r for r in rows if r["policy"] == "all-slow")["runtime_ns"]
+        fast = next(r for r in rows if r["policy"] == "all-fast")["runtime_ns"]
+        for r in rows:
+            if r["policy"] != "cache-mode":
+                # no placement beats everything fast; oracle never loses to history
+                assert r["runtime_ns"] >= fast
+        by = {r["policy"]: r for r in rows}
+        assert by["oracle"]["fast_hit_ratio"] >= by["history"]["fast_hit_ratio"]
+        assert slow > fast
