@@ -2,30 +2,12 @@
 //! write-allocate cache of the tiers below, as KNL's MCDRAM cache mode (seed 002 §V-D) and
 //! DRAM in front of Optane in Memory Mode (seed 004 §2.2).
 
+mod common;
+use common::{run, write_records as write_trace};
 use tierkit_core::engine::{simulate, Job, SimResult};
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::PolicySpec;
-use tierkit_core::trace::tkt::TktWriter;
-use tierkit_core::trace::{Access, TraceInput, TraceMeta};
 use tierkit_core::units::Capacity;
-
-/// A trace of (virtual address, write) records.
-fn write_trace(dir: &std::path::Path, recs: &[(u64, bool)]) -> TraceInput {
-    let p = dir.join("t.tkt");
-    let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
-    for &(addr, write) in recs {
-        w.write_access(&Access { addr, write, size: 64, ..Default::default() }).unwrap();
-    }
-    w.finish().unwrap();
-    TraceInput::new(p)
-}
-
-fn run(input: &TraceInput, platform: &str, caps: &[(usize, Capacity)], spec: &str) -> SimResult {
-    let mut job = Job::new(input, Platform::load(platform).unwrap());
-    job.capacity = caps.to_vec();
-    job.paranoid = true;
-    simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap_or_else(|e| panic!("{spec}: {e}"))
-}
 
 fn stat(r: &SimResult, key: &str) -> u64 {
     r.stats.policy[key].as_u64().or_else(|| r.stats.policy["detail"][key].as_u64()).unwrap_or_else(|| panic!("no {key} in {}", r.stats.policy))

@@ -1,20 +1,14 @@
 //! Models match hand-computed figures: the static policies under the simple timing model.
 
+mod common;
 use tierkit_core::engine::{simulate, Job};
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::PolicySpec;
-use tierkit_core::trace::tkt::TktWriter;
-use tierkit_core::trace::{Access, TraceInput, TraceMeta};
+use tierkit_core::trace::TraceInput;
 use tierkit_core::units::Capacity;
 
 fn write_trace(dir: &std::path::Path, pages: &[u64], writes: &[bool]) -> TraceInput {
-    let p = dir.join("t.tkt");
-    let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
-    for (i, (&pg, &wr)) in pages.iter().zip(writes).enumerate() {
-        w.write_access(&Access { addr: 0x10000 + pg * 4096 + (i as u64 % 64) * 64, write: wr, size: 64, ..Default::default() }).unwrap();
-    }
-    w.finish().unwrap();
-    TraceInput::new(p)
+    common::write_pages(dir, pages, Some(writes))
 }
 
 #[test]

@@ -3,31 +3,13 @@
 //! in `compat=cori-sim`, which must reproduce GTkernel/cori-sim (the simulator of 003 §3.1)
 //! bit for bit under the simple timing model.
 
+mod common;
+use common::{run, write_pages as write_trace};
 use tierkit_core::engine::{simulate, Job, SimResult};
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::{self, PolicySpec};
-use tierkit_core::trace::tkt::TktWriter;
-use tierkit_core::trace::{Access, TraceInput, TraceMeta};
+use tierkit_core::trace::TraceInput;
 use tierkit_core::units::Capacity;
-
-/// A trace touching `pages` (one access each, 4 KiB pages, reads unless `writes` says so).
-fn write_trace(dir: &std::path::Path, pages: &[u64], writes: Option<&[bool]>) -> TraceInput {
-    let p = dir.join("t.tkt");
-    let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
-    for (i, &pg) in pages.iter().enumerate() {
-        let write = writes.map(|w| w[i]).unwrap_or(false);
-        w.write_access(&Access { addr: 0x10000 + pg * 4096 + (i as u64 % 64) * 64, write, size: 64, ..Default::default() }).unwrap();
-    }
-    w.finish().unwrap();
-    TraceInput::new(p)
-}
-
-fn run(input: &TraceInput, platform: &str, caps: &[(usize, Capacity)], spec: &str) -> SimResult {
-    let mut job = Job::new(input, Platform::load(platform).unwrap());
-    job.capacity = caps.to_vec();
-    job.paranoid = true;
-    simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap_or_else(|e| panic!("{spec}: {e}"))
-}
 
 fn run_err(input: &TraceInput, platform: &str, caps: &[(usize, Capacity)], spec: &str) -> String {
     let mut job = Job::new(input, Platform::load(platform).unwrap());

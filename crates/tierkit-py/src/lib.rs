@@ -77,6 +77,22 @@ fn progress_fn(cb: Option<Py<PyAny>>, pending: Pending) -> impl FnMut(u64, Optio
     }
 }
 
+/// Run `f` without the GIL, giving it a progress callback into Python; errors raised by
+/// Python code called back during the run come back as they were.
+fn detached<T: Send>(
+    py: Python<'_>,
+    progress: Option<Py<PyAny>>,
+    pending: Pending,
+    f: impl FnOnce(&mut ProgressFn) -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    let p2 = pending.clone();
+    let res = py.detach(move || {
+        let mut cb = progress_fn(progress, p2);
+        f(&mut cb)
+    });
+    res.map_err(|e| to_py(e, &pending))
+}
+
 fn json_out<T: serde::Serialize>(v: &T) -> PyResult<String> {
     serde_json::to_string(v).map_err(|e| TierkitInternalError::new_err(e.to_string()))
 }
@@ -85,12 +101,9 @@ fn json_out<T: serde::Serialize>(v: &T) -> PyResult<String> {
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, progress=None))]
 fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
-    let pending: Pending = Arc::new(Mutex::new(None));
-    let p2 = pending.clone();
-    let res = py.detach(move || -> Result<String, Error> {
+    detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
         let inp = input(path, format, cache)?;
         let fmt = inp.resolved_format()?;
-        let mut cb = progress_fn(progress, p2);
         let (meta, summary) = if fmt == Format::Tkt && inp.cache.is_none() {
             trace::tkt::TktReader::read_summary(&inp.path)?
         } else {
@@ -108,8 +121,7 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
             (meta, b.finish())
         };
         Ok(serde_json::json!({ "path": path, "format": fmt.name(), "meta": meta, "summary": summary }).to_string())
-    });
-    res.map_err(|e| to_py(e, &pending))
+    })
 }
 
 /// Detect a trace's format.
@@ -131,16 +143,12 @@ fn trace_convert(
     force: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    let pending: Pending = Arc::new(Mutex::new(None));
-    let p2 = pending.clone();
-    let res = py.detach(move || -> Result<String, Error> {
+    detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
         let inp = input(src, format, cache)?;
         let to = to.map(|t| Format::parse("--to", t)).transpose()?;
-        let mut cb = progress_fn(progress, p2);
-        let r = trace::convert::convert(&inp, std::path::Path::new(out), to, force, Some(&mut cb as &mut ProgressFn))?;
+        let r = trace::convert::convert(&inp, std::path::Path::new(out), to, force, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
-    });
-    res.map_err(|e| to_py(e, &pending))
+    })
 }
 
 /// Write a synthetic trace; returns its summary as JSON.
@@ -162,15 +170,12 @@ fn trace_synth(
     force: bool,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    let pending: Pending = Arc::new(Mutex::new(None));
-    let p2 = pending.clone();
-    let res = py.detach(move || -> Result<String, Error> {
+    detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
         let accesses = tierkit_core::units::parse_count("--accesses", accesses)?;
         let pages = tierkit_core::units::parse_count("--pages", pages)?;
         let spec = SynthSpec { kind: SynthKind::parse(kind)?, accesses, pages, seed, write_ratio, theta, phases, hot_fraction, insn_per_access, ..Default::default() };
         let mut src = SynthSource::new(spec)?;
         let mut w = TktWriter::create(std::path::Path::new(out), src.meta(), force)?;
-        let mut cb = progress_fn(progress, p2);
         let mut b = Batch::default();
         while src.next_batch(&mut b)? {
             w.write_batch(&b)?;
@@ -180,8 +185,7 @@ fn trace_synth(
             }
         }
         Ok(serde_json::to_string(&w.finish()?).unwrap())
-    });
-    res.map_err(|e| to_py(e, &pending))
+    })
 }
 
 /// Read a trace into numpy arrays (accesses) plus a JSON list of the other records.
@@ -353,8 +357,7 @@ fn simulate(
             Err(PyDecider { obj: policy.clone_ref(py), name, period, pending: pending.clone() })
         }
     };
-    let p2 = pending.clone();
-    let res = py.detach(move || -> Result<String, Error> {
+    detached(py, progress, pending, move |cb| {
         let inp = input(trace, format, cache)?;
         let plat = Platform::load(platform)?;
         let mut caps = Vec::new();
@@ -372,7 +375,6 @@ fn simulate(
                 })?;
             caps.push((idx, Capacity::parse(&format!("--capacity {tier}"), &val)?));
         }
-        let mut cb = progress_fn(progress, p2);
         let mut job = Job::new(&inp, plat);
         job.capacity = caps;
         job.timing = TimingKind::parse(timing)?;
@@ -380,7 +382,7 @@ fn simulate(
         if let Some(s) = summary {
             job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
         }
-        job.progress = Some(&mut cb);
+        job.progress = Some(cb);
         let r = match spec {
             Ok(spec) => engine::simulate(&mut job, &spec)?,
             Err(decider) => {
@@ -389,8 +391,7 @@ fn simulate(
             }
         };
         Ok(serde_json::to_string(&r).unwrap())
-    });
-    res.map_err(|e| to_py(e, &pending))
+    })
 }
 
 /// Every registered policy with its parameters, as JSON.

@@ -695,29 +695,6 @@ impl TktReader {
         }
         let mut a = 0u32; // accesses so far
         for &tag in tags {
-            // the common record: a plain access (same size, thread, no pc)
-            if tag & !F_WRITE == K_ACCESS {
-                if ti {
-                    pi = pi.wrapping_add(ci.get_i().ok_or_else(|| bad("instruction column"))? as u64);
-                    insn_v.push(pi);
-                }
-                if tn {
-                    pn = pn.wrapping_add(cn.get_i().ok_or_else(|| bad("timestamp column"))? as u64);
-                    ns_v.push(pn);
-                }
-                write.push(tag & F_WRITE != 0);
-                if fill_size {
-                    size_v.push(psz);
-                }
-                if fill_tid {
-                    tid_v.push(pt);
-                }
-                if fill_pc {
-                    pc_v.push(0);
-                }
-                a += 1;
-                continue;
-            }
             if tag & F_RESERVED != 0 {
                 return Err(bad("reserved tag bit set"));
             }

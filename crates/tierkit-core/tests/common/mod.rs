@@ -1,0 +1,39 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use tierkit_core::engine::{simulate, Job, SimResult};
+use tierkit_core::platform::Platform;
+use tierkit_core::policy::PolicySpec;
+use tierkit_core::trace::tkt::TktWriter;
+use tierkit_core::trace::{Access, TraceInput, TraceMeta};
+use tierkit_core::units::Capacity;
+
+/// A native trace `t.tkt` in `dir` holding one 64-byte access per (address, write) record.
+pub fn write_records(dir: &std::path::Path, recs: &[(u64, bool)]) -> TraceInput {
+    let p = dir.join("t.tkt");
+    let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
+    for &(addr, write) in recs {
+        w.write_access(&Access { addr, write, size: 64, ..Default::default() }).unwrap();
+    }
+    w.finish().unwrap();
+    TraceInput::new(p)
+}
+
+/// A trace touching `pages` in order (4 KiB pages, one access each, reads unless `writes`
+/// says so; the line within the page varies).
+pub fn write_pages(dir: &std::path::Path, pages: &[u64], writes: Option<&[bool]>) -> TraceInput {
+    let recs: Vec<(u64, bool)> = pages
+        .iter()
+        .enumerate()
+        .map(|(i, &pg)| (0x10000 + pg * 4096 + (i as u64 % 64) * 64, writes.map(|w| w[i]).unwrap_or(false)))
+        .collect();
+    write_records(dir, &recs)
+}
+
+/// Simulate `spec` with capacity overrides, invariants checked at every boundary.
+pub fn run(input: &TraceInput, platform: &str, caps: &[(usize, Capacity)], spec: &str) -> SimResult {
+    let mut job = Job::new(input, Platform::load(platform).unwrap());
+    job.capacity = caps.to_vec();
+    job.paranoid = true;
+    simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
