@@ -4,10 +4,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
+
+# pandas is imported inside the functions that return DataFrames: loading it takes ~0.3 s,
+# which most CLI commands do not need
+if TYPE_CHECKING:
+    import pandas as pd
 
 import numpy as np
-import pandas as pd
 
 from . import _core
 from .policy import PeriodicPolicy
@@ -50,6 +54,8 @@ def read_trace(path: PathLike, format: Optional[str] = None, cache: Optional[str
     """The accesses of a trace as a DataFrame (``addr``, ``write``, ``insn``, ``ns``,
     ``size``, ``tid``, ``pc``); ``df.attrs['events']`` holds the other records and
     ``df.attrs['meta']`` the header."""
+    import pandas as pd
+
     d = _core.trace_read(_s(path), format, cache, limit)
     df = pd.DataFrame({k: d[k] for k in ("addr", "write", "insn", "ns", "size", "tid", "pc")})
     df.attrs["events"] = json.loads(d["events"])
@@ -111,6 +117,8 @@ def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = 
              timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
              progress: Optional[bool] = None) -> pd.DataFrame:
     """One simulation as a one-row DataFrame; the full result is in ``df.attrs['results']``."""
+    import pandas as pd
+
     r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress)
     df = pd.DataFrame([_row(r)])
     df.attrs["results"] = [r]
@@ -142,6 +150,8 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
     baseline policy's runtime on the same trace; the baseline is run if not listed) and
     ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``."""
+    import pandas as pd
+
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     pols = parse_policies(policies)
@@ -173,11 +183,15 @@ def representative(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
 
 def policies() -> pd.DataFrame:
     """Every registered policy: name, summary, source, future knowledge, parameters."""
+    import pandas as pd
+
     return pd.DataFrame(json.loads(_core.policies()))
 
 
 def platforms() -> pd.DataFrame:
     """The preset platforms, one row per tier."""
+    import pandas as pd
+
     rows = []
     for p in json.loads(_core.platforms()):
         for i, t in enumerate(p["tiers"]):
