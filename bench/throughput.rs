@@ -8,6 +8,7 @@
 //!   first-touch, history (default period, 1000 accesses) and cache-mode under both timing
 //!   models, on one thread; and the headline cases again with read-ahead (decoding on a
 //!   second thread).
+//!
 //! Each figure is the best of several runs. Reports accesses per second, the ratio to
 //! decoding, and the engine's per-page state. Results are printed and written to
 //! `bench/results/throughput.json`; `bench/README.md` keeps the latest figures.

@@ -98,11 +98,11 @@ impl CacheSpec {
 }
 
 fn human_bytes(b: u64) -> String {
-    if b % (1 << 30) == 0 {
+    if b.is_multiple_of(1 << 30) {
         format!("{}G", b >> 30)
-    } else if b % (1 << 20) == 0 {
+    } else if b.is_multiple_of(1 << 20) {
         format!("{}M", b >> 20)
-    } else if b % (1 << 10) == 0 {
+    } else if b.is_multiple_of(1 << 10) {
         format!("{}K", b >> 10)
     } else {
         b.to_string()

@@ -201,8 +201,8 @@ pub fn simulate(job: &mut Job, spec: &PolicySpec) -> Result<SimResult> {
 /// Run an already-built policy (Rust API and Python policies).
 pub fn run_policy<P: Policy>(policy: P, job: &mut Job) -> Result<SimResult> {
     match job.timing {
-        TimingKind::Simple => run_with(policy, job, |r, s| SimpleTiming::new(r, s)),
-        TimingKind::Detailed => run_with(policy, job, |r, s| DetailedTiming::new(r, s)),
+        TimingKind::Simple => run_with(policy, job, SimpleTiming::new),
+        TimingKind::Detailed => run_with(policy, job, DetailedTiming::new),
     }
 }
 
@@ -231,7 +231,7 @@ impl Lookahead {
                     return Ok(());
                 }
                 self.pos = 0;
-                if self.batch.len() == 0 {
+                if self.batch.is_empty() {
                     continue;
                 }
             }

@@ -99,7 +99,7 @@ impl Capacity {
         }
         if let Some(p) = t.strip_suffix('%') {
             let (v, rest) = split_number(p).ok_or_else(|| Error::config(key, format!("'{s}' is not a capacity")))?;
-            if !rest.is_empty() || !(v > 0.0 && v <= 100.0) {
+            if !(rest.is_empty() && v > 0.0 && v <= 100.0) {
                 return Err(Error::config(key, format!("'{s}': a percentage of the footprint must be in (0%, 100%]")));
             }
             return Ok(Capacity::Fraction(v / 100.0));

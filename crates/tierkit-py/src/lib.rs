@@ -133,6 +133,7 @@ fn detect_format(path: &str) -> PyResult<String> {
 /// Convert a trace; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (src, out, format=None, to=None, cache=None, force=false, progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn trace_convert(
     py: Python<'_>,
     src: &str,

@@ -15,8 +15,6 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Called now and then with (bytes read, total bytes); returning `false` stops the export.
-
 /// What an export wrote and what it could not express.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ExportReport {

@@ -614,7 +614,7 @@ impl TktReader {
         batch.addr.reserve(naccess);
         let dict = &batch.dict_pages;
         let base = batch.dict_idx.iter().map(|&i| dict[i as usize] << shift);
-        let units = (self.meta.page_size >> g) as u64;
+        let units = self.meta.page_size >> g;
         let mut max_unit = 0u64;
         match ow {
             1 => batch.addr.extend(base.zip(offs).map(|(b, &o)| {
