@@ -95,13 +95,17 @@ def simulate(
         ("runtime", f"{_fmt_ns(r['runtime_ns'])}  ({r['timing']} model)" + (f", IPC {r['ipc']:.3f}" if r.get("ipc") else "")),
         ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
         ("migrations", f"{r['migrations']:,} pages, {_fmt_bytes(r['migrated_bytes'])}, {_fmt_ns(r['migration_time_ns'])}"),
-        ("energy", f"{r['energy_j']:.6g} J"),
+        ("energy", f"{r['energy_j']:.6g} J" if _has_energy(r) else "not modelled (the platform gives no energy figures)"),
     ]
     for t in tiers:
         lines.append((f"  {t['name']}", f"{t['reads']:,} reads, {t['writes']:,} writes, {_fmt_bytes(t['bytes_read'] + t['bytes_written'])} moved, {t['used_pages']:,} pages at end"))
     w = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{w}}  {v}")
+
+
+def _has_energy(r: dict) -> bool:
+    return any(t["read_energy_pj_per_bit"] or t["write_energy_pj_per_bit"] for t in r["config"]["platform"]["platform"]["tiers"])
 
 
 def _table(df) -> str:
@@ -121,6 +125,8 @@ def _table(df) -> str:
     d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)
     if d["trace"].nunique() == 1:
         cols.pop("trace")
+    if not any(_has_energy(r) for r in df.attrs.get("results", [])):
+        cols.pop("energy_j")
     keep = [c for c in cols if c in d.columns]
     d = d[keep].rename(columns=cols)
     return d.to_string(index=False, float_format=lambda v: f"{v:,.4g}" if not math.isnan(v) else "-")
