@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/403.gcc.gz
 
-.PHONY: all demo test setup build rust-test py-test bench clean
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer
 
 all: build
 
@@ -24,21 +24,37 @@ $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
 	$(VENV)/bin/maturin develop --release -q -E test
 	touch $@
 
-setup build: $(VENV)/.built
+setup build: $(VENV)/.built workloads tracer
+
+# the test workloads (C programs with known memory behaviour) into workloads/build/
+workloads:
+	$(MAKE) -s -C workloads
+
+# the Valgrind tool behind 'tierkit trace record', built against the installed Valgrind into
+# tracer/build/ (make TRACER=no skips it: then recording is unavailable)
+TRACER ?= yes
+tracer:
+ifneq ($(TRACER),no)
+	$(MAKE) -s -C tracer
+endif
 
 rust-test:
 	cargo test -p tierkit-core --quiet
 
-py-test: $(VENV)/.built
+py-test: $(VENV)/.built tracer
 	$(PY) -m pytest tests
 
-test: $(VENV)/.built rust-test py-test
+test: $(VENV)/.built tracer rust-test py-test
 
-demo: $(VENV)/.built
+demo: $(VENV)/.built tracer
 	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all --out demo-out --force
 
 bench: $(VENV)/.built
 	cargo bench -p tierkit-core --bench throughput
 
+# the tracer's overhead against native, valgrind --tool=none and cachegrind (bench/README.md)
+bench-tracer: $(VENV)/.built tracer
+	$(PY) bench/tracer_overhead.py
+
 clean:
-	rm -rf $(VENV) target demo-out
+	rm -rf $(VENV) target demo-out workloads/build tracer/build

@@ -16,6 +16,7 @@ from .api import (
     platforms,
     policies,
     read_trace,
+    record,
     run,
     simulate,
     synth,
@@ -27,6 +28,6 @@ from .policy import HotPromote, Migrate, PeriodicPolicy, PeriodView, Swap
 __all__ = [
     "TierkitError", "TierkitInternalError", "__version__",
     "all_policies", "cache_presets", "compare", "convert", "detect_format", "platform", "platforms",
-    "policies", "read_trace", "run", "simulate", "synth", "trace_info", "write_trace",
+    "policies", "read_trace", "record", "run", "simulate", "synth", "trace_info", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",
 ]

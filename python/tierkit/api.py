@@ -91,6 +91,90 @@ def synth(kind: str, out: PathLike, accesses: Union[int, str], pages: Union[int,
                                             force, bar.callback))
 
 
+#: The source tree this package runs from (an editable install), where ``make build`` puts
+#: the Valgrind tool.
+_SOURCE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def tracer_dir() -> Path:
+    """The Valgrind library directory that holds tierkit's tool (``tierkit-PLATFORM``, its
+    malloc-replacement preload and links to Valgrind's core files): ``$TIERKIT_TRACER_DIR``
+    if set, else ``tracer/build/lib`` of the source tree, which ``make build`` fills."""
+    env = os.environ.get("TIERKIT_TRACER_DIR")
+    return Path(env) if env else _SOURCE_ROOT / "tracer" / "build" / "lib"
+
+
+def _ensure_tracer() -> Path:
+    """:func:`tracer_dir`, building the tool first if it is missing from the source tree."""
+    import glob
+    import shutil
+    import subprocess
+
+    d = tracer_dir()
+    src = _SOURCE_ROOT / "tracer"
+    if (os.environ.get("TIERKIT_TRACER_DIR") or glob.glob(str(d / "tierkit-*-*"))
+            or not (src / "Makefile").is_file() or shutil.which("valgrind") is None or shutil.which("make") is None):
+        return d  # the core reports what is missing
+    p = subprocess.run(["make", "-s", "-C", str(src)], capture_output=True, text=True)
+    if p.returncode != 0:
+        lines = [ln.strip() for ln in (p.stderr + p.stdout).splitlines() if ln.strip()]
+        # the Makefile's own explanation first, else the compiler's first error, else make's
+        why = (next((ln.removeprefix("tracer: ") for ln in lines if ln.startswith("tracer: ")), None)
+               or next((ln for ln in lines if "error" in ln.lower()), None)
+               or f"make exited with status {p.returncode}")
+        raise _core.TierkitError(f"tracer: the tierkit Valgrind tool cannot be built: {why}")
+    return d
+
+
+class _SigintToProgram:
+    """While a program is recorded, Ctrl-C is the program's to handle: its exit status,
+    whatever it is, is ours. (The handler does nothing; the program, spawned after it is
+    installed, gets the default disposition back at exec.)"""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self.old = None
+        if threading.current_thread() is threading.main_thread():
+            self.old = signal.signal(signal.SIGINT, lambda *_: None)
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+        return False
+
+
+def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] = None, cache: Optional[str] = "default",
+           context: int = 4, slice: Union[None, int, str] = None, force: bool = False) -> dict:
+    """Run an unmodified program under tierkit's Valgrind tool and write its native trace.
+
+    ``cache``: the in-band cache hierarchy (a spec such as ``"L1:32K:8,L2:1M:16"`` or a preset
+    name; ``None`` means the ``default`` preset) or ``"none"`` for the raw loads and stores
+    (unlike :func:`convert`, where ``None`` means no filter: a recording always has a
+    cache setting, and ``"none"`` says it explicitly); ``context``: frames per
+    allocation site; ``slice``: a slice marker every this many instructions (``"10M"``);
+    ``out`` defaults to ``PROGRAM.tkt`` in the current directory and is never overwritten
+    without ``force``. The program's standard streams are its own.
+
+    Returns the report: ``status`` (the program's exit code, or 128 + the signal that killed
+    it), ``exit_code``, ``signal``, ``incomplete`` (why the trace stops short, or None),
+    ``forks`` (children are not traced), ``instructions``, ``raw_loads``, ``raw_stores``,
+    ``cache`` (per-level counts), ``path`` and the trace's ``summary``."""
+    prog = os.fspath(program)
+    if out is None:
+        out = Path.cwd() / (Path(prog).name + ".tkt")
+    tool = _ensure_tracer()
+    with _SigintToProgram():
+        r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args], os.fspath(out),
+                               os.fspath(tool), "default" if cache is None else str(cache), int(context),
+                               None if slice is None else str(slice), force, None)
+    return json.loads(r)
+
+
 def _row(r: Mapping[str, Any]) -> dict:
     row = {k: r.get(k) for k in RESULT_COLUMNS}
     row["trace_digest"] = r["config"].get("trace_digest")

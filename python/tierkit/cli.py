@@ -28,6 +28,9 @@ app = typer.Typer(
 )
 trace_app = typer.Typer(help="Inspect, convert and generate traces.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(trace_app, name="trace")
+from .workloads_cli import workloads_app  # noqa: E402
+
+app.add_typer(workloads_app, name="workloads")
 
 FORMATS = "tkt|hex|ramulator|hma4|lackey|dramsim3"
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help=f"input trace format ({FORMATS}); detected when unambiguous")]
@@ -199,6 +202,8 @@ def trace_info(
         ("threads", f"{s['threads']:,}"),
         ("post-cache", "yes" + (f" (filtered through {m['cache_filter']})" if m.get("cache_filter") else "") if m.get("post_cache") else "no (raw accesses)"),
     ]
+    if s.get("incomplete"):
+        rows.append(("incomplete", s["incomplete"]))
     if prov.get("tool"):
         rows.append(("made by", prov["tool"] + (f" from {prov['source_file']}" if prov.get("source_file") else "")))
     if prov.get("program"):
@@ -249,6 +254,38 @@ def trace_synth(
     s = api.synth(kind, out, accesses, pages, seed, write_ratio, theta, phases,
                   hot_fraction, insn_per_access, force, _progress(quiet))
     print(f"wrote {out}: {s['accesses']:,} accesses over {s['pages']:,} pages ({s['writes']:,} writes)")
+
+
+@trace_app.command("record", context_settings={"allow_interspersed_args": False})
+def trace_record(
+    command: Annotated[List[str], typer.Argument(help="the program and its arguments, after '--': tierkit trace record -o x.tkt -- ./app --size 10", metavar="PROGRAM ARGS")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="output trace [default: PROGRAM.tkt in the current directory]")] = None,
+    cache: Annotated[str, typer.Option("--cache", help="in-band cache hierarchy: 'L1:32K:8,L2:1M:16', a preset (default, small, knl, skylake-sp), or 'none' for raw loads and stores")] = "default",
+    context: Annotated[int, typer.Option("--context", help="frames per allocation site (1-64)")] = 4,
+    slice_insn: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every N instructions (e.g. 10M)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+) -> None:
+    """Run an unmodified program under Valgrind and record its native trace.
+
+    Records every load and store (through the cache, by default: last-level misses and
+    dirty writebacks), allocations with their call stacks, and slice markers. The program's
+    output is its own; tierkit exits with the program's exit status (128 + signal if it was
+    killed) and writes its own messages to stderr. Child processes are not traced.
+    """
+    r = api.record(command[0], command[1:], out, cache, context, slice_insn, force)
+    for m in r["valgrind_messages"]:
+        print(f"tierkit: valgrind: {m}", file=sys.stderr)
+    s = r["summary"]
+    kind = "post-cache accesses" if cache.strip().lower() != "none" else "accesses"
+    print(f"tierkit: wrote {r['path']}: {s['accesses']:,} {kind}, {s['allocs'] + s['reallocs']:,} allocations at "
+          f"{s['allocation_sites']:,} sites, {s['markers']:,} markers, {r['instructions']:,} instructions, "
+          f"{s['threads']:,} thread{'s' if s['threads'] != 1 else ''}", file=sys.stderr)
+    if r["forks"]:
+        print(f"tierkit: note: the program forked ({r['forks']:,} time{'s' if r['forks'] != 1 else ''}); "
+              "child processes are not traced", file=sys.stderr)
+    if r["incomplete"]:
+        print(f"tierkit: warning: the trace is incomplete: {r['incomplete']}", file=sys.stderr)
+    raise typer.Exit(r["status"])
 
 
 @app.command("policies")
@@ -302,8 +339,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Entry point: run the app, turning every user error into one line and exit status 2."""
     cmd = typer.main.get_command(app)
     try:
-        cmd.main(args=argv, prog_name="tierkit", standalone_mode=False)
-        return 0
+        rc = cmd.main(args=argv, prog_name="tierkit", standalone_mode=False)
+        # a command's typer.Exit(code) comes back as the return value here ('trace record'
+        # passes the program's exit status on)
+        return rc if isinstance(rc, int) else 0
     except typer.Exit as e:
         return e.exit_code
     except typer.Abort:

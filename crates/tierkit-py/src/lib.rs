@@ -189,6 +189,40 @@ fn trace_synth(
     })
 }
 
+/// Run a program under tierkit's Valgrind tool and write its native trace; returns the
+/// report (exit status, incomplete reason, counts, summary) as JSON. `cache`: a spec, a
+/// preset or `none`; `slice`: instructions per slice marker (`1M`), none when absent.
+#[pyfunction]
+#[pyo3(signature = (program, args, out, tool_dir, cache="default", context=4, slice=None, force=false, valgrind=None))]
+#[allow(clippy::too_many_arguments)]
+fn trace_record(
+    py: Python<'_>,
+    program: &str,
+    args: Vec<String>,
+    out: &str,
+    tool_dir: &str,
+    cache: &str,
+    context: u32,
+    slice: Option<&str>,
+    force: bool,
+    valgrind: Option<&str>,
+) -> PyResult<String> {
+    detached(py, None, Arc::new(Mutex::new(None)), move |_| {
+        let opts = trace::raw::RecordOptions {
+            program: program.to_string(),
+            args,
+            out: PathBuf::from(out),
+            cache: CacheSpec::parse("--cache", cache)?,
+            context,
+            slice_insn: slice.map(|s| tierkit_core::units::parse_count("--slice", s)).transpose()?.unwrap_or(0),
+            force,
+            tool_dir: PathBuf::from(tool_dir),
+            valgrind: valgrind.map(PathBuf::from),
+        };
+        Ok(serde_json::to_string(&trace::raw::record(&opts)?).unwrap())
+    })
+}
+
 /// Read a trace into numpy arrays (accesses) plus a JSON list of the other records.
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, limit=None))]
@@ -443,6 +477,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_synth, m)?)?;
     m.add_function(wrap_pyfunction!(trace_read, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_record, m)?)?;
     m.add_function(wrap_pyfunction!(trace_write, m)?)?;
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;

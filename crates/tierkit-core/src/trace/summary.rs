@@ -3,7 +3,7 @@
 
 use super::{Batch, EventKind, RecordSource};
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -29,6 +29,13 @@ pub struct Summary {
     pub reallocs: u64,
     pub markers: u64,
     pub threads: u64,
+    /// Why the trace stops short of the program's end (e.g. the program was killed by a
+    /// signal), when it does; set by the writer ([`TktWriter::set_incomplete`]). Absent in
+    /// complete traces and in traces written before this key existed.
+    ///
+    /// [`TktWriter::set_incomplete`]: super::tkt::TktWriter::set_incomplete
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// Accumulates a [`Summary`] batch by batch.
@@ -38,6 +45,9 @@ pub struct SummaryBuilder {
     pages: HashSet<u64>,
     threads: HashSet<u32>,
     sites: HashSet<u32>,
+    /// the page and thread of the last access, already in the sets (most accesses repeat them)
+    last_page: Option<u64>,
+    last_tid: Option<u32>,
     first_insn: Option<u64>,
     last_insn: u64,
     first_ns: Option<u64>,
@@ -50,9 +60,11 @@ impl SummaryBuilder {
         SummaryBuilder {
             s: Summary { page_size, ..Default::default() },
             page_shift: page_size.trailing_zeros(),
-            pages: HashSet::new(),
-            threads: HashSet::new(),
-            sites: HashSet::new(),
+            pages: HashSet::default(),
+            threads: HashSet::default(),
+            sites: HashSet::default(),
+            last_page: None,
+            last_tid: None,
             first_insn: None,
             last_insn: 0,
             first_ns: None,
@@ -78,8 +90,15 @@ impl SummaryBuilder {
         } else {
             self.s.reads += 1;
         }
-        self.pages.insert(addr >> self.page_shift);
-        self.threads.insert(tid);
+        let page = addr >> self.page_shift;
+        if self.last_page != Some(page) {
+            self.pages.insert(page);
+            self.last_page = Some(page);
+        }
+        if self.last_tid != Some(tid) {
+            self.threads.insert(tid);
+            self.last_tid = Some(tid);
+        }
         self.time(insn, ns);
     }
 

@@ -54,6 +54,8 @@ struct ChunkEncoder {
     /// page number -> index in `pages`
     page_index: rustc_hash::FxHashMap<u64, u32>,
     pages: Vec<u64>,
+    /// the last access's page and its index (consecutive accesses mostly share a page)
+    last_page: Option<(u64, u32)>,
     idx: Vec<u32>,
     offs: Vec<u32>,
     insn: Vec<u8>,
@@ -78,6 +80,7 @@ impl ChunkEncoder {
         }
         self.page_index.clear();
         self.pages.clear();
+        self.last_page = None;
         self.idx.clear();
         self.offs.clear();
         self.prev_insn = 0;
@@ -128,11 +131,18 @@ impl ChunkEncoder {
             self.prev_pc = a.pc;
         }
         let page = a.addr >> self.page_shift;
-        let next = self.pages.len() as u32;
-        let i = *self.page_index.entry(page).or_insert(next);
-        if i == next {
-            self.pages.push(page);
-        }
+        let i = match self.last_page {
+            Some((p, i)) if p == page => i,
+            _ => {
+                let next = self.pages.len() as u32;
+                let i = *self.page_index.entry(page).or_insert(next);
+                if i == next {
+                    self.pages.push(page);
+                }
+                self.last_page = Some((page, i));
+                i
+            }
+        };
         self.idx.push(i);
         self.offs.push((a.addr & ((1u64 << self.page_shift) - 1)) as u32);
         self.time(meta, a.insn, a.ns);
@@ -259,6 +269,7 @@ pub struct TktWriter {
     offset: u64,
     compressor: zstd::bulk::Compressor<'static>,
     finished: bool,
+    incomplete: Option<String>,
 }
 
 impl TktWriter {
@@ -290,6 +301,7 @@ impl TktWriter {
             offset: 0,
             compressor: zstd::bulk::Compressor::new(level).map_err(|e| Error::Invariant(format!("zstd: {e}")))?,
             finished: false,
+            incomplete: None,
         };
         w.enc.reset();
         w.enc.page_shift = w.meta.page_size.trailing_zeros();
@@ -317,6 +329,12 @@ impl TktWriter {
 
     pub fn meta(&self) -> &TraceMeta {
         &self.meta
+    }
+
+    /// Flag the trace as stopping short of the program's end, saying why; stored in the
+    /// summary's `incomplete` key. The records written are still a valid trace of what ran.
+    pub fn set_incomplete(&mut self, reason: impl Into<String>) {
+        self.incomplete = Some(reason.into());
     }
 
     #[inline]
@@ -381,7 +399,8 @@ impl TktWriter {
     /// Flush the last chunk, write the end chunk and trailer, and move the file into place.
     pub fn finish(mut self) -> Result<Summary> {
         self.flush_chunk()?;
-        let summary = self.summary.finish();
+        let mut summary = self.summary.finish();
+        summary.incomplete = self.incomplete.take();
         let end_offset = self.offset;
         let json = serde_json::to_vec(&summary).map_err(|e| Error::Invariant(e.to_string()))?;
         self.write_chunk(CHUNK_END, 0, &json)?;
@@ -975,6 +994,24 @@ mod tests {
         let (_, s2) = TktReader::read_summary(&p).unwrap();
         assert_eq!(s, s2);
         assert_eq!(r.digest().unwrap(), blake3::hash(&std::fs::read(&p).unwrap()).to_hex().to_string());
+    }
+
+    #[test]
+    fn incomplete_reason_round_trips_and_is_absent_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("cut.tkt");
+        let mut w = TktWriter::create(&p, &sample_meta(), false).unwrap();
+        w.write_access(&Access { addr: 64, size: 64, ..Default::default() }).unwrap();
+        w.set_incomplete("the program was killed by SIGKILL (signal 9)");
+        assert_eq!(w.finish().unwrap().incomplete.as_deref(), Some("the program was killed by SIGKILL (signal 9)"));
+        let (_, s) = TktReader::read_summary(&p).unwrap();
+        assert_eq!(s.incomplete.as_deref(), Some("the program was killed by SIGKILL (signal 9)"));
+        assert_eq!(read_all(&mut TktReader::open(&p).unwrap()).unwrap().len(), 1);
+        // complete traces carry no key; summaries without it (older traces) or with keys this
+        // version does not know still parse
+        assert!(!serde_json::to_string(&Summary::default()).unwrap().contains("incomplete"));
+        let s: Summary = serde_json::from_str(r#"{"records": 3, "some_future_key": [1]}"#).unwrap();
+        assert_eq!((s.records, s.incomplete), (3, None));
     }
 
     #[test]
