@@ -7,9 +7,9 @@ PY := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
-DEMO_TRACE := data/traces/403.gcc.gz
+DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces
 
 all: build
 
@@ -46,11 +46,16 @@ py-test: $(VENV)/.built tracer
 
 test: $(VENV)/.built tracer rust-test py-test
 
-demo: $(VENV)/.built tracer
+demo: $(VENV)/.built
 	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all --out demo-out --force
 
 bench: $(VENV)/.built
 	cargo bench -p tierkit-core --bench throughput
+
+# traces of real programs from Debian packages (data/recipes/record_traces.py); INSTALL=1
+# installs missing programs with apt-get
+traces: $(VENV)/.built tracer
+	$(PY) data/recipes/record_traces.py $(if $(INSTALL),--install)
 
 # the tracer's overhead against native, valgrind --tool=none and cachegrind (bench/README.md)
 bench-tracer: $(VENV)/.built tracer

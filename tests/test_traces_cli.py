@@ -87,3 +87,13 @@ def test_shared_spec_traces_run_under_every_policy(shared_traces, cli):
         by = {r["policy"]: r for r in rows}
         assert by["oracle"]["fast_hit_ratio"] >= by["history"]["fast_hit_ratio"]
         assert slow > fast
+
+
+def test_the_committed_sqlite3_trace_has_its_documented_counts(cli):
+    # data/traces/README.md: the demo's trace, recorded by tierkit's own tracer
+    rc, out, err = cli("trace", "info", ROOT / "data" / "traces" / "sqlite3-orders.tkt", "--json")
+    assert rc == 0, err
+    i = json.loads(out)
+    assert (i["records"], i["accesses"], i["reads"], i["writes"]) == (3_341_914, 1_819_849, 1_079_355, 740_494)
+    assert (i["pages"], i["allocation_sites"], i["allocs"], i["frees"], i["markers"]) == (7_854, 70, 762_697, 759_170, 53)
+    assert i["meta"]["provenance"]["tool"] == "tierkit-valgrind" and i["meta"]["post_cache"]
