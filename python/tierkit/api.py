@@ -259,6 +259,17 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     return df
 
 
+def timeseries(result: Mapping[str, Any]) -> "Optional[pd.DataFrame]":
+    """The per-window time series a policy recorded (``stats.policy.timeseries``: e.g. MBQ,
+    migrations, threshold per window), as a DataFrame; None if the policy records none."""
+    import pandas as pd
+
+    ts = (result.get("stats", {}).get("policy") or {}).get("timeseries") if isinstance(result.get("stats", {}).get("policy"), dict) else None
+    if not ts:
+        return None
+    return pd.DataFrame(ts["rows"], columns=ts["columns"])
+
+
 def representative(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The result that shows the platform as configured: the first run of a policy that
     respects capacities (the all-fast/all-slow references ignore them)."""

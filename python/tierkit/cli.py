@@ -82,10 +82,20 @@ def simulate(
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
+    timeseries: Annotated[Optional[Path], typer.Option("--timeseries", help="write the policy's per-window time series (e.g. MBQ, migrations, threshold) as CSV")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite the --timeseries file")] = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Simulate one policy on one trace."""
+    if timeseries is not None and timeseries.exists() and not force:
+        raise TierkitError(f"{timeseries}: file exists (use --force to overwrite)")
     r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet))
+    if timeseries is not None:
+        ts = api.timeseries(r)
+        if ts is None:
+            raise TierkitError(f"--timeseries: policy '{r['policy']}' records no time series (the on-the-fly and epoch policies do)")
+        ts.to_csv(timeseries, index=False)
+        print(f"wrote {timeseries}: {len(ts)} windows", file=sys.stderr)
     if json_out:
         print(json.dumps(r))
         return

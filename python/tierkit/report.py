@@ -16,6 +16,10 @@ from ._core import TierkitError
 FILES = ["results.csv", "results.parquet", "results.jsonl", "runtime.png", "hit_ratio.png", "migrated.png", "index.html"]
 
 
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[:60]
+
+
 def check_out_dir(out: Path, force: bool) -> None:
     """Refuse to overwrite any report file unless ``force``."""
     out = Path(out)
@@ -49,6 +53,25 @@ def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | N
     if len(traces) > 1:
         ax.legend(fontsize="small")
     ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_timeseries(ts: pd.DataFrame, title: str):
+    """One panel per column against the first (the window), like 001's Figures 3 and 6."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x, cols = ts.columns[0], list(ts.columns[1:])
+    fig, axes = plt.subplots(len(cols), 1, figsize=(8, 1.6 * len(cols) + 0.8), sharex=True, squeeze=False)
+    for ax, c in zip(axes[:, 0], cols):
+        ax.plot(ts[x], ts[c], linewidth=0.9)
+        ax.set_ylabel(c, fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel(x)
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 
@@ -91,6 +114,15 @@ def write(df: pd.DataFrame, out: Path, force: bool = False) -> List[Path]:
         pngs["runtime.png"] = _save(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({plat})", 1.0), out / "runtime.png")
     pngs["hit_ratio.png"] = _save(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({plat})"), out / "hit_ratio.png")
     pngs["migrated.png"] = _save(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({plat})"), out / "migrated.png")
+    # per-window time series of the policies that record one
+    from .api import timeseries
+
+    for i, r in enumerate(results):
+        ts = timeseries(r)
+        if ts is None or ts.empty:
+            continue
+        name = f"timeseries-{i}-{_slug(r['policy'])}.png"
+        pngs[name] = _save(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name}"), out / name)
     written += [out / n for n in pngs]
 
     from .api import representative

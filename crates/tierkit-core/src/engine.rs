@@ -7,11 +7,11 @@
 //! once per run ([`Runnable`]) and once per batch (the record source).
 
 use crate::error::{Error, Result};
-use crate::mechanics::{Memory, MigrationStats, TierId, UNPLACED};
+use crate::mechanics::{Memory, MigrationStats, Op, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
 use crate::policy::{self, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
-use crate::timing::{DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
+use crate::timing::{AccessEvent, DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
 use crate::trace::summary::Summary;
 use crate::trace::synth::{SynthSource, SynthSpec};
 use crate::trace::{Batch, RecordSource, TraceInput, BATCH_RECORDS};
@@ -336,9 +336,14 @@ impl<'p, T: Timing> State<'p, T> {
     /// Hand the operations the mechanics carried out to the timing model.
     #[inline]
     fn drain_ops(&mut self) {
-        self.charged += self.mem.ops.len() as u64;
         for op in self.mem.ops.drain(..) {
-            self.timing.migration(&op);
+            match op {
+                Op::Move(m) => {
+                    self.charged += 1;
+                    self.timing.migration(&m);
+                }
+                Op::Charge(c) => self.timing.charge(&c),
+            }
         }
     }
 
@@ -541,15 +546,18 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 st.mem.place(page, tier).map_err(|e| placement_error(&label, e))?;
             }
             let mut probe = NO_TIER;
+            let mut delay_ns = 0.0;
             if P::PER_ACCESS {
                 st.now.accesses = k;
                 st.now.insn = insn;
+                st.now.ns = st.timing.now_ns();
                 let mut ctx = st.ctx();
                 let s = policy.on_access(page, addr, write, &mut ctx);
                 if s.tier != RESIDENT {
                     tier = s.tier;
                 }
                 probe = s.probe;
+                delay_ns = s.delay_ns;
                 for x in &s.extra[..s.n_extra as usize] {
                     let c = &mut st.tiers[x.tier as usize];
                     if x.write {
@@ -573,7 +581,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             st.track.record(page, write, k);
             // demand counts per tier and direction; bytes follow from them after the loop
             demand[tier as usize][write as usize] += 1;
-            st.timing.access(tier, write, probe, insn);
+            st.timing.access(AccessEvent { page, tier, write, probe, delay_ns, insn });
             last_insn = insn;
             k += 1;
         }
@@ -646,6 +654,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             energy_j: e,
         });
     }
+    // what policies charged beyond traffic (a migration controller, say)
+    energy += st.mem.charged_energy_j();
     let fast = st.tiers[0].reads + st.tiers[0].writes;
     let cap0 = resolved.capacity_pages[0];
     Ok(SimResult {

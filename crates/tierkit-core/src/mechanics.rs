@@ -12,6 +12,22 @@ pub type TierId = u8;
 /// The tier of a page not yet placed.
 pub const UNPLACED: TierId = u8::MAX;
 
+/// Who moves a page, which decides what the move costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MoveBy {
+    /// The operating system: the program is stopped for the page fault, the TLB shootdown
+    /// and the per-page cost of the platform, and for the copy itself when the platform says
+    /// `copy_from_bandwidth` (as `move_pages` does).
+    #[default]
+    Os,
+    /// A migration engine in hardware (a memory-side controller such as 001's MigC or
+    /// MemPod): no fault or shootdown; the copy runs alongside the program through both tiers'
+    /// queues, and an access to the page before its data is in the engine's buffer waits for
+    /// it (`detailed` model). Address reconciliation, if any, is the policy's to charge.
+    Hw,
+}
+
 /// One page moved from one tier to another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MigrationOp {
@@ -20,6 +36,39 @@ pub struct MigrationOp {
     pub to: TierId,
     /// Part of a swap (two pages exchanging tiers).
     pub swap: bool,
+    pub by: MoveBy,
+}
+
+/// A cost a policy incurs beyond moving pages (address reconciliation, scanning, a
+/// controller's energy), charged to the timing model and the statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Charge {
+    /// What it pays for, a short name (`"address reconciliation"`); totals are kept per name.
+    pub what: &'static str,
+    /// Time, ns.
+    pub ns: f64,
+    /// Whether the program is stopped for that time (the OS runs in its place), or the work
+    /// runs alongside it (hardware).
+    pub halts: bool,
+    /// Energy, J.
+    pub energy_j: f64,
+}
+
+/// An operation for the timing model, in the order the mechanics carried them out.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Op {
+    Move(MigrationOp),
+    Charge(Charge),
+}
+
+/// Totals of the charges of one kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ChargeTotals {
+    pub count: u64,
+    pub ns: f64,
+    /// The part of `ns` that stopped the program.
+    pub halted_ns: f64,
+    pub energy_j: f64,
 }
 
 /// Counters of the migration mechanics (the `migration` subtree of the statistics).
@@ -36,6 +85,10 @@ pub struct MigrationStats {
     pub swaps: u64,
     /// `moves[from][to]`: pages moved between each pair of tiers.
     pub moves: Vec<Vec<u64>>,
+    /// Pages moved by a hardware migration engine (the rest by the OS).
+    pub by_hardware: u64,
+    /// Costs charged by the policy, by name.
+    pub charges: std::collections::BTreeMap<String, ChargeTotals>,
     /// Bytes leaving / arriving at each tier by migration.
     pub bytes_out: Vec<u64>,
     pub bytes_in: Vec<u64>,
@@ -48,11 +101,13 @@ pub struct Memory {
     capacity: Vec<u64>,
     page_bytes: u64,
     /// Operations carried out since the timing model last took them.
-    pub ops: Vec<MigrationOp>,
+    pub ops: Vec<Op>,
     /// `moves[from][to]`: pages moved; every other counter is derived from it at the end,
     /// so a move costs one increment.
     moves: [[u64; MAX_TIERS]; MAX_TIERS],
     swaps: u64,
+    by_hardware: u64,
+    charges: std::collections::BTreeMap<&'static str, ChargeTotals>,
     placed: u64,
 }
 
@@ -68,6 +123,8 @@ impl Memory {
             ops: Vec::new(),
             moves: [[0; MAX_TIERS]; MAX_TIERS],
             swaps: 0,
+            by_hardware: 0,
+            charges: Default::default(),
             placed: 0,
         }
     }
@@ -145,9 +202,27 @@ impl Memory {
     }
 
     #[inline]
-    fn account(&mut self, page: PageId, from: TierId, to: TierId, swap: bool) {
+    fn account(&mut self, page: PageId, from: TierId, to: TierId, swap: bool, by: MoveBy) {
         self.moves[from as usize][to as usize] += 1;
-        self.ops.push(MigrationOp { page, from, to, swap });
+        self.by_hardware += (by == MoveBy::Hw) as u64;
+        self.ops.push(Op::Move(MigrationOp { page, from, to, swap, by }));
+    }
+
+    /// Charge a cost beyond page moves (see [`Charge`]).
+    pub fn charge(&mut self, c: Charge) {
+        let t = self.charges.entry(c.what).or_default();
+        t.count += 1;
+        t.ns += c.ns;
+        if c.halts {
+            t.halted_ns += c.ns;
+        }
+        t.energy_j += c.energy_j;
+        self.ops.push(Op::Charge(c));
+    }
+
+    /// Energy of every charge so far, J.
+    pub fn charged_energy_j(&self) -> f64 {
+        self.charges.values().map(|t| t.energy_j).sum()
     }
 
     /// Pages moved so far.
@@ -167,14 +242,26 @@ impl Memory {
             promotions,
             demotions: migrations - promotions,
             swaps: self.swaps,
+            by_hardware: self.by_hardware,
+            charges: self.charges.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
             bytes_out: (0..n).map(|f| moves[f].iter().sum::<u64>() * self.page_bytes).collect(),
             bytes_in: (0..n).map(|t| moves.iter().map(|r| r[t]).sum::<u64>() * self.page_bytes).collect(),
             moves,
         }
     }
 
-    /// Move a page to another tier with a free frame.
+    /// Move a page to another tier with a free frame (the OS moves it).
     pub fn migrate(&mut self, page: PageId, to: TierId) -> Result<()> {
+        self.migrate_by(page, to, MoveBy::Os)
+    }
+
+    /// Exchange the tiers of two pages in different tiers (the OS moves them).
+    pub fn swap(&mut self, a: PageId, b: PageId) -> Result<()> {
+        self.swap_by(a, b, MoveBy::Os)
+    }
+
+    /// Move a page to another tier with a free frame.
+    pub fn migrate_by(&mut self, page: PageId, to: TierId, by: MoveBy) -> Result<()> {
         let from = self.tier_of.get(page as usize).copied().unwrap_or(UNPLACED);
         if from == UNPLACED {
             return Err(Error::Invariant(format!("migration of page {page}, which is not placed")));
@@ -188,12 +275,12 @@ impl Memory {
         self.used[from as usize] -= 1;
         self.used[to as usize] += 1;
         self.tier_of[page as usize] = to;
-        self.account(page, from, to, false);
+        self.account(page, from, to, false, by);
         Ok(())
     }
 
     /// Exchange the tiers of two pages in different tiers (capacity unchanged).
-    pub fn swap(&mut self, a: PageId, b: PageId) -> Result<()> {
+    pub fn swap_by(&mut self, a: PageId, b: PageId, by: MoveBy) -> Result<()> {
         let ta = self.tier_of.get(a as usize).copied().unwrap_or(UNPLACED);
         let tb = self.tier_of.get(b as usize).copied().unwrap_or(UNPLACED);
         if ta == UNPLACED || tb == UNPLACED || ta == tb {
@@ -202,8 +289,8 @@ impl Memory {
         self.tier_of[a as usize] = tb;
         self.tier_of[b as usize] = ta;
         self.swaps += 1;
-        self.account(a, ta, tb, true);
-        self.account(b, tb, ta, true);
+        self.account(a, ta, tb, true, by);
+        self.account(b, tb, ta, true, by);
         Ok(())
     }
 

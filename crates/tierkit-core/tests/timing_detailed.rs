@@ -12,11 +12,11 @@
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tierkit_core::engine::{run_policy, simulate, Job};
-use tierkit_core::mechanics::{MigrationOp, TierId};
+use tierkit_core::mechanics::{MigrationOp, MoveBy, TierId};
 use tierkit_core::pagemap::PageId;
 use tierkit_core::platform::{Platform, Resolved};
 use tierkit_core::policy::{Ctx, Needs, Policy, PolicySpec, NO_TIER};
-use tierkit_core::timing::{DetailedTiming, RunCounters, Timing, TimingKind, TimingReport, TimingSetup};
+use tierkit_core::timing::{AccessEvent, DetailedTiming, RunCounters, Timing, TimingKind, TimingReport, TimingSetup};
 use tierkit_core::trace::tkt::TktWriter;
 use tierkit_core::trace::{Access, TraceInput, TraceMeta};
 use tierkit_core::units::{Capacity, Period};
@@ -70,11 +70,11 @@ fn d(r: &TimingReport, key: &str) -> f64 {
 }
 
 fn read(m: &mut DetailedTiming, tier: TierId, insn: u64) {
-    m.access(tier, false, NO_TIER, insn);
+    m.access(AccessEvent { page: 0, tier, write: false, probe: NO_TIER, delay_ns: 0.0, insn });
 }
 
 fn write(m: &mut DetailedTiming, tier: TierId, insn: u64) {
-    m.access(tier, true, NO_TIER, insn);
+    m.access(AccessEvent { page: 0, tier, write: true, probe: NO_TIER, delay_ns: 0.0, insn });
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn on_shared_bandwidth_writes_delay_the_reads_behind_them() {
 
 #[test]
 fn a_migration_charges_fixed_costs_and_occupies_both_queues() {
-    let op = MigrationOp { page: 0, from: 1, to: 0, swap: false };
+    let op = MigrationOp { page: 0, from: 1, to: 0, swap: false, by: MoveBy::Os };
     // Asynchronous copy: the core pays 1750 ns; the copy holds PMEM's read queue for 640 ns
     // (to 2390) and DRAM's write queue for 64 ns (to 1814).
     // Then a PMEM read at insn 1 (1750.5) waits to 2390, done 2540; a DRAM write at insn 2
@@ -278,7 +278,7 @@ fn a_period_stalls_the_core_and_a_probe_adds_its_latency() {
     // probe DRAM at 3050 (insn 100): done 3100; the PMEM read then takes 150 → 3250.
     // A fill written to DRAM alongside adds no latency.
     m.traffic(0, true);
-    m.access(1, false, 0, 100);
+    m.access(AccessEvent { page: 0, tier: 1, write: false, probe: 0, delay_ns: 0.0, insn: 100 });
     let rep = finish(&mut m, Some(100));
     close(rep.runtime_ns, 3250.0);
     close(d(&rep, "period_stall_ns"), 3000.0);
@@ -302,10 +302,10 @@ fn replay(r: &Resolved, ops: &[Op]) -> TimingReport {
         match *op {
             Op::Acc { tier, write, probe, dinsn } => {
                 insn += dinsn;
-                m.access(tier, write, probe, insn);
+                m.access(AccessEvent { page: 0, tier, write, probe, delay_ns: 0.0, insn });
             }
             Op::Traffic { tier, write } => m.traffic(tier, write),
-            Op::Mig { from, to } => m.migration(&MigrationOp { page: 0, from, to, swap: false }),
+            Op::Mig { from, to } => m.migration(&MigrationOp { page: 0, from, to, swap: false, by: MoveBy::Os }),
             Op::Period => m.period(),
         }
     }

@@ -76,7 +76,7 @@ pub struct Traffic {
 
 /// How a demand access was served, when a policy decides it per access (cache-like
 /// policies). Most policies return [`Served::RESIDENT`]: the page's own tier serves it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Served {
     /// The tier whose latency the access sees ([`RESIDENT`] = the page's tier).
     pub tier: TierId,
@@ -87,19 +87,26 @@ pub struct Served {
     /// energy but add no latency of their own.
     pub extra: [Traffic; 3],
     pub n_extra: u8,
+    /// Latency the policy's own hardware adds before the memory request (a remap-table
+    /// lookup, say), ns.
+    pub delay_ns: f64,
 }
 
 pub const RESIDENT: TierId = 254;
 pub const NO_TIER: TierId = 255;
 
 impl Served {
-    pub const RESIDENT: Served = Served { tier: RESIDENT, probe: NO_TIER, extra: [Traffic { tier: 0, write: false }; 3], n_extra: 0 };
+    pub const RESIDENT: Served = Served { tier: RESIDENT, probe: NO_TIER, extra: [Traffic { tier: 0, write: false }; 3], n_extra: 0, delay_ns: 0.0 };
     pub fn by(tier: TierId) -> Served {
         Served { tier, ..Served::RESIDENT }
     }
     pub fn with_probe(mut self, tier: TierId) -> Served {
         self.probe = tier;
         self
+    }
+    /// The page's own tier serves it, `ns` later than it would have.
+    pub fn delayed(ns: f64) -> Served {
+        Served { delay_ns: ns, ..Served::RESIDENT }
     }
     pub fn plus(mut self, tier: TierId, write: bool) -> Served {
         self.extra[self.n_extra as usize] = Traffic { tier, write };

@@ -15,9 +15,14 @@
 //! write      : posted: start = max(arrival, free); free = done = start + line/write_bw;
 //!              the core stalls only while the tier holds write_queue_entries unfinished writes
 //! shared_bandwidth tiers: reads and writes use one queue (a write takes media time from reads)
-//! migration  : core += fault + TLB shootdown + per-page cost; copy = page/read_bw (source read
-//!              queue) pipelined with page/write_bw (destination write queue); the core waits
-//!              for the copy only when `copy_from_bandwidth` (synchronous, like move_pages)
+//! migration  : by the OS: core += fault + TLB shootdown + per-page cost; copy = page/read_bw
+//!              (source read queue) pipelined with page/write_bw (destination write queue); the
+//!              core waits for the copy only when `copy_from_bandwidth` (synchronous, like
+//!              move_pages). By a hardware engine: no fixed cost, the copy always runs
+//!              alongside the program, and an access to the page before the source read is
+//!              done waits for it, then is served from the engine's buffer
+//! added      : a policy's per-access added latency (e.g. a remap lookup) delays the read
+//! charge     : a policy's charge stops the core for its time if it halts the program
 //! period     : core += per_period_ns
 //! runtime    = max(core, retire of the last miss)      (posted writes still draining do not count)
 //! IPC        = instructions / (runtime · freq_ghz)
@@ -28,8 +33,9 @@
 //! is FIFO with one latency, so its reads complete in issue order); each tier's write queue
 //! is a ring of `write_queue_entries` drain times.
 
-use super::{RunCounters, Timing, TimingReport, TimingSetup};
-use crate::mechanics::{MigrationOp, TierId};
+use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
+use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
+use crate::pagemap::PageId;
 use crate::platform::Resolved;
 use serde_json::json;
 
@@ -129,6 +135,14 @@ pub struct DetailedTiming {
     miss_latency_sum: f64,
     misses: u64,
     migrations: u64,
+    /// Pages a hardware engine is moving: (page, its data is in the engine's buffer at, the
+    /// copy is done at).
+    inflight: Vec<(PageId, f64, f64)>,
+    buffer_hits: u64,
+    buffer_wait_ns: f64,
+    added_latency_ns: f64,
+    charge_stall_ns: f64,
+    background_charge_ns: f64,
 }
 
 impl DetailedTiming {
@@ -203,7 +217,41 @@ impl DetailedTiming {
             miss_latency_sum: 0.0,
             misses: 0,
             migrations: 0,
+            inflight: Vec::new(),
+            buffer_hits: 0,
+            buffer_wait_ns: 0.0,
+            added_latency_ns: 0.0,
+            charge_stall_ns: 0.0,
+            background_charge_ns: 0.0,
         }
+    }
+
+    /// An access to a page a hardware engine is moving: served from the engine's buffer once
+    /// the page's data is in it. Returns false if the page is not in flight.
+    #[cold]
+    fn from_engine_buffer(&mut self, a: &AccessEvent) -> bool {
+        let now = self.core;
+        self.inflight.retain(|e| e.2 > now);
+        let Some(&(_, ready, _)) = self.inflight.iter().find(|e| e.0 == a.page) else { return false };
+        self.buffer_hits += 1;
+        if !a.write {
+            // a read waits for the buffer like a miss, in the ROB and against an MSHR
+            self.buffer_wait_ns += (ready - now).max(0.0);
+            self.retire_read(ready.max(now), now);
+        }
+        // a write lands in the buffer and is carried with the page
+        true
+    }
+
+    /// Put a read issued at `issue` and done at `done` in the ROB.
+    #[inline(always)]
+    fn retire_read(&mut self, done: f64, issue: f64) {
+        self.miss_latency_sum += done - issue;
+        self.misses += 1;
+        let retire = done.max(self.last_retire);
+        self.last_retire = retire;
+        self.rob[self.rob_tail & self.rob_mask] = (self.cur_insn, retire);
+        self.rob_tail += 1;
     }
 
     /// Move the core clock to `t` if that is later, charging the wait to `stall`.
@@ -329,7 +377,7 @@ impl DetailedTiming {
     }
 
     #[inline(always)]
-    fn read_miss(&mut self, tier: usize, probe: TierId) {
+    fn read_miss(&mut self, tier: usize, probe: TierId, added_ns: f64) {
         // the ROB holds at most rob_entries loads
         if self.rob_tail - self.rob_head == self.rob_entries as usize {
             let r = self.rob[self.rob_head & self.rob_mask].1;
@@ -338,7 +386,8 @@ impl DetailedTiming {
         }
         self.free_mshr();
         let issue = self.core;
-        let arrive = self.probe(probe, issue);
+        // the policy's added latency (a remap lookup) comes before the memory request
+        let arrive = self.probe(probe, issue + added_ns);
         let delay = self.queue_read(tier, arrive);
         let q = &mut self.tiers[tier];
         let done = arrive + delay + q.read_lat_ns;
@@ -347,12 +396,7 @@ impl DetailedTiming {
         self.out_done[slot(q.out_base, self.out_mask, q.out_tail)] = done;
         q.out_tail += 1;
         self.outstanding += 1;
-        self.miss_latency_sum += done - issue;
-        self.misses += 1;
-        let retire = done.max(self.last_retire);
-        self.last_retire = retire;
-        self.rob[self.rob_tail & self.rob_mask] = (self.cur_insn, retire);
-        self.rob_tail += 1;
+        self.retire_read(done, issue);
     }
 
     fn tier_detail(&self, runtime: f64) -> Vec<serde_json::Value> {
@@ -391,17 +435,21 @@ impl DetailedTiming {
 
 impl Timing for DetailedTiming {
     #[inline(always)]
-    fn access(&mut self, tier: TierId, write: bool, probe: TierId, insn: u64) {
-        let insn = if self.has_insn { insn } else { self.cur_insn + 1 };
+    fn access(&mut self, a: AccessEvent) {
+        let insn = if self.has_insn { a.insn } else { self.cur_insn + 1 };
         self.advance(insn);
-        let t = tier as usize;
-        if write {
+        self.added_latency_ns += a.delay_ns;
+        if !self.inflight.is_empty() && self.from_engine_buffer(&a) {
+            return;
+        }
+        let t = a.tier as usize;
+        if a.write {
             // the tag probe precedes the write but, the write being posted, not the core
-            let ready = self.probe(probe, self.core);
+            let ready = self.probe(a.probe, self.core + a.delay_ns);
             self.tiers[t].writes += 1;
             self.post_write(t, ready);
         } else {
-            self.read_miss(t, probe);
+            self.read_miss(t, a.probe, a.delay_ns);
         }
     }
 
@@ -419,8 +467,11 @@ impl Timing for DetailedTiming {
 
     fn migration(&mut self, op: &MigrationOp) {
         self.migrations += 1;
-        self.core += self.fixed_migration_ns;
-        self.migration_fixed_ns += self.fixed_migration_ns;
+        let hw = op.by == MoveBy::Hw;
+        if !hw {
+            self.core += self.fixed_migration_ns;
+            self.migration_fixed_ns += self.fixed_migration_ns;
+        }
         let issue = self.core;
         // the copy streams: the destination writes start with the source reads
         let s = &mut self.tiers[op.from as usize];
@@ -434,11 +485,23 @@ impl Timing for DetailedTiming {
         d.free[d.wq] = we;
         d.pages_in += 1;
         let end = re.max(we);
-        if self.sync_copy {
+        if hw {
+            self.async_copy_ns += end - issue;
+            self.inflight.push((op.page, re, end));
+        } else if self.sync_copy {
             self.migration_copy_ns += end - issue;
             self.core = end;
         } else {
             self.async_copy_ns += end - issue;
+        }
+    }
+
+    fn charge(&mut self, c: &Charge) {
+        if c.halts {
+            self.core += c.ns;
+            self.charge_stall_ns += c.ns;
+        } else {
+            self.background_charge_ns += c.ns;
         }
     }
 
@@ -485,6 +548,11 @@ impl Timing for DetailedTiming {
                 "async_copy_ns": self.async_copy_ns,
                 "migrations": self.migrations,
                 "period_stall_ns": self.period_stall_ns,
+                "charge_stall_ns": self.charge_stall_ns,
+                "background_charge_ns": self.background_charge_ns,
+                "added_latency_ns": self.added_latency_ns,
+                "engine_buffer_hits": self.buffer_hits,
+                "engine_buffer_wait_ns": self.buffer_wait_ns,
                 "read_misses": self.misses,
                 "avg_miss_latency_ns": if self.misses > 0 { self.miss_latency_sum / self.misses as f64 } else { 0.0 },
                 "queues_drain_after_ns": (drained - runtime).max(0.0),

@@ -6,7 +6,8 @@
 pub mod detailed;
 pub mod simple;
 
-use crate::mechanics::{MigrationOp, TierId};
+use crate::mechanics::{Charge, MigrationOp, TierId};
+use crate::pagemap::PageId;
 use crate::policy::Compat;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -79,16 +80,32 @@ pub struct TimingReport {
     pub detail: serde_json::Value,
 }
 
+/// One demand access, as the timing model sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AccessEvent {
+    pub page: PageId,
+    /// The tier that serves it.
+    pub tier: TierId,
+    pub write: bool,
+    /// A tier whose read (a tag probe) precedes it, or [`NO_TIER`](crate::policy::NO_TIER).
+    pub probe: TierId,
+    /// Latency the policy's own hardware adds to it (e.g. a remap-table lookup), ns.
+    pub delay_ns: f64,
+    /// Instruction count when it is issued.
+    pub insn: u64,
+}
+
 pub trait Timing: Send {
-    /// A demand access served by `tier` (after a tag probe of `probe`, or [`NO_TIER`]),
-    /// issued at instruction count `insn`.
-    ///
-    /// [`NO_TIER`]: crate::policy::NO_TIER
-    fn access(&mut self, tier: TierId, write: bool, probe: TierId, insn: u64);
+    /// A demand access.
+    fn access(&mut self, a: AccessEvent);
     /// A line moved to or from `tier` on the side of an access (no latency of its own).
     fn traffic(&mut self, tier: TierId, write: bool);
-    /// A page migration carried out by the mechanics.
+    /// A page migration carried out by the mechanics; its cost depends on who moves it
+    /// ([`MoveBy`](crate::mechanics::MoveBy)).
     fn migration(&mut self, op: &MigrationOp);
+    /// A cost a policy charged (address reconciliation...): time that stops the program, or
+    /// runs alongside it.
+    fn charge(&mut self, c: &Charge);
     /// A period boundary of a periodic policy.
     fn period(&mut self);
     /// Simulated time so far, ns (drives periods given in ns).

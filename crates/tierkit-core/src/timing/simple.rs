@@ -20,8 +20,8 @@
 //! of periods is ⌊accesses / period⌋ + 1; and the sum is taken in its order
 //! (fast + slow + periods + migrations + queue), so that results match bit for bit.
 
-use super::{RunCounters, Timing, TimingReport, TimingSetup};
-use crate::mechanics::{MigrationOp, TierId};
+use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
+use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
 use crate::platform::{Resolved, MAX_TIERS};
 use crate::policy::{Compat, NO_TIER};
 use serde_json::json;
@@ -44,6 +44,13 @@ pub struct SimpleTiming {
     /// migration and period time so far
     fixed_ns: f64,
     copy_ns: f64,
+    /// latency policies' hardware added to accesses, ns
+    delay_ns: f64,
+    /// charges that stop the program, and those that run alongside it, ns
+    halted_ns: f64,
+    background_ns: f64,
+    /// migration fixed costs so far (OS moves only), ns
+    migration_fixed_ns: f64,
 }
 
 impl SimpleTiming {
@@ -65,6 +72,10 @@ impl SimpleTiming {
             probes: [0; MAX_TIERS],
             fixed_ns: 0.0,
             copy_ns: 0.0,
+            delay_ns: 0.0,
+            halted_ns: 0.0,
+            background_ns: 0.0,
+            migration_fixed_ns: 0.0,
         }
     }
 
@@ -101,18 +112,25 @@ impl SimpleTiming {
 
 impl Timing for SimpleTiming {
     #[inline(always)]
-    fn access(&mut self, tier: TierId, write: bool, probe: TierId, _insn: u64) {
-        self.served[tier as usize][write as usize] += 1;
-        if probe != NO_TIER {
-            self.probes[probe as usize] += 1;
+    fn access(&mut self, a: AccessEvent) {
+        self.served[a.tier as usize][a.write as usize] += 1;
+        if a.probe != NO_TIER {
+            self.probes[a.probe as usize] += 1;
         }
+        self.delay_ns += a.delay_ns;
     }
 
     #[inline]
     fn traffic(&mut self, _tier: TierId, _write: bool) {}
 
     fn migration(&mut self, op: &MigrationOp) {
+        if op.by == MoveBy::Hw {
+            // a migration engine: no fault or shootdown, and the copy overlaps the program;
+            // its bytes still count toward the bandwidth floor
+            return;
+        }
         let mut t = self.fixed_per_migration_ns;
+        self.migration_fixed_ns += t;
         if self.copy && self.setup.compat == Compat::None {
             let bw = self.read_bw[op.from as usize].min(self.write_bw[op.to as usize]);
             let c = self.page_bytes / bw;
@@ -122,6 +140,15 @@ impl Timing for SimpleTiming {
         self.fixed_ns += t;
     }
 
+    fn charge(&mut self, c: &Charge) {
+        if c.halts {
+            self.halted_ns += c.ns;
+            self.fixed_ns += c.ns;
+        } else {
+            self.background_ns += c.ns;
+        }
+    }
+
     fn period(&mut self) {
         self.fixed_ns += self.per_period_ns;
     }
@@ -129,7 +156,7 @@ impl Timing for SimpleTiming {
     /// Latency of the accesses so far plus migration and period costs (no bandwidth floor:
     /// that is known only at the end).
     fn now_ns(&self) -> f64 {
-        let mut t = self.fixed_ns;
+        let mut t = self.fixed_ns + self.delay_ns;
         for (i, s) in self.served.iter().enumerate().take(self.read_lat.len()) {
             t += s[0] as f64 * self.read_lat[i] + s[1] as f64 * self.write_lat[i] + self.probes[i] as f64 * self.read_lat[i];
         }
@@ -153,9 +180,10 @@ impl Timing for SimpleTiming {
                 busiest = i;
             }
         }
-        let migration = c.migrations as f64 * self.fixed_per_migration_ns + self.copy_ns;
+        latency += self.delay_ns;
+        let migration = self.migration_fixed_ns + self.copy_ns;
         let period = c.periods as f64 * self.per_period_ns;
-        let work = latency + migration;
+        let work = latency + migration + self.halted_ns;
         let queue = (floor - work).max(0.0);
         TimingReport {
             runtime_ns: work + queue + period,
@@ -163,7 +191,8 @@ impl Timing for SimpleTiming {
             ipc: None,
             detail: json!({
                 "model": "simple",
-                "latency_ns": latency, "migration_ns": migration, "copy_ns": self.copy_ns,
+                "latency_ns": latency, "added_latency_ns": self.delay_ns, "migration_ns": migration, "copy_ns": self.copy_ns,
+                "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
                 "period_ns": period, "periods": c.periods,
                 "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
             }),
