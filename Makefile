@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration
 
 all: build
 
@@ -60,6 +60,10 @@ traces: $(VENV)/.built tracer
 # the tracer's overhead against native, valgrind --tool=none and cachegrind (bench/README.md)
 bench-tracer: $(VENV)/.built tracer
 	$(PY) bench/tracer_overhead.py
+
+# issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
+experiments-migration: $(VENV)/.built
+	experiments/dynamic_migration.sh
 
 clean:
 	rm -rf $(VENV) target demo-out workloads/build tracer/build

@@ -7,7 +7,10 @@
 //! - simulating it on `dram-pmem` with the fast tier at 12.5% of the footprint, with
 //!   first-touch, history (default period, 1000 accesses) and cache-mode under both timing
 //!   models, on one thread; and the headline cases again with read-ahead (decoding on a
-//!   second thread).
+//!   second thread);
+//! - the dynamic-migration policies (`otf` under both models; `otf-adaptive`, `otf-reverse`,
+//!   `hma-epoch`, `fthp` and `mempod` under the detailed model), one thread, same trace and
+//!   platform.
 //!
 //! Each figure is the best of several runs. Reports accesses per second, the ratio to
 //! decoding, and the engine's per-page state. Results are printed and written to
@@ -89,6 +92,14 @@ fn main() {
         ("cache-mode", TimingKind::Detailed, false),
         ("first-touch", TimingKind::Simple, true),
         ("history", TimingKind::Detailed, true),
+        // dynamic migration (issue 4): per-access and per-epoch policies
+        ("otf", TimingKind::Simple, false),
+        ("otf", TimingKind::Detailed, false),
+        ("otf-adaptive", TimingKind::Detailed, false),
+        ("otf-reverse", TimingKind::Detailed, false),
+        ("hma-epoch", TimingKind::Detailed, false),
+        ("fthp", TimingKind::Detailed, false),
+        ("mempod", TimingKind::Detailed, false),
     ];
     for (policy, timing, read_ahead) in cases {
         if only.as_deref().is_some_and(|o| o != format!("{policy}:{}", timing.name())) {

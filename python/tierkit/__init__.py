@@ -20,6 +20,7 @@ from .api import (
     run,
     simulate,
     synth,
+    timeseries,
     trace_info,
     write_trace,
 )
@@ -28,6 +29,6 @@ from .policy import HotPromote, Migrate, PeriodicPolicy, PeriodView, Swap
 __all__ = [
     "TierkitError", "TierkitInternalError", "__version__",
     "all_policies", "cache_presets", "compare", "convert", "detect_format", "platform", "platforms",
-    "policies", "read_trace", "record", "run", "simulate", "synth", "trace_info", "write_trace",
+    "policies", "read_trace", "record", "run", "simulate", "synth", "timeseries", "trace_info", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",
 ]

@@ -322,11 +322,17 @@ struct State<'p, T> {
 impl<'p, T: Timing> State<'p, T> {
     #[inline]
     fn ctx(&mut self) -> Ctx<'_> {
+        let now = self.now;
+        self.ctx_at(now)
+    }
+
+    #[inline(always)]
+    fn ctx_at(&mut self, now: Now) -> Ctx<'_> {
         Ctx {
             mem: &mut self.mem,
             track: &self.track,
             future: if self.look.is_some() { Some(&self.future) } else { None },
-            now: self.now,
+            now,
             platform: self.resolved,
             pages: self.pm.len(),
             line_bytes: self.line_bytes,
@@ -510,6 +516,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             if let Some(&p) = ids.get(i + AHEAD) {
                 st.mem.prefetch(p);
                 st.track.prefetch(p);
+                if P::PER_ACCESS {
+                    policy.prefetch(p);
+                }
             }
             if ev < nev && batch.events[ev].at as usize <= i {
                 while ev < nev && batch.events[ev].at as usize <= i {
@@ -529,6 +538,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 st.now.accesses = k;
                 st.now.insn = insn;
                 st.now.ns = st.timing.now_ns();
+                st.now.hw_idle_ns = st.timing.hw_idle_ns();
                 loop {
                     st.boundary(&mut policy, &mut bounds)?;
                     let again = insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns);
@@ -548,10 +558,11 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             let mut probe = NO_TIER;
             let mut delay_ns = 0.0;
             if P::PER_ACCESS {
-                st.now.accesses = k;
-                st.now.insn = insn;
-                st.now.ns = st.timing.now_ns();
-                let mut ctx = st.ctx();
+                // built in registers and handed over whole: writing the fields of `st.now`
+                // and copying it into the context stalls on store forwarding
+                let now = Now { accesses: k, insn, ns: st.timing.now_ns(), hw_idle_ns: st.timing.hw_idle_ns(), period: st.now.period };
+                st.now = now;
+                let mut ctx = st.ctx_at(now);
                 let s = policy.on_access(page, addr, write, &mut ctx);
                 if s.tier != RESIDENT {
                     tier = s.tier;

@@ -21,6 +21,12 @@ pub enum MoveBy {
     /// `copy_from_bandwidth` (as `move_pages` does).
     #[default]
     Os,
+    /// The operating system, as one page of a batch it moves in a single visit (epoch-based
+    /// migration, 001 §2.4): like `Os`, but the page pays only the platform's per-page cost
+    /// and its copy. The batch's kernel entry and TLB shootdown are paid once, by the policy,
+    /// as a [`Charge`].
+    #[serde(rename = "os-batch")]
+    OsBatch,
     /// A migration engine in hardware (a memory-side controller such as 001's MigC or
     /// MemPod): no fault or shootdown; the copy runs alongside the program through both tiers'
     /// queues, and an access to the page before its data is in the engine's buffer waits for

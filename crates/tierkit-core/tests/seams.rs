@@ -157,3 +157,67 @@ fn detailed_model_hardware_move_overlaps_and_accesses_wait_for_the_buffer() {
     assert!((c.runtime_ns - (700.625 + 2.0 * 64.0 / 3.7 + 150.0)).abs() < 1e-9, "{}", c.runtime_ns);
     assert_eq!(c.stats.timing["charge_stall_ns"], 700.0);
 }
+
+/// Places every page in the slow tier, moves page 0 to the fast tier by the hardware engine
+/// at access 1, and reports, at the last access, `ctx.now.hw_idle_ns` as each hook saw it and
+/// how many pages the engine asked it to prefetch.
+struct Idle {
+    seen: Vec<f64>,
+    prefetched: std::cell::Cell<u64>,
+    last: u64,
+    tx: std::sync::mpsc::Sender<(Vec<f64>, u64)>,
+}
+
+impl Policy for Idle {
+    const PER_ACCESS: bool = true;
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn place(&mut self, _page: PageId, _ctx: &mut Ctx) -> TierId {
+        1
+    }
+    fn prefetch(&self, _page: PageId) {
+        self.prefetched.set(self.prefetched.get() + 1);
+    }
+    fn on_access(&mut self, _page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> Served {
+        self.seen.push(ctx.now.hw_idle_ns);
+        if ctx.now.accesses == 1 {
+            ctx.mem.migrate_by(0, 0, MoveBy::Hw).unwrap();
+        }
+        if ctx.now.accesses == self.last {
+            self.tx.send((self.seen.clone(), self.prefetched.get())).unwrap();
+        }
+        Served::RESIDENT
+    }
+}
+
+/// Per-access hooks see when the hardware engine's copies will be done (a controller that
+/// moves one page at a time waits for it), and per-access policies are asked to prefetch
+/// their per-page state ahead of the accesses.
+#[test]
+fn per_access_hooks_see_when_the_hardware_engine_is_idle_and_prefetch_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pages = vec![0, 1, 0, 0];
+    pages.extend([1; 96]);
+    let input = common::write_pages(dir.path(), &pages, None);
+    for timing in [TimingKind::Simple, TimingKind::Detailed] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = Idle { seen: Vec::new(), prefetched: Default::default(), last: 99, tx };
+        let mut job = Job::new(&input, Platform::load("dram-pmem").unwrap());
+        job.capacity = vec![(0, Capacity::Fraction(0.5))];
+        job.timing = timing;
+        run_policy(p, &mut job).unwrap();
+        let (seen, prefetched) = rx.recv().unwrap();
+        assert_eq!(&seen[..2], [0.0, 0.0], "no copy before the move");
+        if timing == TimingKind::Simple {
+            // requested in access 1's hook, at 150 ns (access 0's PMEM read): the copy takes
+            // 4096 B / min(3.7, 10) GB/s
+            assert_eq!(seen[2], 150.0 + 4096.0 / 3.7);
+        } else {
+            assert!(seen[2] > 4096.0 / 3.7, "{}", seen[2]);
+        }
+        assert!(seen[2..].iter().all(|&t| t == seen[2]));
+        // one batch of 100 accesses: the engine looks a few dozen accesses ahead
+        assert!(prefetched > 50 && prefetched < 100, "{prefetched}");
+    }
+}

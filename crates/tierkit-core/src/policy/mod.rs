@@ -21,7 +21,11 @@
 
 pub mod basic;
 pub mod cache_mode;
+pub mod epoch_os;
 pub mod external;
+pub mod otf;
+pub mod mea;
+pub mod mempod;
 pub mod page_scheduler;
 pub mod params;
 
@@ -124,6 +128,10 @@ pub struct Now {
     pub insn: u64,
     /// Simulated time, ns.
     pub ns: f64,
+    /// When a hardware migration engine ([`MoveBy::Hw`](crate::mechanics::MoveBy)) has
+    /// finished copying every page handed to it before this hook, ns (0 if none): it is idle
+    /// once `ns >= hw_idle_ns`. Set with `ns`.
+    pub hw_idle_ns: f64,
     /// Index of the current period (0 before the first boundary).
     pub period: u64,
 }
@@ -163,6 +171,13 @@ pub trait Policy: Send + 'static {
     fn on_access(&mut self, _page: PageId, _addr: u64, _write: bool, _ctx: &mut Ctx) -> Served {
         Served::RESIDENT
     }
+
+    /// A page that [`Policy::on_access`] will see a few accesses from now: a per-access
+    /// policy with per-page state prefetches it here (see [`crate::prefetch`]), so that its
+    /// cache miss overlaps the work in between. The page may not be placed yet, and may lie
+    /// beyond the policy's arrays: never dereference, only prefetch.
+    #[inline(always)]
+    fn prefetch(&self, _page: PageId) {}
 
     /// The period of [`Policy::on_period`], if the policy is periodic.
     fn period(&self) -> Option<Period> {
@@ -210,6 +225,12 @@ pub static REGISTRY: &[&PolicyInfo] = &[
     &page_scheduler::HISTORY,
     &page_scheduler::ORACLE,
     &cache_mode::CACHE_MODE,
+    &otf::OTF,
+    &otf::OTF_ADAPTIVE,
+    &otf::OTF_REVERSE,
+    &epoch_os::HMA_EPOCH,
+    &epoch_os::FTHP,
+    &mempod::MEMPOD,
 ];
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {

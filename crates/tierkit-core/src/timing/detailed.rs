@@ -15,7 +15,9 @@
 //! write      : posted: start = max(arrival, free); free = done = start + line/write_bw;
 //!              the core stalls only while the tier holds write_queue_entries unfinished writes
 //! shared_bandwidth tiers: reads and writes use one queue (a write takes media time from reads)
-//! migration  : by the OS: core += fault + TLB shootdown + per-page cost; copy = page/read_bw
+//! migration  : by the OS: core += fault + TLB shootdown + per-page cost (the per-page cost
+//!              alone for a page of an OS batch, whose fault and shootdown the policy charges
+//!              once); copy = page/read_bw
 //!              (source read queue) pipelined with page/write_bw (destination write queue); the
 //!              core waits for the copy only when `copy_from_bandwidth` (synchronous, like
 //!              move_pages). By a hardware engine: no fixed cost, the copy always runs
@@ -97,6 +99,8 @@ pub struct DetailedTiming {
     has_insn: bool,
     rob_entries: u64,
     fixed_migration_ns: f64,
+    /// the per-page part alone (moves in an OS batch)
+    per_page_ns: f64,
     per_period_ns: f64,
     sync_copy: bool,
     line_bytes: u64,
@@ -138,6 +142,8 @@ pub struct DetailedTiming {
     /// Pages a hardware engine is moving: (page, its data is in the engine's buffer at, the
     /// copy is done at).
     inflight: Vec<(PageId, f64, f64)>,
+    /// When every hardware-engine copy so far is done, ns.
+    hw_idle: f64,
     buffer_hits: u64,
     buffer_wait_ns: f64,
     added_latency_ns: f64,
@@ -189,6 +195,7 @@ impl DetailedTiming {
             has_insn: setup.has_insn,
             rob_entries: rob as u64,
             fixed_migration_ns: m.fault_ns + m.tlb_shootdown_ns + m.per_page_ns,
+            per_page_ns: m.per_page_ns,
             per_period_ns: m.per_period_ns,
             sync_copy: m.copy_from_bandwidth,
             line_bytes: line,
@@ -218,6 +225,7 @@ impl DetailedTiming {
             misses: 0,
             migrations: 0,
             inflight: Vec::new(),
+            hw_idle: 0.0,
             buffer_hits: 0,
             buffer_wait_ns: 0.0,
             added_latency_ns: 0.0,
@@ -229,7 +237,7 @@ impl DetailedTiming {
     /// An access to a page a hardware engine is moving: served from the engine's buffer once
     /// the page's data is in it. Returns false if the page is not in flight.
     #[cold]
-    fn from_engine_buffer(&mut self, a: &AccessEvent) -> bool {
+    fn served_by_engine_buffer(&mut self, a: &AccessEvent) -> bool {
         let now = self.core;
         self.inflight.retain(|e| e.2 > now);
         let Some(&(_, ready, _)) = self.inflight.iter().find(|e| e.0 == a.page) else { return false };
@@ -439,7 +447,7 @@ impl Timing for DetailedTiming {
         let insn = if self.has_insn { a.insn } else { self.cur_insn + 1 };
         self.advance(insn);
         self.added_latency_ns += a.delay_ns;
-        if !self.inflight.is_empty() && self.from_engine_buffer(&a) {
+        if !self.inflight.is_empty() && self.served_by_engine_buffer(&a) {
             return;
         }
         let t = a.tier as usize;
@@ -469,8 +477,10 @@ impl Timing for DetailedTiming {
         self.migrations += 1;
         let hw = op.by == MoveBy::Hw;
         if !hw {
-            self.core += self.fixed_migration_ns;
-            self.migration_fixed_ns += self.fixed_migration_ns;
+            // a page of an OS batch: the batch's fault and shootdown are the policy's charge
+            let fixed = if op.by == MoveBy::OsBatch { self.per_page_ns } else { self.fixed_migration_ns };
+            self.core += fixed;
+            self.migration_fixed_ns += fixed;
         }
         let issue = self.core;
         // the copy streams: the destination writes start with the source reads
@@ -488,6 +498,7 @@ impl Timing for DetailedTiming {
         if hw {
             self.async_copy_ns += end - issue;
             self.inflight.push((op.page, re, end));
+            self.hw_idle = self.hw_idle.max(end);
         } else if self.sync_copy {
             self.migration_copy_ns += end - issue;
             self.core = end;
@@ -513,6 +524,11 @@ impl Timing for DetailedTiming {
     #[inline(always)]
     fn now_ns(&self) -> f64 {
         self.core
+    }
+
+    #[inline(always)]
+    fn hw_idle_ns(&self) -> f64 {
+        self.hw_idle
     }
 
     fn finish(&mut self, c: &RunCounters) -> TimingReport {

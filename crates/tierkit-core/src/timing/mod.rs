@@ -110,6 +110,10 @@ pub trait Timing: Send {
     fn period(&mut self);
     /// Simulated time so far, ns (drives periods given in ns).
     fn now_ns(&self) -> f64;
+    /// When the copies of the hardware-engine moves ([`MoveBy::Hw`](crate::mechanics::MoveBy))
+    /// handed over so far are all done, ns (0 if there were none): a policy driving a
+    /// migration engine that moves one page at a time waits for this.
+    fn hw_idle_ns(&self) -> f64;
     fn finish(&mut self, counters: &RunCounters) -> TimingReport;
 }
 

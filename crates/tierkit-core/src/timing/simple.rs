@@ -4,6 +4,7 @@
 //! ```text
 //! latency   = Σ_tiers  reads·read_latency + writes·write_latency + probes·read_latency
 //! migration = migrations · (fault + TLB shootdown + per-page cost)
+//!             (per-page cost alone for the pages of an OS batch, `MoveBy::OsBatch`)
 //!             + Σ copies page_size / min(src read bw, dst write bw)   (if copy_from_bandwidth)
 //! floor     = max_tiers  busy time of the tier at its peak bandwidth, where
 //!             busy = bytes_read/read_bw + bytes_written/write_bw  (shared_bandwidth tiers)
@@ -33,14 +34,17 @@ pub struct SimpleTiming {
     write_bw: Vec<f64>, // bytes per ns
     shared: Vec<bool>,
     fixed_per_migration_ns: f64,
+    /// the per-page part alone (moves in an OS batch)
+    per_page_ns: f64,
     per_period_ns: f64,
     copy: bool,
     page_bytes: f64,
     setup: TimingSetup,
-    /// demand accesses so far by tier and direction, and probes by tier: the clock is
-    /// computed from them when asked, so an access costs one increment
-    served: [[u64; 2]; MAX_TIERS],
-    probes: [u64; MAX_TIERS],
+    /// latency of a read and of a write, by tier, indexed `[tier][write]`
+    lat: [[f64; 2]; MAX_TIERS],
+    /// the demand accesses' (and probes') latency so far: policies that act on every
+    /// access read the clock at every access, so it is kept running rather than summed
+    demand_ns: f64,
     /// migration and period time so far
     fixed_ns: f64,
     copy_ns: f64,
@@ -51,6 +55,8 @@ pub struct SimpleTiming {
     background_ns: f64,
     /// migration fixed costs so far (OS moves only), ns
     migration_fixed_ns: f64,
+    /// when the hardware engine's copies so far are done, ns
+    hw_idle_ns: f64,
 }
 
 impl SimpleTiming {
@@ -64,18 +70,26 @@ impl SimpleTiming {
             write_bw: t.iter().map(|t| t.write_bw_gb_per_s).collect(),
             shared: t.iter().map(|t| t.shared_bandwidth).collect(),
             fixed_per_migration_ns: m.fault_ns + m.tlb_shootdown_ns + m.per_page_ns,
+            per_page_ns: m.per_page_ns,
             per_period_ns: m.per_period_ns,
             copy: m.copy_from_bandwidth,
             page_bytes: p.page_size as f64,
             setup,
-            served: [[0; 2]; MAX_TIERS],
-            probes: [0; MAX_TIERS],
+            lat: {
+                let mut l = [[0.0; 2]; MAX_TIERS];
+                for (i, t) in t.iter().enumerate().take(MAX_TIERS) {
+                    l[i] = [t.read_latency_ns, t.write_latency_ns];
+                }
+                l
+            },
+            demand_ns: 0.0,
             fixed_ns: 0.0,
             copy_ns: 0.0,
             delay_ns: 0.0,
             halted_ns: 0.0,
             background_ns: 0.0,
             migration_fixed_ns: 0.0,
+            hw_idle_ns: 0.0,
         }
     }
 
@@ -113,9 +127,9 @@ impl SimpleTiming {
 impl Timing for SimpleTiming {
     #[inline(always)]
     fn access(&mut self, a: AccessEvent) {
-        self.served[a.tier as usize][a.write as usize] += 1;
+        self.demand_ns += self.lat[a.tier as usize][a.write as usize];
         if a.probe != NO_TIER {
-            self.probes[a.probe as usize] += 1;
+            self.demand_ns += self.lat[a.probe as usize][0];
         }
         self.delay_ns += a.delay_ns;
     }
@@ -126,10 +140,14 @@ impl Timing for SimpleTiming {
     fn migration(&mut self, op: &MigrationOp) {
         if op.by == MoveBy::Hw {
             // a migration engine: no fault or shootdown, and the copy overlaps the program;
-            // its bytes still count toward the bandwidth floor
+            // its bytes still count toward the bandwidth floor. The copy starts now and takes
+            // the unloaded copy time (this model has no queues); the moves of a swap overlap.
+            let bw = self.read_bw[op.from as usize].min(self.write_bw[op.to as usize]);
+            self.hw_idle_ns = self.hw_idle_ns.max(self.now_ns() + self.page_bytes / bw);
             return;
         }
-        let mut t = self.fixed_per_migration_ns;
+        // a page of an OS batch: the batch's fault and shootdown are the policy's charge
+        let mut t = if op.by == MoveBy::OsBatch { self.per_page_ns } else { self.fixed_per_migration_ns };
         self.migration_fixed_ns += t;
         if self.copy && self.setup.compat == Compat::None {
             let bw = self.read_bw[op.from as usize].min(self.write_bw[op.to as usize]);
@@ -156,11 +174,11 @@ impl Timing for SimpleTiming {
     /// Latency of the accesses so far plus migration and period costs (no bandwidth floor:
     /// that is known only at the end).
     fn now_ns(&self) -> f64 {
-        let mut t = self.fixed_ns + self.delay_ns;
-        for (i, s) in self.served.iter().enumerate().take(self.read_lat.len()) {
-            t += s[0] as f64 * self.read_lat[i] + s[1] as f64 * self.write_lat[i] + self.probes[i] as f64 * self.read_lat[i];
-        }
-        t
+        self.fixed_ns + self.delay_ns + self.demand_ns
+    }
+
+    fn hw_idle_ns(&self) -> f64 {
+        self.hw_idle_ns
     }
 
     fn finish(&mut self, c: &RunCounters) -> TimingReport {
