@@ -17,9 +17,7 @@ use tierkit_core::policy::epoch_os::Initial;
 use tierkit_core::policy::mempod::MemPod;
 use tierkit_core::policy::{Ctx, Needs, Policy, PolicySpec, Served, REGISTRY};
 use tierkit_core::timing::TimingKind;
-use tierkit_core::trace::synth::{SynthKind, SynthSource, SynthSpec};
-use tierkit_core::trace::tkt::TktWriter;
-use tierkit_core::trace::{Batch, RecordSource, TraceInput};
+use tierkit_core::trace::synth::{SynthKind, SynthSpec};
 use tierkit_core::units::{Capacity, Period};
 
 const HALF: [(usize, Capacity); 1] = [(0, Capacity::Fraction(0.5))];
@@ -255,17 +253,9 @@ impl Policy for PodCheck {
     }
 }
 
-fn synth(dir: &std::path::Path, kind: SynthKind, accesses: u64, pages: u64) -> TraceInput {
-    let p = dir.join(format!("{}.tkt", kind.name()));
-    let spec = SynthSpec { kind, accesses, pages, seed: 5, write_ratio: 0.3, phases: 3, ..Default::default() };
-    let mut src = SynthSource::new(spec).unwrap();
-    let mut w = TktWriter::create(&p, src.meta(), true).unwrap();
-    let mut b = Batch::default();
-    while src.next_batch(&mut b).unwrap() {
-        w.write_batch(&b).unwrap();
-    }
-    w.finish().unwrap();
-    TraceInput::new(p)
+/// A synthetic trace, generated as the engine reads it (a `SynthSpec` is a trace source).
+fn synth(kind: SynthKind, accesses: u64, pages: u64) -> SynthSpec {
+    SynthSpec { kind, accesses, pages, seed: 5, write_ratio: 0.3, phases: 3, ..Default::default() }
 }
 
 fn caps(platform: &str) -> Vec<(usize, Capacity)> {
@@ -280,8 +270,7 @@ fn caps(platform: &str) -> Vec<(usize, Capacity)> {
 /// and three tiers, in both placements, and every move is the hardware engine's.
 #[test]
 fn mempod_keeps_pods_separate() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = synth(dir.path(), SynthKind::Zipf, 40_000, 2_001);
+    let input = synth(SynthKind::Zipf, 40_000, 2_001);
     for platform in ["dram-pmem", "hbm-dram-cxl"] {
         for (pods, initial) in [(4, Initial::Interleave), (3, Initial::FirstTouch), (7, Initial::Interleave)] {
             let mut job = Job::new(&input, Platform::load(platform).unwrap());
@@ -382,8 +371,7 @@ fn check(r: &SimResult) {
 /// give the same results.
 #[test]
 fn invariants_on_two_and_three_tiers() {
-    let dir = tempfile::tempdir().unwrap();
-    let input = synth(dir.path(), SynthKind::Phases, 60_000, 3_000);
+    let input = synth(SynthKind::Phases, 60_000, 3_000);
     for platform in ["dram-pmem", "hbm-dram-cxl"] {
         for timing in [TimingKind::Simple, TimingKind::Detailed] {
             for spec in SPECS {

@@ -364,8 +364,12 @@ impl Pg {
         self.lru_flags as u8
     }
     #[inline(always)]
-    fn set_flags(&mut self, f: u8) {
-        self.lru_flags = (self.lru_flags & !0xff) | f as u64;
+    fn add_flags(&mut self, f: u8) {
+        self.lru_flags |= f as u64;
+    }
+    #[inline(always)]
+    fn remove_flags(&mut self, f: u8) {
+        self.lru_flags &= !(f as u64);
     }
 }
 
@@ -712,7 +716,7 @@ impl Otf {
                 if st.flags() & PROMOTED != 0 {
                     self.promoted -= 1;
                 }
-                st.set_flags(st.flags() & !(ENTRY | PROMOTED | BUSY));
+                st.remove_flags(ENTRY | PROMOTED | BUSY);
             }
         }
     }
@@ -798,7 +802,8 @@ impl Otf {
                 if st.flags() & PROMOTED != 0 {
                     self.promoted -= 1; // a promoted page swapped out (unbounded table only)
                 }
-                st.set_flags((st.flags() | ENTRY | BUSY) & !PROMOTED);
+                st.remove_flags(PROMOTED);
+                st.add_flags(ENTRY | BUSY);
                 st.count = 0;
             }
         }
@@ -839,7 +844,8 @@ impl Otf {
                 if st.flags() & PROMOTED != 0 {
                     self.promoted -= 1;
                 }
-                st.set_flags((st.flags() | BUSY) & !PROMOTED);
+                st.remove_flags(PROMOTED);
+                st.add_flags(BUSY);
                 st.count = 0;
             }
         }
@@ -917,11 +923,11 @@ impl Otf {
             Job::Forward => {
                 for q in [inf.hot, inf.cold] {
                     if q != NO_PAGE {
-                        { let f = &mut self.pg[q as usize]; f.set_flags(f.flags() & !BUSY); }
+                        self.pg[q as usize].remove_flags(BUSY);
                     }
                 }
                 let h = &mut self.pg[inf.hot as usize];
-                h.set_flags(h.flags() | PROMOTED);
+                h.add_flags(PROMOTED);
                 h.win = 0;
                 h.prev = 0;
                 self.promoted += 1;
@@ -961,7 +967,7 @@ impl Otf {
         let g = self.groups[slot as usize];
         for q in [g.hot, g.cold] {
             if q != NO_PAGE {
-                { let f = &mut self.pg[q as usize]; f.set_flags(f.flags() | BUSY); }
+                self.pg[q as usize].add_flags(BUSY);
             }
         }
         let ns = self.ar_page_ns * g.pages() as f64;

@@ -28,8 +28,6 @@ use crate::policy::{Compat, NO_TIER};
 use serde_json::json;
 
 pub struct SimpleTiming {
-    read_lat: Vec<f64>,
-    write_lat: Vec<f64>,
     read_bw: Vec<f64>,  // bytes per ns
     write_bw: Vec<f64>, // bytes per ns
     shared: Vec<bool>,
@@ -64,8 +62,6 @@ impl SimpleTiming {
         let t = &p.platform.tiers;
         let m = &p.platform.migration;
         SimpleTiming {
-            read_lat: t.iter().map(|t| t.read_latency_ns).collect(),
-            write_lat: t.iter().map(|t| t.write_latency_ns).collect(),
             read_bw: t.iter().map(|t| t.read_bw_gb_per_s).collect(),
             write_bw: t.iter().map(|t| t.write_bw_gb_per_s).collect(),
             shared: t.iter().map(|t| t.shared_bandwidth).collect(),
@@ -98,8 +94,8 @@ impl SimpleTiming {
         let last = c.tiers.len() - 1;
         let hits = c.tiers[0].reads + c.tiers[0].writes;
         let misses = c.accesses - hits;
-        let fast = hits as f64 * self.read_lat[0];
-        let slow = misses as f64 * self.read_lat[last];
+        let fast = hits as f64 * self.lat[0][0];
+        let slow = misses as f64 * self.lat[last][0];
         let periods = match self.setup.period_accesses {
             Some(p) if p > 0 => c.accesses / p + 1,
             _ => 1,
@@ -189,7 +185,7 @@ impl Timing for SimpleTiming {
         let mut floor: f64 = 0.0;
         let mut busiest = 0;
         for (i, t) in c.tiers.iter().enumerate() {
-            latency += t.reads as f64 * self.read_lat[i] + t.writes as f64 * self.write_lat[i] + t.probes as f64 * self.read_lat[i];
+            latency += t.reads as f64 * self.lat[i][0] + t.writes as f64 * self.lat[i][1] + t.probes as f64 * self.lat[i][0];
             let r = t.bytes_read as f64 / self.read_bw[i];
             let w = t.bytes_written as f64 / self.write_bw[i];
             let busy = if self.shared[i] { r + w } else { r.max(w) };
