@@ -12,7 +12,7 @@ import pytest
 import tierkit
 from tierkit import workloads as wl
 
-NAMES = ["gups", "bfs", "stencil", "spmv", "kmeans", "btree", "lu", "sites", "phases", "rwmix"]
+NAMES = ["gups", "bfs", "stencil", "spmv", "kmeans", "btree", "lu", "sites", "phases", "rwmix", "stages"]
 MiB, GiB = 1 << 20, 1 << 30
 
 
@@ -29,7 +29,7 @@ def plan(bindir, name, size, *args):
     return wl.parse_output(p.stdout)
 
 
-def test_registry_names_the_ten_workloads():
+def test_registry_names_the_eleven_workloads():
     assert list(wl.WORKLOADS) == NAMES
     df = wl.list_workloads()
     assert list(df["name"]) == NAMES
@@ -104,6 +104,22 @@ def test_phases_move_the_hot_part(bindir):
         assert abs(p["updates"] / r["params"]["accesses_per_phase"] - 0.9) < 0.01
 
 
+def test_stages_each_hammer_their_own_site(bindir):
+    r = wl.run("stages", args=["--stages", "3"])
+    stages = r["results"]
+    assert [s["stage"] for s in stages] == [0, 1, 2] and r["params"]["stages"] == 3
+    # one helper (allocation site) per stage, each with its own equal share of the footprint
+    assert [s["function"] for s in stages] == [f"make_stage{i}_table" for i in range(3)]
+    assert len({s["bytes"] for s in stages}) == 1
+    assert sum(s["bytes"] for s in stages) == r["footprint_bytes"] == 8 * r["params"]["words"]
+    n = r["params"]["accesses_per_stage"]
+    assert n == 4 * stages[0]["bytes"] // 8
+    for s in stages:
+        assert s["updates"] + s["background_reads"] == n
+        assert abs(s["updates"] / n - 0.9) < 0.01
+    assert wl.run("stages", args=["--stages", "3", "--work", "0"])["results"][0]["updates"] == 0
+
+
 def test_sites_hotness_is_ordered(bindir):
     sites = {s["site"]: s for s in wl.run("sites")["results"]}
     assert list(sites) == ["cold", "warm", "lookup", "log", "hot"]
@@ -123,7 +139,7 @@ COMMON_BAD = [["--size", "huge"], ["--bogus"], ["--seed", "x"], ["--seed", "-3"]
               ["--work", "-1"], ["--size=tiny"], ["--plan=1"]]
 OWN_BAD = [("gups", ["--threads", "0"]), ("gups", ["--threads", "two"]), ("rwmix", ["--write-ratio", "1.5"]),
            ("rwmix", ["--write-ratio", "nan"]), ("phases", ["--phases", "0"]), ("lu", ["--steps", "99"]),
-           ("kmeans", ["--threads", "2"])]
+           ("kmeans", ["--threads", "2"]), ("stages", ["--stages", "1"]), ("stages", ["--stages", "9"])]
 
 
 @pytest.mark.parametrize("name,args", [(n, a) for n in NAMES for a in COMMON_BAD] + OWN_BAD)
@@ -166,7 +182,7 @@ def test_build_failure_is_one_clear_line(bindir, tmp_path, monkeypatch):
         wl.build()
 
 
-def test_cli_lists_all_ten(cli, bindir):
+def test_cli_lists_all_eleven(cli, bindir):
     rc, out, err = cli("workloads", "list")
     assert rc == 0, err
     listed = [l.split()[0] for l in out.splitlines()[1:] if l and not l.startswith(" ") and not l.startswith("every")]
@@ -195,6 +211,47 @@ def test_trace_of_sites_has_its_allocation_sites(bindir, tmp_path):
     # the five helpers are five call sites (the realloc and libc's own buffers may add more)
     assert s["allocation_sites"] >= 5, s
     assert s["accesses"] > 0
+
+
+@pytest.mark.skipif(not hasattr(tierkit.api, "record"), reason="tierkit.api.record (the tracer) is not there yet")
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_trace_of_stages_has_one_hot_site_per_stage(bindir, tmp_path):
+    import numpy as np
+
+    out = tmp_path / "stages.tkt"
+    wl.trace("stages", "small", out=out, cache="none", extra_args=["--work", "0.25"])  # ~2M accesses, ~1 s
+    df = tierkit.read_trace(out)
+    events = [e["kind"] for e in df.attrs["events"]]
+    frames = {e["site"]: e["frames"] for e in events if e["kind"] == "site"}
+    tables = [e for e in events if e["kind"] == "alloc" and frames[e["site"]][0].startswith("make_stage")]
+    # four stages: four allocation sites, whose innermost frames are the four helpers
+    assert len(tables) == 4 and len({t["site"] for t in tables}) == 4
+    assert [frames[t["site"]][0].split(" ")[0] for t in tables] == [f"make_stage{i}_table" for i in range(4)]
+    assert all(re.fullmatch(r"make_stage\d_table \(stages\.c:\d+\)", frames[t["site"]][0]) for t in tables)
+    # the table each access falls in (-1: elsewhere)
+    addr, write = df["addr"].to_numpy(), df["write"].to_numpy()
+    table = np.full(len(df), -1)
+    for i, t in enumerate(tables):
+        table[(addr >= t["addr"]) & (addr < t["addr"] + t["size"])] = i
+    # stores go to table 0, 1, 2, 3 in order (first touch), then to table 0, 1, 2, 3 again (the
+    # stages' updates, as many as the program counts); reads never store
+    at = np.flatnonzero(write & (table >= 0))
+    runs = np.r_[0, np.flatnonzero(np.diff(table[at])) + 1]
+    lengths = np.diff(np.r_[runs, len(at)])
+    words = tables[0]["size"] // 8
+    updates = [s["updates"] for s in wl.parse_output(
+        subprocess.run([str(bindir / "stages"), "--work", "0.25"], capture_output=True, text=True).stdout)["results"]]
+    assert list(table[at[runs]]) == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert list(lengths) == [words] * 4 + updates
+    # from its first update to its last, a stage's own table takes nearly all the accesses
+    # (~73x per byte); over the whole run every table takes about the same
+    for s in range(4):
+        first, last = at[runs[4 + s]], at[runs[4 + s] + lengths[4 + s] - 1]
+        inside = table[first:last + 1]
+        per_table = np.bincount(inside[inside >= 0], minlength=4)
+        assert per_table.argmax() == s and per_table[s] > 20 * np.delete(per_table, s).max(), per_table
+    whole = np.bincount(table[table >= 0], minlength=4)
+    assert whole.max() < 1.02 * whole.min(), whole
 
 
 def test_trace_calls_record_with_the_program_and_its_arguments(bindir, tmp_path, monkeypatch, capsys):

@@ -89,6 +89,10 @@ _REGISTRY = [
        "uniformly random loads and stores over one buffer, a share --write-ratio R of them stores",
        "every word equally; R sets the share of stores (0: loads only, 1: stores only)",
        4194304, 134217728, 2147483648, "--write-ratio R"),
+    _w("stages", "moving hot allocation site",
+       "each stage hammers its own array, allocated by its own helper function (4 stages by default)",
+       "one site per stage (make_stage<s>_table), 73x hotter per byte than the rest; all equally warm over the run",
+       4194304, 134217728, 2147483648, "--stages N"),
 ]
 
 #: every workload by name, in the order of the documentation
