@@ -185,15 +185,99 @@ def _row(r: Mapping[str, Any]) -> dict:
 def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
         fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
         timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
-        progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False) -> dict:
+        progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False,
+        guide_from: Optional[PathLike] = None) -> dict:
     """One simulation; returns the full result (top-level figures, ``stats`` tree with
-    platform/tier/policy/migration/timing subtrees, and the exact ``config``)."""
+    platform/tier/policy/migration/timing subtrees, and the exact ``config``).
+
+    ``guided:strategy=S,...`` is made into guidance here: the profile of ``guide_from`` (by
+    default the simulated trace itself), the strategy, and the capacity (``capacity=``, or
+    the fast tier's fraction, or 12.5%); see ``docs/guidance.md``."""
     caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     label = policy if isinstance(policy, str) else policy.name
+    guidance = None
+    if isinstance(policy, str) and _is_guided_strategy(policy):
+        policy, guidance = _expand_guided(policy, guide_from or trace, fast_capacity, format, cache, progress)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
                              None if summary is None else json.dumps(summary), bar.callback, paranoid)
-    return json.loads(out)
+    r = json.loads(out)
+    if guidance is not None:
+        # the user's spec names the run; the config records what the guidance was made from
+        r["policy"] = label
+        r["config"]["guidance"] = guidance
+    return r
+
+
+#: ``guided`` parameters the Python front end turns into a guidance file
+_GUIDE_KEYS = ("strategy", "capacity", "context", "phases", "slice")
+_profiles: dict = {}
+_guidance_dir: Optional[str] = None
+
+
+def _is_guided_strategy(policy: str) -> bool:
+    spec = json.loads(_core.parse_policy_spec(policy))
+    return spec["name"] == "guided" and any(k == "strategy" for k, _ in spec["args"])
+
+
+def _expand_guided(policy: str, source: PathLike, fast_capacity, format, cache, progress) -> tuple[str, dict]:
+    """``guided:strategy=S[,capacity=F,context=N,phases=K,slice=L,...]`` → a guidance file
+    made from ``source``'s profile, and the spec that reads it."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from . import guide as _guide
+    from . import profile as _profile
+
+    global _guidance_dir
+    spec = json.loads(_core.parse_policy_spec(policy))
+    args = dict(spec["args"])
+    if "guidance" in args:
+        raise _core.TierkitError(f"policy '{policy}': give either guidance=FILE or strategy=..., not both")
+    per_phase = args.get("mode") == "per-phase"
+    if "capacity" in args:
+        cap: Any = _guide.parse_capacity(args["capacity"], key="guided:capacity")
+    else:
+        # the fast tier's share of the footprint, when the run gives it as one
+        try:
+            cap = float(fast_capacity) if fast_capacity is not None else 0.125
+        except ValueError:
+            cap = 0.125
+        if not 0 < cap <= 1:
+            cap = 0.125
+    def count(key: str, default: Optional[int]) -> Optional[int]:
+        if key not in args:
+            return default
+        try:
+            v = int(args[key])
+        except ValueError:
+            v = -1
+        if v < 0:
+            raise _core.TierkitError(f"guided:{key}: '{args[key]}' is not a whole number")
+        return v
+
+    context = count("context", None)
+    phases = count("phases", 8 if per_phase else 1) or 1
+    st = os.stat(source)
+    key = (os.path.abspath(source), st.st_mtime_ns, st.st_size, context, phases, args.get("slice"), format, cache)
+    if key not in _profiles:
+        _profiles[key] = _profile.profile(source, context, phases, args.get("slice"), format, cache, progress)
+    prof = _profiles[key]
+    try:
+        g = _guide.make_guidance(prof, args["strategy"], cap, per_phase=per_phase)
+    except _guide.GuidanceError as e:
+        raise _core.TierkitError(f"policy '{policy}': {e}") from None
+    if _guidance_dir is None:
+        _guidance_dir = tempfile.mkdtemp(prefix="tierkit-guidance-")
+        atexit.register(shutil.rmtree, _guidance_dir, True)
+    path = os.path.join(_guidance_dir, f"g{len(os.listdir(_guidance_dir))}.json")
+    _guide.write_guidance(g, path)
+    rest = [f"{k}={v}" for k, v in spec["args"] if k not in _GUIDE_KEYS]
+    info = {"from_trace": os.fspath(source), "from_digest": prof["trace"]["digest"], "strategy": g["strategy"],
+            "mode": g["mode"], "capacity_bytes": g["capacity_bytes"], "context": g["context"],
+            "sites": len(g["sites"]), "arenas": len(g["arenas"])}
+    return "guided:" + ",".join([f"guidance={path}", *rest]), info
 
 
 def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
@@ -217,9 +301,11 @@ def all_policies() -> list[str]:
 def parse_policies(spec: Union[str, Iterable[PolicyLike]]) -> list[PolicyLike]:
     """``"a,b:k=v,k2=v2,c"`` (or ``all``) → a list of policy specs; objects pass through."""
     if isinstance(spec, str):
-        if spec.strip() == "all":
-            return list(all_policies())
-        return list(_core.parse_policy_list(spec))
+        out_: list[PolicyLike] = []
+        for p in _core.parse_policy_list(spec):
+            # 'all': every policy that needs no input of its own (guided needs guidance)
+            out_ += [n for n in all_policies() if n != "guided"] if p == "all" else [p]
+        return out_
     out: list[PolicyLike] = []
     for p in spec:
         out += parse_policies(p) if isinstance(p, str) else [p]
@@ -230,7 +316,7 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             policies: Union[str, Iterable[PolicyLike]] = "all", fast_capacity: Union[None, float, str] = None,
             capacities: Optional[Mapping[str, Union[float, str]]] = None, timing: str = "simple",
             format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
-            baseline: str = "all-slow") -> pd.DataFrame:
+            baseline: str = "all-slow", guide_from: Optional[PathLike] = None) -> pd.DataFrame:
     """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
     baseline policy's runtime on the same trace; the baseline is run if not listed) and
     ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``."""
@@ -247,7 +333,8 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
         # one summary per trace (instant for native traces), shared by its runs
         summ = trace_info(t, format, cache, progress)["summary"]
         for p in pols:
-            r = run(t, platform, p, fast_capacity, capacities, timing, format, cache, progress, summ)
+            r = run(t, platform, p, fast_capacity, capacities, timing, format, cache, progress, summ,
+                    guide_from=guide_from)
             results.append(r)
             rows.append(_row(r))
     df = pd.DataFrame(rows)

@@ -41,6 +41,7 @@ CapOpt = Annotated[Optional[List[str]], typer.Option("--capacity", help="capacit
 TimingOpt = Annotated[str, typer.Option("--timing", "-t", help="timing model: simple or detailed")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")]
+GuideFromOpt = Annotated[Optional[Path], typer.Option("--guide-from", help="make the guidance of 'guided:strategy=...' policies from this trace's profile (a training input) instead of the simulated trace's")]
 
 
 def _progress(quiet: bool) -> Optional[bool]:
@@ -84,12 +85,14 @@ def simulate(
     json_out: JsonOpt = False,
     timeseries: Annotated[Optional[Path], typer.Option("--timeseries", help="write the policy's per-window time series (e.g. MBQ, migrations, threshold) as CSV")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite the --timeseries file")] = False,
+    guide_from: GuideFromOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Simulate one policy on one trace."""
     if timeseries is not None and timeseries.exists() and not force:
         raise TierkitError(f"{timeseries}: file exists (use --force to overwrite)")
-    r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet))
+    r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
+                guide_from=guide_from)
     if timeseries is not None:
         ts = api.timeseries(r)
         if ts is None:
@@ -158,14 +161,19 @@ def compare(
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write CSV, Parquet, PNG plots and an HTML page to this directory")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite files in --out")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object per run")] = False,
+    guide_from: GuideFromOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Compare policies on one or more traces (runtime normalized to all-slow)."""
+    """Compare policies on one or more traces (runtime normalized to all-slow).
+
+    'guided:strategy=thermos' (or knapsack, hotset) profiles the trace itself, or the
+    --guide-from trace (a training input), and places by the guidance it makes."""
     if out is not None:
         from . import report
 
         report.check_out_dir(out, force)
-    df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet))
+    df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
+                     guide_from=guide_from)
     if json_out:
         for r in df.attrs["results"]:
             print(json.dumps(r))
@@ -296,6 +304,97 @@ def trace_record(
     if r["incomplete"]:
         print(f"tierkit: warning: the trace is incomplete: {r['incomplete']}", file=sys.stderr)
     raise typer.Exit(r["status"])
+
+
+@app.command("profile")
+def profile_cmd(
+    trace: Annotated[Path, typer.Argument(help="trace with allocation events (from 'tierkit trace record')")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="profile file to write [default: TRACE's name with .profile.json, in the current directory]")] = None,
+    context: Annotated[Optional[int], typer.Option("--context", help="call-path depth of a site: 0 = the allocating function alone, N = it and N callers [default: every frame recorded]")] = None,
+    phases: Annotated[int, typer.Option("--phases", help="at most this many phases, by clustering the slices (phase markers in the trace take precedence)")] = 8,
+    slice_len: Annotated[Optional[str], typer.Option("--slice", help="slice length when the trace has no slice markers: 100M-insn, or a number of accesses [default: 64 equal slices]")] = None,
+    top: Annotated[int, typer.Option("--top", help="sites to print")] = 10,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="draw cumulative capacity against cumulative accesses per depth (002 Fig. 2) to this PNG")] = None,
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT and the plot")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print the profile as JSON instead of a table")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Profile a trace by allocation site: capacity, post-cache reads and writes, accesses
+    per byte, per phase."""
+    from . import profile as prof
+
+    if out is None:
+        stem = trace.name
+        for suffix in (".gz", ".zst", ".xz", ".tkt", ".trace", ".txt", ".out"):
+            stem = stem.removesuffix(suffix)
+        out = Path(stem + ".profile.json")
+    for f in (out, plot):
+        if f is not None and f.exists() and not force:
+            raise TierkitError(f"{f}: file exists (use --force to overwrite)")
+    p = prof.profile(trace, context, phases, slice_len, format, cache, _progress(quiet))
+    prof.write(p, out, force=force)
+    if plot is not None:
+        prof.plot(p, plot, force=force)
+    if json_out:
+        print(json.dumps(p))
+        return
+    t = p["totals"]
+    ph = p["phases"]
+    print(f"trace {trace}: {t['accesses']:,} accesses, {100 * t['heap_accesses'] / max(1, t['accesses']):.1f}% to the heap; "
+          f"peak live heap {_fmt_bytes(t['peak_live_bytes'])}")
+    print(f"sites: {len(p['sites']):,} at depth {p['context']} ({t['raw_sites']:,} call stacks recorded); "
+          f"{p['slices']['count']} slices ({p['slices']['source']}), {ph['count']} phase{'s' if ph['count'] != 1 else ''} ({ph['source']})")
+    df = prof.sites_frame(p).head(top)
+    if len(df):
+        show = df[["site", "peak_bytes", "reads", "writes", "accesses_pct", "accesses_per_byte"]].copy()
+        show["peak_bytes"] = show["peak_bytes"].map(_fmt_bytes)
+        show = show.rename(columns={"peak_bytes": "capacity", "accesses_pct": "accesses %", "accesses_per_byte": "acc/byte"})
+        print(show.to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
+    print(f"wrote {out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
+
+
+@app.command("guide")
+def guide_cmd(
+    profile_file: Annotated[Path, typer.Argument(metavar="PROFILE", help="profile file from 'tierkit profile'")],
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="knapsack, hotset or thermos")] = "thermos",
+    capacity: Annotated[str, typer.Option("--capacity", "-c", help="fast-tier capacity: a fraction of the profile's peak live heap (0.125) or a size (64M); one per tier but the last, comma-separated, with --tiers")] = "0.125",
+    tiers: Annotated[Optional[str], typer.Option("--tiers", help="tier names, fastest first, comma-separated [default: fast,slow]")] = None,
+    per_phase: Annotated[bool, typer.Option("--per-phase", help="a tier vector per site across the profile's phases (per-phase arenas)")] = False,
+    out: Annotated[Path, typer.Option("--out", "-o", help="guidance file to write")] = Path("guidance.json"),
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Choose the tier of each allocation site from a profile (knapsack, hotset, thermos)."""
+    from . import guide
+
+    if out.exists() and not force:
+        raise TierkitError(f"{out}: file exists (use --force to overwrite)")
+    p = guide.read_profile(profile_file)
+    caps = [guide.parse_capacity(c.strip()) for c in capacity.split(",")]
+    names = [t.strip() for t in tiers.split(",")] if tiers else None
+    g = guide.make_guidance(p, strategy, caps if len(caps) > 1 else caps[0], tiers=names, per_phase=per_phase)
+    guide.write_guidance(g, out, force=force)
+    if json_out:
+        print(json.dumps(g))
+        return
+    by_tier: dict = {}
+    for site in g["sites"]:
+        by_tier.setdefault(site["tier"], []).append(site)
+    print(f"{g['strategy']} ({g['mode']}), capacity " + ", ".join(_fmt_bytes(b) for b in g["capacity_bytes"]) +
+          f" of {_fmt_bytes(p['totals']['peak_live_bytes'])} peak live heap; {len(g['sites'])} sites, {len(g['arenas'])} arenas")
+    for t, name in enumerate(g["tiers"]):
+        ss = by_tier.get(t, [])
+        acc = sum(x["accesses"] for x in ss)
+        tot = max(1, sum(x["accesses"] for x in g["sites"]))
+        print(f"  {name}: {len(ss)} sites, {_fmt_bytes(sum(x['peak_bytes'] for x in ss))}, {100 * acc / tot:.1f}% of the heap's accesses")
+        for x in ss[:5]:
+            bits = f"  [{x['bits']}]" if x.get("bits") else ""
+            print(f"      {x['frames'][0] if x['frames'] else '?'}  ({_fmt_bytes(x['peak_bytes'])}, {x['accesses']:,} accesses){bits}")
+        if len(ss) > 5:
+            print(f"      ... {len(ss) - 5} more")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 @app.command("policies")

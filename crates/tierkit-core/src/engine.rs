@@ -336,6 +336,7 @@ impl<'p, T: Timing> State<'p, T> {
             platform: self.resolved,
             pages: self.pm.len(),
             line_bytes: self.line_bytes,
+            pagemap: &self.pm,
         }
     }
 

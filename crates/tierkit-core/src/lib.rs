@@ -17,5 +17,6 @@ pub mod pagemap;
 pub mod platform;
 pub mod policy;
 pub mod prefetch;
+pub mod profile;
 pub mod timing;
 pub mod tracking;

@@ -124,6 +124,27 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
     })
 }
 
+/// Raw allocation-site profile of a trace as JSON (`tierkit profile`; grouped in Python).
+/// `slice`: `None` (the trace's markers, else 64 equal slices), `N-insn` or `N` accesses.
+#[pyfunction]
+#[pyo3(signature = (path, format=None, cache=None, slice=None, progress=None))]
+fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&str>, slice: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let slice_by = match slice {
+        None => tierkit_core::profile::SliceBy::Auto,
+        Some(s) => match Period::parse("--slice", s).map_err(plain)? {
+            Period::Insn(0) | Period::Accesses(0) => return Err(plain(Error::config("--slice", "the slice length must be positive"))),
+            Period::Insn(n) => tierkit_core::profile::SliceBy::Insn(n),
+            Period::Accesses(n) => tierkit_core::profile::SliceBy::Accesses(n),
+            Period::Ns(_) => return Err(plain(Error::config("--slice", format!("'{s}': give the slice length in instructions (e.g. 50M-insn) or accesses")))),
+        },
+    };
+    detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
+        let inp = input(path, format, cache)?;
+        let p = tierkit_core::profile::profile(&inp, slice_by, cb)?;
+        serde_json::to_string(&p).map_err(|e| Error::Invariant(e.to_string()))
+    })
+}
+
 /// Detect a trace's format.
 #[pyfunction]
 fn detect_format(path: &str) -> PyResult<String> {
@@ -450,6 +471,18 @@ fn parse_policy_list(s: &str) -> PyResult<Vec<String>> {
     Ok(PolicySpec::parse_list(s).map_err(plain)?.iter().map(|p| p.to_string_short()).collect())
 }
 
+/// One policy spec as JSON: `{"name": ..., "args": [[key, value], ...]}`.
+#[pyfunction]
+fn parse_policy_spec(s: &str) -> PyResult<String> {
+    json_out(&PolicySpec::parse(s).map_err(plain)?)
+}
+
+/// A byte size (`4096`, `64K`, `1.5G`), as tierkit's options read it.
+#[pyfunction]
+fn parse_bytes(key: &str, s: &str) -> PyResult<u64> {
+    tierkit_core::units::parse_bytes(key, s).map_err(plain)
+}
+
 /// Preset platforms (or one platform, by name or path), as JSON.
 #[pyfunction]
 #[pyo3(signature = (name=None))]
@@ -473,6 +506,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TierkitInternalError", m.py().get_type::<TierkitInternalError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_trace, m)?)?;
     m.add_function(wrap_pyfunction!(detect_format, m)?)?;
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_synth, m)?)?;
@@ -482,6 +516,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(parse_policy_list, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_policy_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(platforms, m)?)?;
     m.add_function(wrap_pyfunction!(cache_presets, m)?)?;
     Ok(())

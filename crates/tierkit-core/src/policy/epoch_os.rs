@@ -424,18 +424,21 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
     source: "001 §2.4 (HMA_HS_OS_AR, after Meswani et al. [20]) and the authors' model shashankshashank44/HMA_onfly_adaptive src/hma.cpp; placement 001 §4.1",
     future_knowledge: false,
     params: HMA_PARAMS,
-    build: |p: &Params| {
-        let costs = os_costs("hma-epoch:os_costs", p.text("os_costs"))?;
-        Ok(Box::new(EpochOs::new(
-            Kind::Hma,
-            p.period("epoch"),
-            p.int("threshold") as u32,
-            p.int("limit_pages") as u64,
-            costs,
-            Initial::parse(p.text("initial")),
-        )) as Box<dyn Runnable>)
-    },
+    build: |p: &Params| Ok(Box::new(hma(p)?) as Box<dyn Runnable>),
 };
+
+/// `hma-epoch` from its parameters, as a value (the registry boxes the same).
+pub fn hma(p: &Params) -> Result<EpochOs> {
+    let costs = os_costs("hma-epoch:os_costs", p.text("os_costs"))?;
+    Ok(EpochOs::new(Kind::Hma, p.period("epoch"), p.int("threshold") as u32, p.int("limit_pages") as u64, costs, Initial::parse(p.text("initial"))))
+}
+
+/// `fthp` from its parameters, as a value.
+pub fn fthp(p: &Params) -> Result<EpochOs> {
+    let costs = os_costs("fthp:os_costs", p.text("os_costs"))?;
+    let ns = (p.float("epoch_ms") * 1e6).round().max(1.0) as u64;
+    Ok(EpochOs::new(Kind::Fthp, Period::Ns(ns), 1, 0, costs, Initial::FirstTouch))
+}
 
 pub static FTHP: PolicyInfo = PolicyInfo {
     name: "fthp",
@@ -443,9 +446,5 @@ pub static FTHP: PolicyInfo = PolicyInfo {
     source: "000 §6.4 (FTHP, after Meswani et al.), costs 000 §5.1",
     future_knowledge: false,
     params: FTHP_PARAMS,
-    build: |p: &Params| {
-        let costs = os_costs("fthp:os_costs", p.text("os_costs"))?;
-        let ns = (p.float("epoch_ms") * 1e6).round().max(1.0) as u64;
-        Ok(Box::new(EpochOs::new(Kind::Fthp, Period::Ns(ns), 1, 0, costs, Initial::FirstTouch)) as Box<dyn Runnable>)
-    },
+    build: |p: &Params| Ok(Box::new(fthp(p)?) as Box<dyn Runnable>),
 };

@@ -23,6 +23,7 @@ pub mod basic;
 pub mod cache_mode;
 pub mod epoch_os;
 pub mod external;
+pub mod guided;
 pub mod otf;
 pub mod mea;
 pub mod mempod;
@@ -150,6 +151,15 @@ pub struct Ctx<'a> {
     pub pages: usize,
     /// The trace's line size: the bytes of one access and of one extra line of traffic.
     pub line_bytes: u64,
+    /// Page ids and their addresses.
+    pub pagemap: &'a crate::pagemap::PageMap,
+}
+
+impl Ctx<'_> {
+    /// Virtual address of the first byte of a page.
+    pub fn page_addr(&self, page: PageId) -> u64 {
+        self.pagemap.page_addr(page)
+    }
 }
 
 /// A placement and migration policy.
@@ -166,6 +176,11 @@ pub trait Policy: Send + 'static {
 
     /// Where a page goes on its first access. Must name a tier with a free frame.
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId;
+
+    /// A page that guided placement (`guided:...,then=NAME`) put in `tier` on its first
+    /// access, instead of [`Policy::place`]: a policy with per-page state sets it up here as
+    /// `place` would have.
+    fn adopt(&mut self, _page: PageId, _tier: TierId, _ctx: &mut Ctx) {}
 
     #[inline(always)]
     fn on_access(&mut self, _page: PageId, _addr: u64, _write: bool, _ctx: &mut Ctx) -> Served {
@@ -231,6 +246,7 @@ pub static REGISTRY: &[&PolicyInfo] = &[
     &epoch_os::HMA_EPOCH,
     &epoch_os::FTHP,
     &mempod::MEMPOD,
+    &guided::GUIDED,
 ];
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {

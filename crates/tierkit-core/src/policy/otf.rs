@@ -1109,6 +1109,10 @@ impl Policy for Otf {
         }
     }
 
+    fn adopt(&mut self, page: PageId, _tier: TierId, _ctx: &mut Ctx) {
+        self.grow(page as usize + 1);
+    }
+
     #[inline(always)]
     fn prefetch(&self, page: PageId) {
         crate::prefetch::read(self.pg.as_ptr().wrapping_add(page as usize));
@@ -1301,12 +1305,16 @@ pub fn config(name: &str, p: &Params) -> Result<Config> {
 /// An on-the-fly policy from its spec (`otf-adaptive:algorithm=2`), as a value (for tests and
 /// the Rust API; the registry builds the same).
 pub fn from_spec(spec: &str) -> Result<Otf> {
-    let s = PolicySpec::parse(spec)?;
+    from_policy_spec(&PolicySpec::parse(spec)?)
+}
+
+/// [`from_spec`] for a parsed spec.
+pub fn from_policy_spec(s: &PolicySpec) -> Result<Otf> {
     let info = [&OTF, &OTF_ADAPTIVE, &OTF_REVERSE]
         .into_iter()
         .find(|i| i.name == s.name)
         .ok_or_else(|| Error::config("--policy", format!("'{}' is not an on-the-fly policy (otf, otf-adaptive, otf-reverse)", s.name)))?;
-    Ok(Otf::new(config(info.name, &Params::parse(info.name, info.params, &s)?)?))
+    Ok(Otf::new(config(info.name, &Params::parse(info.name, info.params, s)?)?))
 }
 
 pub static OTF: PolicyInfo = PolicyInfo {

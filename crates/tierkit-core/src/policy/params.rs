@@ -173,6 +173,13 @@ impl Params {
     pub fn parse(policy: &str, decl: &[ParamSpec], spec: &PolicySpec) -> Result<Params> {
         let mut values = BTreeMap::new();
         for (k, v) in &spec.args {
+            // `then.KEY=VALUE` passes KEY to the policy named by `then` (guided placement)
+            if k.starts_with("then.") && k.len() > 5 && decl.iter().any(|d| d.name == "then") {
+                if values.insert(k.clone(), Value::Text(v.clone())).is_some() {
+                    return Err(Error::config(format!("{policy}:{k}"), "given twice"));
+                }
+                continue;
+            }
             let d = decl.iter().find(|d| d.name == k).ok_or_else(|| {
                 let known: Vec<&str> = decl.iter().map(|d| d.name).collect();
                 Error::config(
@@ -236,6 +243,10 @@ impl Params {
             Value::Bytes(b) => *b,
             v => panic!("{k} is {v:?}, not a size"),
         }
+    }
+    /// The `then.KEY=VALUE` arguments, as `(KEY, VALUE)`.
+    pub fn then_args(&self) -> Vec<(String, String)> {
+        self.values.iter().filter_map(|(k, v)| k.strip_prefix("then.").map(|k| (k.to_string(), v.to_string()))).collect()
     }
     /// `name:key=value,...` with every parameter, defaults included.
     pub fn canonical(&self) -> String {

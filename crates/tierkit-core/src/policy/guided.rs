@@ -1,0 +1,582 @@
+//! `guided`: placement by allocation site from a guidance file (`tierkit guide`, format in
+//! `docs/guidance.md`), with static or per-phase arenas (000 §3.2, 002 §III-B, §IV-B).
+//!
+//! Each allocation of the trace is classed when it is made: the site's call stack (its first
+//! `context + 1` frames) is looked up in the guidance, and the allocation joins that site's
+//! arena. A page goes, on its first access, to the tier its arena prefers in the current
+//! phase; when that tier is full it goes to the next slower tier with room (the overflow of
+//! `MPOL_PREFERRED`, 002 §IV-B). A page shared by several allocations follows the one with
+//! the most bytes on it: the trace comes from an allocator that packs sites together, where
+//! the real runtime gives each arena its own pages. Pages outside every allocation (stack,
+//! globals) follow `nonheap`; allocations from sites the guidance does not know follow
+//! `unmatched`.
+//!
+//! Per-phase arenas: at the start of each slice whose phase differs from the previous one,
+//! the program stops and every arena whose tier changes moves its pages (000 §6.3: "it
+//! suspends execution, and attempts to migrate data in each arena to the appropriate tier
+//! using the guidance for the upcoming program phase"): first the pages that go down, then
+//! those that go up while the faster tier has room. The batch is one OS entry and one TLB
+//! shootdown plus each page's copy (000 §5.1 costs, amortized per arena move as 000 §3.2
+//! says arena remapping is).
+//!
+//! With `then=NAME`, guidance only places new pages and the dynamic policy NAME (otf,
+//! otf-adaptive, otf-reverse, hma-epoch, fthp) migrates them afterwards; `then.KEY=VALUE`
+//! passes its parameters.
+
+use super::{epoch_os, otf, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
+use super::params::{ParamSpec, ParamType};
+use crate::engine::Runnable;
+use crate::error::{Error, Result};
+use crate::mechanics::{Charge, MoveBy, TierId};
+use crate::pagemap::PageId;
+use crate::trace::{Event, EventKind};
+use crate::units::Period;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+
+const NONHEAP: u16 = u16::MAX;
+const UNMATCHED: u16 = u16::MAX - 1;
+const UNPLACED_CLASS: u16 = u16::MAX - 2;
+
+// ----------------------------------------------------------------------- the guidance file
+
+#[derive(Deserialize)]
+struct File {
+    format: String,
+    version: u32,
+    mode: String,
+    tiers: Vec<String>,
+    context: usize,
+    #[serde(default)]
+    phases: Option<FilePhases>,
+    arenas: Vec<FileArena>,
+    sites: Vec<FileSite>,
+}
+
+#[derive(Deserialize)]
+struct FilePhases {
+    count: usize,
+    #[serde(default)]
+    slice_source: Option<String>,
+    #[serde(default)]
+    slice_length: u64,
+    #[serde(default)]
+    of_slice: Vec<usize>,
+}
+
+#[derive(Deserialize)]
+struct FileArena {
+    tiers: Vec<usize>,
+}
+
+#[derive(Deserialize)]
+struct FileSite {
+    frames: Vec<String>,
+    arena: usize,
+}
+
+/// A guidance file, checked.
+pub struct Guidance {
+    pub per_phase: bool,
+    pub tiers: usize,
+    /// Frames compared per site.
+    pub key_frames: usize,
+    /// Tier of each arena in each phase (one phase in static guidance).
+    pub arena_tiers: Vec<Vec<usize>>,
+    /// Phase of each slice.
+    pub of_slice: Vec<usize>,
+    /// Length of a slice, for per-phase guidance.
+    pub slice: Option<Period>,
+    /// Site keys and their arenas, in the file's order.
+    pub sites: Vec<(Vec<String>, u16)>,
+}
+
+impl Guidance {
+    pub fn read(path: &str) -> Result<Guidance> {
+        let key = "guided:guidance";
+        let bad = |msg: String| Error::config(key, format!("{path}: {msg}"));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let f: File = serde_json::from_str(&text).map_err(|e| bad(format!("not a guidance file: {e}")))?;
+        if f.format != "tierkit-guidance" {
+            return Err(bad(format!("format: '{}' is not 'tierkit-guidance'", f.format)));
+        }
+        if f.version != 1 {
+            return Err(bad(format!("version: {} is not supported (this tierkit reads version 1)", f.version)));
+        }
+        let per_phase = match f.mode.as_str() {
+            "static" => false,
+            "per-phase" => true,
+            m => return Err(bad(format!("mode: '{m}' is not static or per-phase"))),
+        };
+        if f.tiers.len() < 2 {
+            return Err(bad("tiers: a guidance file names at least two tiers".into()));
+        }
+        if f.arenas.len() >= UNPLACED_CLASS as usize {
+            return Err(bad(format!("arenas: {} arenas is too many", f.arenas.len())));
+        }
+        let n_phases = if per_phase { f.phases.as_ref().map(|p| p.count).unwrap_or(0) } else { 1 };
+        if per_phase && n_phases == 0 {
+            return Err(bad("phases: per-phase guidance without phases".into()));
+        }
+        let mut arena_tiers = Vec::new();
+        for (i, a) in f.arenas.iter().enumerate() {
+            // static guidance reads the first entry
+            let fits = if per_phase { a.tiers.len() == n_phases } else { !a.tiers.is_empty() };
+            if !fits {
+                return Err(bad(format!("arenas[{i}].tiers: {} entries for {n_phases} phases", a.tiers.len())));
+            }
+            if let Some(t) = a.tiers.iter().find(|&&t| t >= f.tiers.len()) {
+                return Err(bad(format!("arenas[{i}].tiers: tier {t} is not one of the {} tiers", f.tiers.len())));
+            }
+            arena_tiers.push(a.tiers[..n_phases].to_vec());
+        }
+        let mut sites = Vec::new();
+        for (i, s) in f.sites.iter().enumerate() {
+            if s.arena >= f.arenas.len() {
+                return Err(bad(format!("sites[{i}].arena: {} is not an arena id (0..{})", s.arena, f.arenas.len())));
+            }
+            sites.push((s.frames.clone(), s.arena as u16));
+        }
+        let (mut of_slice, mut slice) = (Vec::new(), None);
+        if per_phase {
+            let p = f.phases.as_ref().unwrap();
+            if let Some(x) = p.of_slice.iter().find(|&&x| x >= n_phases) {
+                return Err(bad(format!("phases.of_slice: phase {x} of {n_phases}")));
+            }
+            if p.of_slice.is_empty() {
+                return Err(bad("phases.of_slice: empty".into()));
+            }
+            of_slice = p.of_slice.clone();
+            slice = Some(match (p.slice_source.as_deref(), p.slice_length) {
+                (_, 0) => return Err(bad("phases.slice_length: per-phase guidance needs the slice length (profile a trace with slice markers of known length, or give --slice)".into())),
+                (Some("accesses"), n) => Period::Accesses(n),
+                (_, n) => Period::Insn(n),
+            });
+        }
+        Ok(Guidance { per_phase, tiers: f.tiers.len(), key_frames: f.context + 1, arena_tiers, of_slice, slice, sites })
+    }
+
+    /// The arena of a site of the trace: its first `context + 1` frames equal a guidance
+    /// key's; a trace that records fewer frames matches the first key that starts with them.
+    fn arena_of(&self, index: &HashMap<Vec<String>, u16>, frames: &[String]) -> Option<u16> {
+        let n = frames.len().min(self.key_frames);
+        if let Some(&a) = index.get(&frames[..n]) {
+            return Some(a);
+        }
+        if n < self.key_frames {
+            return self.sites.iter().find(|(k, _)| k.len() >= n && k[..n] == frames[..n]).map(|(_, a)| *a);
+        }
+        None
+    }
+}
+
+// ------------------------------------------------------------------------------ the policy
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Rule {
+    FirstTouch,
+    Tier(usize),
+    /// The guidance's last tier.
+    Last,
+}
+
+fn rule(key: &str, s: &str) -> Result<Rule> {
+    Ok(match s {
+        "first-touch" => Rule::FirstTouch,
+        "fast" => Rule::Tier(0),
+        "slow" | "file" => Rule::Last,
+        other => return Err(Error::config(key, format!("'{other}' is not first-touch, fast or slow"))),
+    })
+}
+
+/// No dynamic policy after guided placement.
+pub struct Stay;
+
+impl Policy for Stay {
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn place(&mut self, _page: PageId, ctx: &mut Ctx) -> TierId {
+        ctx.mem.first_free_from(0).unwrap_or(0)
+    }
+}
+
+#[derive(Default, serde::Serialize)]
+struct Stats {
+    allocations: u64,
+    allocations_unmatched: u64,
+    pages_by_class: BTreeMap<String, u64>,
+    /// Pages placed below the tier their arena preferred, because it was full.
+    overflow_pages: u64,
+    phase_transitions: u64,
+    arena_moves: u64,
+    pages_moved: u64,
+    pages_left_behind: u64,
+}
+
+pub struct Guided<P: Policy> {
+    g: Guidance,
+    index: HashMap<Vec<String>, u16>,
+    inner: P,
+    has_inner: bool,
+    unmatched: Rule,
+    nonheap: Rule,
+    /// Arena tier per phase, mapped to the platform's tiers.
+    tiers: Vec<Vec<TierId>>,
+    last: TierId,
+    phase: usize,
+    site_class: Vec<u16>,
+    live: BTreeMap<u64, (u64, u16)>,
+    page_bytes: u64,
+    page_class: Vec<u16>,
+    arena_pages: Vec<Vec<PageId>>,
+    stats: Stats,
+}
+
+impl<P: Policy> Guided<P> {
+    fn new(g: Guidance, inner: P, has_inner: bool, unmatched: Rule, nonheap: Rule) -> Guided<P> {
+        let index = g.sites.iter().rev().map(|(k, a)| (k.clone(), *a)).collect();
+        let n_arenas = g.arena_tiers.len();
+        Guided {
+            g,
+            index,
+            inner,
+            has_inner,
+            unmatched,
+            nonheap,
+            tiers: Vec::new(),
+            last: 0,
+            phase: 0,
+            site_class: Vec::new(),
+            live: BTreeMap::new(),
+            page_bytes: 4096,
+            page_class: Vec::new(),
+            arena_pages: vec![Vec::new(); n_arenas],
+            stats: Stats::default(),
+        }
+    }
+
+    /// The class (arena, unmatched or non-heap) of the allocation with the most bytes on
+    /// the page at `start`.
+    fn owner(&self, start: u64) -> u16 {
+        let end = start + self.page_bytes;
+        let mut best = (0u64, NONHEAP);
+        for (&a, &(e, class)) in self.live.range(..end).rev() {
+            let overlap = e.min(end).saturating_sub(a.max(start));
+            if overlap > best.0 {
+                best = (overlap, class);
+            }
+            if a <= start {
+                break;
+            }
+        }
+        best.1
+    }
+
+    fn preferred(&self, class: u16) -> Option<TierId> {
+        let r = match class {
+            NONHEAP => self.nonheap,
+            UNMATCHED => self.unmatched,
+            a => return Some(self.tiers[a as usize][self.phase]),
+        };
+        match r {
+            Rule::FirstTouch => None,
+            Rule::Tier(t) => Some(t as TierId),
+            Rule::Last => Some(self.last),
+        }
+    }
+
+    fn class_name(class: u16) -> String {
+        match class {
+            NONHEAP => "non-heap".into(),
+            UNMATCHED => "unmatched".into(),
+            a => format!("arena {a}"),
+        }
+    }
+
+    /// Arena moves at a phase transition (per-phase mode).
+    fn transition(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let k = ctx.now.period as usize;
+        let next = self.g.of_slice[k.min(self.g.of_slice.len() - 1)];
+        if next == self.phase {
+            return Ok(());
+        }
+        self.phase = next;
+        self.stats.phase_transitions += 1;
+        let m = &ctx.platform.platform.migration;
+        let (fault_ns, tlb_ns) = (m.fault_ns, m.tlb_shootdown_ns);
+        let mut moved = 0u64;
+        // down first, to make room; then up, while there is room
+        for down in [true, false] {
+            for a in 0..self.arena_pages.len() {
+                let want = self.tiers[a][next];
+                let mut any = false;
+                for &p in &self.arena_pages[a] {
+                    let cur = ctx.mem.tier(p);
+                    if cur == want || (down && want < cur) || (!down && want > cur) {
+                        continue;
+                    }
+                    let to = if down {
+                        ctx.mem.first_free_from(want)
+                    } else {
+                        (want..cur).find(|&t| ctx.mem.free(t) > 0)
+                    };
+                    match to {
+                        Some(t) if t != cur => {
+                            if moved == 0 {
+                                ctx.mem.charge(Charge { what: "OS entry (arena move)", ns: fault_ns, halts: true, energy_j: 0.0 });
+                            }
+                            ctx.mem.migrate_by(p, t, MoveBy::OsBatch)?;
+                            moved += 1;
+                            any = true;
+                        }
+                        _ => self.stats.pages_left_behind += 1,
+                    }
+                }
+                if any {
+                    self.stats.arena_moves += 1;
+                }
+            }
+        }
+        if moved > 0 {
+            ctx.mem.charge(Charge { what: "TLB shootdown (arena move)", ns: tlb_ns, halts: true, energy_j: 0.0 });
+        }
+        self.stats.pages_moved += moved;
+        Ok(())
+    }
+}
+
+impl<P: Policy> Policy for Guided<P> {
+    const PER_ACCESS: bool = P::PER_ACCESS;
+
+    fn needs(&self) -> Needs {
+        Needs { events: true, ..self.inner.needs() }
+    }
+
+    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let n = ctx.mem.tiers();
+        if self.g.tiers > n {
+            return Err(Error::config(
+                "guided:guidance",
+                format!("the guidance assigns {} tiers but the platform has {n}: run 'tierkit guide' with --tiers for {n} tiers", self.g.tiers),
+            ));
+        }
+        // a guidance tier beyond the platform's last maps to the last
+        self.last = (self.g.tiers - 1).min(n - 1) as TierId;
+        self.tiers = self.g.arena_tiers.iter().map(|ph| ph.iter().map(|&t| t.min(n - 1) as TierId).collect()).collect();
+        if let Rule::Tier(t) = self.unmatched {
+            self.unmatched = Rule::Tier(t.min(n - 1));
+        }
+        self.page_bytes = ctx.mem.page_bytes();
+        self.phase = if self.g.per_phase { self.g.of_slice[0] } else { 0 };
+        if self.has_inner {
+            self.inner.init(ctx)?;
+        }
+        Ok(())
+    }
+
+    fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
+        let class = self.owner(ctx.page_addr(page));
+        let tier = match self.preferred(class) {
+            None => ctx.mem.first_free_from(0).unwrap_or(0),
+            Some(t) => match ctx.mem.first_free_from(t) {
+                Some(x) => {
+                    if x != t {
+                        self.stats.overflow_pages += 1;
+                    }
+                    x
+                }
+                None => ctx.mem.first_free_from(0).unwrap_or(0),
+            },
+        };
+        let p = page as usize;
+        if self.page_class.len() <= p {
+            self.page_class.resize((p + 1).max(self.page_class.len() * 2), UNPLACED_CLASS);
+        }
+        self.page_class[p] = class;
+        *self.stats.pages_by_class.entry(Self::class_name(class)).or_default() += 1;
+        if self.g.per_phase && class < UNPLACED_CLASS {
+            self.arena_pages[class as usize].push(page);
+        }
+        if self.has_inner {
+            self.inner.adopt(page, tier, ctx);
+        }
+        tier
+    }
+
+    #[inline(always)]
+    fn on_access(&mut self, page: PageId, addr: u64, write: bool, ctx: &mut Ctx) -> Served {
+        self.inner.on_access(page, addr, write, ctx)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, page: PageId) {
+        self.inner.prefetch(page)
+    }
+
+    fn period(&self) -> Option<Period> {
+        if self.g.per_phase {
+            self.g.slice
+        } else {
+            self.inner.period()
+        }
+    }
+
+    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        if self.g.per_phase {
+            self.transition(ctx)
+        } else {
+            self.inner.on_period(ctx)
+        }
+    }
+
+    fn on_event(&mut self, ev: &Event, ctx: &mut Ctx) -> Result<()> {
+        match &ev.kind {
+            EventKind::Site { site, frames } => {
+                let s = *site as usize;
+                if self.site_class.len() <= s {
+                    self.site_class.resize(s + 1, UNMATCHED);
+                }
+                self.site_class[s] = self.g.arena_of(&self.index, frames).unwrap_or(UNMATCHED);
+            }
+            EventKind::Alloc { addr, size, site, .. } => self.alloc(*addr, *size, *site),
+            EventKind::Free { addr } => {
+                self.live.remove(addr);
+            }
+            EventKind::Realloc { old_addr, addr, size, site } => {
+                self.live.remove(old_addr);
+                self.alloc(*addr, *size, *site);
+            }
+            EventKind::Marker { .. } => {}
+        }
+        if self.has_inner && self.inner.needs().events {
+            self.inner.on_event(ev, ctx)?;
+        }
+        Ok(())
+    }
+
+    fn compat(&self) -> super::Compat {
+        self.inner.compat()
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
+        v["mode"] = serde_json::json!(if self.g.per_phase { "per-phase" } else { "static" });
+        v["arenas"] = serde_json::json!(self.g.arena_tiers.len());
+        if self.has_inner {
+            v["then"] = self.inner.report();
+        }
+        v
+    }
+}
+
+impl<P: Policy> Guided<P> {
+    fn alloc(&mut self, addr: u64, size: u64, site: u32) {
+        self.stats.allocations += 1;
+        let class = self.site_class.get(site as usize).copied().unwrap_or(UNMATCHED);
+        if class == UNMATCHED {
+            self.stats.allocations_unmatched += 1;
+        }
+        if size > 0 {
+            self.live.insert(addr, (addr.saturating_add(size), class));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------ registration
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { name: "guidance", ty: ParamType::Text, unit: "path", default: "", source: "tierkit (docs/guidance.md)", help: "the guidance file written by 'tierkit guide' (required)" },
+    ParamSpec {
+        name: "mode",
+        ty: ParamType::Choice { options: &["file", "static", "per-phase"] },
+        unit: "",
+        default: "file",
+        source: "000 §3.2",
+        help: "static arenas or per-phase arenas; 'file' takes the guidance's own mode (the other one is an error: make the guidance with or without --per-phase)",
+    },
+    ParamSpec {
+        name: "unmatched",
+        ty: ParamType::Choice { options: &["file", "slow", "fast", "first-touch"] },
+        unit: "",
+        default: "file",
+        source: "000 §6.2 (cold data is always assigned to DDR)",
+        help: "where allocations from sites the guidance does not list go: 'file' and 'slow' are the guidance's last tier",
+    },
+    ParamSpec {
+        name: "nonheap",
+        ty: ParamType::Choice { options: &["first-touch", "fast", "slow"] },
+        unit: "",
+        default: "first-touch",
+        source: "002 §V-C (numactl -p prefers the upper tier for non-heap data)",
+        help: "where pages outside every allocation (stack, globals) go",
+    },
+    ParamSpec {
+        name: "strategy",
+        ty: ParamType::Text,
+        unit: "",
+        default: "",
+        source: "000 §3.1, 002 §III-A",
+        help: "instead of guidance=: knapsack, hotset or thermos over a profile of the simulated trace (or of compare --guide-from's), made by the Python front end",
+    },
+    ParamSpec { name: "capacity", ty: ParamType::Text, unit: "fraction or bytes", default: "", source: "000 §3.1 (a fraction of the footprint D)", help: "with strategy=: the guidance's fast-tier capacity; default the run's --fast-capacity fraction, else 0.125" },
+    ParamSpec { name: "context", ty: ParamType::Text, unit: "frames", default: "", source: "002 §V-C (four layers of context)", help: "with strategy=: call-path depth of the site keys; default every frame the trace recorded" },
+    ParamSpec { name: "phases", ty: ParamType::Text, unit: "phases", default: "", source: "000 §6.3 (k = 8 was best)", help: "with strategy= and mode=per-phase: at most this many phases (default 8)" },
+    ParamSpec { name: "slice", ty: ParamType::Text, unit: "insn or accesses", default: "", source: "tierkit", help: "with strategy=: slice length when the trace has no slice markers (e.g. 100M-insn); default 64 equal slices" },
+    ParamSpec {
+        name: "then",
+        ty: ParamType::Text,
+        unit: "",
+        default: "",
+        source: "tierkit",
+        help: "a dynamic policy that migrates pages after guided placement (otf, otf-adaptive, otf-reverse, hma-epoch, fthp); then.KEY=VALUE sets its parameters",
+    },
+];
+
+fn build(p: &Params) -> Result<Box<dyn Runnable>> {
+    let path = p.text("guidance");
+    if !p.text("strategy").is_empty() {
+        return Err(Error::config("guided:strategy", "strategy= is made into guidance by tierkit's Python front end (tierkit simulate/compare, tierkit.run); here give guidance=FILE"));
+    }
+    if path.is_empty() {
+        return Err(Error::config("guided:guidance", "missing: give the guidance file, guided:guidance=FILE (see 'tierkit guide')"));
+    }
+    let g = Guidance::read(path)?;
+    match (p.text("mode"), g.per_phase) {
+        ("static", true) => return Err(Error::config("guided:mode", format!("{path} is per-phase guidance: use mode=per-phase, or make static guidance ('tierkit guide' without --per-phase)"))),
+        ("per-phase", false) => return Err(Error::config("guided:mode", format!("{path} is static guidance: make per-phase guidance with 'tierkit guide --per-phase'"))),
+        _ => {}
+    }
+    let unmatched = rule("guided:unmatched", p.text("unmatched"))?;
+    let nonheap = rule("guided:nonheap", p.text("nonheap"))?;
+    let then = p.text("then");
+    let args = p.then_args();
+    if then.is_empty() {
+        if let Some((k, _)) = args.first() {
+            return Err(Error::config(format!("guided:then.{k}"), "given without then=POLICY"));
+        }
+        return Ok(Box::new(Guided::new(g, Stay, false, unmatched, nonheap)));
+    }
+    if g.per_phase {
+        return Err(Error::config("guided:then", "per-phase arenas already move pages at phase changes: then= combines with static guidance only"));
+    }
+    let spec = PolicySpec { name: then.to_string(), args };
+    let info = super::lookup(then).map_err(|_| Error::config("guided:then", format!("unknown policy '{then}'")))?;
+    Ok(match then {
+        "otf" | "otf-adaptive" | "otf-reverse" => Box::new(Guided::new(g, otf::from_policy_spec(&spec)?, true, unmatched, nonheap)),
+        "hma-epoch" => Box::new(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap)),
+        "fthp" => Box::new(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap)),
+        other => {
+            return Err(Error::config("guided:then", format!("'{other}' cannot follow guided placement (one of otf, otf-adaptive, otf-reverse, hma-epoch, fthp)")));
+        }
+    })
+}
+
+pub static GUIDED: PolicyInfo = PolicyInfo {
+    name: "guided",
+    summary: "allocation-site guidance: each allocation joins its site's arena, whose pages go to the arena's tier on first touch (overflowing to slower tiers); per-phase arenas change tier at phase transitions; then=POLICY adds migration",
+    source: "000 §3.2 (static and per-phase arenas), 002 §III-B and §IV-B (static arenas with MPOL_PREFERRED)",
+    future_knowledge: false,
+    params: PARAMS,
+    build,
+};

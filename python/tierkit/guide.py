@@ -1,0 +1,694 @@
+"""Profile-guided placement by allocation site (``tierkit guide``; 000 §3.1–3.2, 002 §III-A).
+
+A profile (``tierkit profile``) lists the program's allocation sites with their capacity
+(peak live bytes) and post-cache accesses. A *strategy* picks the sites that go to the fast
+tier under a capacity; the picks become a *guidance file* of arenas (groups of sites that
+always share a tier) which a guided run (``guided:guidance=FILE``) applies at each
+allocation. The rules, the file format and the matching of sites are in
+``docs/guidance.md``.
+
+Everything here is plain numpy: the module needs no compiled extension.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from bisect import bisect_right
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+try:  # the command line prints a TierkitError as one line; stay usable without the extension
+    from ._core import TierkitError as _ErrorBase
+except ImportError:  # pragma: no cover - only when the compiled extension is missing
+    _ErrorBase = Exception
+
+PathLike = Union[str, os.PathLike]
+Capacity = Union[int, float, str]
+Strategy = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
+
+FORMAT = "tierkit-guidance"
+VERSION = 1
+PROFILE_FORMAT = "tierkit-profile"
+PROFILE_VERSION = 1
+DEFAULT_TIERS = ("fast", "slow")
+DEFAULT_GRANULARITY = 4096
+#: DP cells (sites x capacity units) above which knapsack coarsens its granularity: the take
+#: bitmap then stays under ~250 MB and the run under a few tens of seconds
+MAX_KNAPSACK_CELLS = 2_000_000_000
+
+
+class GuidanceError(_ErrorBase, ValueError):
+    """An impossible option or a malformed profile/guidance file; the message is one line
+    naming the file (or option) and the key."""
+
+
+# ------------------------------------------------------------------------------ strategies
+
+
+def _arrays(sizes: Any, values: Any, capacity: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """Checked int64 copies, so every strategy fails the same way on bad input."""
+    s = np.asarray(sizes)
+    v = np.asarray(values)
+    if s.ndim != 1 or v.ndim != 1 or len(s) != len(v):
+        raise GuidanceError(f"sizes, values: need two 1-D arrays of one length (got shapes {s.shape} and {v.shape})")
+    for name, a in (("sizes", s), ("values", v)):
+        if len(a) and not np.issubdtype(a.dtype, np.integer):
+            if not (np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and np.all(a == np.floor(a))):
+                raise GuidanceError(f"{name}: need whole numbers (got dtype {a.dtype})")
+        if len(a) and a.min() < 0:
+            raise GuidanceError(f"{name}: {a.min()} is negative")
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+        raise GuidanceError(f"capacity: {capacity!r} is not a whole number of bytes")
+    if capacity < 0:
+        raise GuidanceError(f"capacity: {capacity} bytes is negative")
+    return s.astype(np.int64), v.astype(np.int64), int(capacity)
+
+
+def density_order(sizes: Any, values: Any) -> np.ndarray:
+    """Site indices hottest first: accesses per byte descending (a 0-byte site with accesses
+    is infinitely dense, one without has density 0), then accesses descending, then index.
+    Every strategy walks this order, which makes ties deterministic."""
+    s = np.asarray(sizes, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dens = np.where(s > 0, v / np.where(s > 0, s, 1.0), np.where(v > 0, np.inf, 0.0))
+    return np.lexsort((np.arange(len(s)), -v, -dens))
+
+
+def hotset(sizes: Any, values: Any, capacity: int) -> np.ndarray:
+    """000 §3.1 / 002 §III-A hotset: sites in density order until their total size first
+    reaches or exceeds ``capacity`` (the site that crosses it is taken: a soft limit, so a
+    very hot site too big for the tier still gets part of it). Sites without accesses are
+    never taken. Returns the mask of selected sites."""
+    s, v, cap = _arrays(sizes, values, capacity)
+    order = density_order(s, v)
+    before = np.cumsum(s[order]) - s[order]  # bytes taken before each site
+    take = (before < cap) & (v[order] > 0)
+    mask = np.zeros(len(s), dtype=bool)
+    mask[order[take]] = True
+    return mask
+
+
+def knapsack_select(sizes: Any, values: Any, capacity: int, granularity: int = DEFAULT_GRANULARITY,
+                    max_cells: int = MAX_KNAPSACK_CELLS) -> tuple[np.ndarray, int]:
+    """000 §3.1 knapsack, exact 0/1: the sites of greatest total accesses whose total size
+    fits in ``capacity``. Sizes are rounded up to whole ``granularity`` units (arenas are
+    page-aligned) and the capacity down. When sites x units would exceed ``max_cells`` the
+    granularity doubles until it fits. Returns (mask, granularity actually used).
+
+    Among equally valuable selections the one found first in density order wins: a site
+    replaces the best choice without it only when strictly better."""
+    s, v, cap = _arrays(sizes, values, capacity)
+    if isinstance(granularity, bool) or not isinstance(granularity, (int, np.integer)) or granularity < 1:
+        raise GuidanceError(f"--granularity: {granularity!r} is not a positive number of bytes")
+    g = int(granularity)
+    mask = np.zeros(len(s), dtype=bool)
+    mask[(v > 0) & (s == 0)] = True  # take no room
+    cand = (v > 0) & (s > 0) & (s <= cap)
+    order = density_order(s, v)
+    order = order[cand[order]]
+    while True:
+        units = -(-s[order] // g)
+        cap_u = cap // g
+        ok = units <= cap_u
+        items, w = order[ok], units[ok]
+        if int(w.sum()) <= cap_u:  # everything fits: no DP needed
+            mask[items] = True
+            return mask, g
+        if len(items) * (cap_u + 1) <= max_cells:
+            break
+        g *= 2
+    vals = v[items]
+    if int(vals.sum()) >= 2**62:
+        raise GuidanceError("values: total accesses exceed what the knapsack can add up exactly (2**62)")
+    width = cap_u + 1
+    best = np.zeros(width, dtype=np.int64)  # best[c]: greatest value within c units
+    taken: list[np.ndarray] = []  # per item: packed bits of "taken at capacity w..cap_u"
+    for wi, vi in zip(w.tolist(), vals.tolist()):
+        with_it = best[: width - wi] + vi
+        better = with_it > best[wi:]
+        np.maximum(best[wi:], with_it, out=best[wi:])
+        taken.append(np.packbits(better))
+    c = cap_u
+    for j in range(len(items) - 1, -1, -1):
+        wi = int(w[j])
+        if c >= wi:
+            k = c - wi
+            if (taken[j][k >> 3] >> (7 - (k & 7))) & 1:
+                mask[items[j]] = True
+                c -= wi
+    return mask, g
+
+
+def knapsack(sizes: Any, values: Any, capacity: int, granularity: int = DEFAULT_GRANULARITY) -> np.ndarray:
+    """The knapsack mask alone (see :func:`knapsack_select` for the granularity used)."""
+    return knapsack_select(sizes, values, capacity, granularity)[0]
+
+
+def thermos(sizes: Any, values: Any, capacity: int) -> np.ndarray:
+    """002 §III-A thermos: hotset that admits a site past the capacity only when the
+    accesses it brings exceed those of the hottest data it could displace, so lukewarm
+    sites cannot crowd out hot ones. Formal rule (docs/guidance.md): walking sites in
+    density order with ``used`` bytes selected, a site of w bytes and v accesses is taken
+    if it fits; otherwise with d = min(used, used + w - capacity) it is taken iff
+    v * min(w, capacity) / w > (accesses of the hottest d selected bytes, pro-rata)."""
+    s, v, cap = _arrays(sizes, values, capacity)
+    mask = np.zeros(len(s), dtype=bool)
+    used = 0
+    sel_w: list[int] = []  # selected sites, densest first (the walk's order)
+    sel_v: list[int] = []
+    cum_w = [0]  # prefix sums over the selected sites
+    cum_v = [0]
+    for i in density_order(s, v).tolist():
+        w, val = int(s[i]), int(v[i])
+        if val == 0:
+            continue
+        if used + w > cap:
+            d = min(used, used + w - cap)
+            k = bisect_right(cum_w, d) - 1  # whole selected sites inside d bytes
+            r = d - cum_w[k]
+            nw, nv = (sel_w[k], sel_v[k]) if k < len(sel_w) else (1, 0)
+            # contributed = val*min(w,cap)/w (all of it for w = 0); displaced = cum_v[k] + r*nv/nw;
+            # compared exactly by cross-multiplying
+            if w > 0:
+                lhs, rhs = val * min(w, cap) * nw, (cum_v[k] * nw + r * nv) * w
+            else:
+                lhs, rhs = val * nw, cum_v[k] * nw + r * nv
+            if not lhs > rhs:
+                continue
+        mask[i] = True
+        used += w
+        sel_w.append(w)
+        sel_v.append(val)
+        cum_w.append(cum_w[-1] + w)
+        cum_v.append(cum_v[-1] + val)
+    return mask
+
+
+STRATEGIES: dict[str, Strategy] = {"hotset": hotset, "knapsack": knapsack, "thermos": thermos}
+
+
+def _strategy(strategy: Union[str, Strategy], granularity: int, used: list[int]) -> Strategy:
+    if callable(strategy):
+        return strategy
+    if strategy == "knapsack":
+        def run(s: np.ndarray, v: np.ndarray, c: int) -> np.ndarray:
+            m, g = knapsack_select(s, v, c, granularity)
+            used.append(g)
+            return m
+        return run
+    if strategy not in STRATEGIES:
+        raise GuidanceError(f"--strategy: '{strategy}' is not one of {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[strategy]
+
+
+def _assign(sizes: Any, values: Any, capacities: Sequence[int], strategy: Union[str, Strategy],
+            granularity: int, used: list[int]) -> np.ndarray:
+    fn = _strategy(strategy, granularity, used)
+    s = np.asarray(sizes, dtype=np.int64)
+    v = np.asarray(values, dtype=np.int64)
+    tier = np.full(len(s), len(capacities), dtype=np.int64)
+    left = np.arange(len(s))
+    for t, cap in enumerate(capacities):
+        if len(left) == 0:
+            break
+        m = np.asarray(fn(s[left], v[left], int(cap)), dtype=bool)
+        tier[left[m]] = t
+        left = left[~m]
+    return tier
+
+
+def assign_tiers(sizes: Any, values: Any, capacities: Sequence[int], strategy: Union[str, Strategy],
+                 granularity: int = DEFAULT_GRANULARITY) -> np.ndarray:
+    """Tier of each site (0 = fastest; ``len(capacities)`` = the last, unbounded tier): the
+    strategy fills tier 0 from all sites, then tier 1 from the sites left, and so on; what
+    is left goes to the last tier. ``strategy`` is a name (hotset, knapsack, thermos) or a
+    function (sizes, values, capacity) -> mask."""
+    return _assign(sizes, values, capacities, strategy, granularity, [])
+
+
+# ---------------------------------------------------------------------- capacity options
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+_NUMBER = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9_]*)?(?:[eE]-?[0-9]+)?|\.[0-9]+)\s*([A-Za-z%]*)\s*$")
+
+
+def parse_capacity(text: Capacity, key: str = "--capacity") -> Union[int, float]:
+    """A capacity as users write it, in the convention of the rest of tierkit: a number in
+    (0, 1] or a percentage is a fraction of the footprint (float); a size with a unit
+    (``512M``, ``1GiB``, binary multiples) is bytes (int). A Python int is bytes, a float a
+    fraction."""
+    if isinstance(text, bool):
+        raise GuidanceError(f"{key}: {text!r} is not a capacity")
+    if isinstance(text, (int, np.integer)):
+        if text <= 0:
+            raise GuidanceError(f"{key}: {text} bytes cannot work: a capacity must be positive")
+        return int(text)
+    if isinstance(text, (float, np.floating)):
+        if not (0 < text <= 1):
+            raise GuidanceError(f"{key}: {text} is not a fraction of the footprint in (0, 1] "
+                                "(give bytes as an int or a size such as 512M)")
+        return float(text)
+    if not isinstance(text, str):
+        raise GuidanceError(f"{key}: {text!r} is not a capacity")
+    m = _NUMBER.match(text)
+    if not m:
+        raise GuidanceError(f"{key}: '{text}' is not a capacity (examples: 0.125, 12.5%, 512M)")
+    num, unit = float(m.group(1).replace("_", "")), m.group(2)
+    if unit == "%":
+        if not (0 < num <= 100):
+            raise GuidanceError(f"{key}: '{text}': a percentage of the footprint must be in (0%, 100%]")
+        return num / 100
+    if unit == "":
+        if not (0 < num <= 1):
+            raise GuidanceError(f"{key}: '{text}' cannot work: give a fraction of the footprint in (0, 1] "
+                                "(e.g. 0.125) or a size with a unit (e.g. 512M)")
+        return num
+    mult = _UNITS.get(unit.lower())
+    if mult is None:
+        raise GuidanceError(f"{key}: '{text}' is not a capacity (examples: 0.125, 12.5%, 512M)")
+    b = round(num * mult)
+    if b <= 0:
+        raise GuidanceError(f"{key}: '{text}': a capacity of 0 bytes cannot work")
+    return int(b)
+
+
+def _capacities(capacity: Any, n_tiers: int, footprint: int) -> tuple[list[int], list[Optional[float]]]:
+    caps = list(capacity) if isinstance(capacity, (list, tuple)) else [capacity]
+    if len(caps) != n_tiers - 1:
+        raise GuidanceError(f"--capacity: {len(caps)} capacit{'y' if len(caps) == 1 else 'ies'} for {n_tiers} tiers "
+                            f"(give one per tier but the last, which is unbounded: {n_tiers - 1})")
+    out_b: list[int] = []
+    out_f: list[Optional[float]] = []
+    for c in caps:
+        p = parse_capacity(c)
+        if isinstance(p, float):
+            out_f.append(p)
+            out_b.append(int(p * footprint))  # floor, as tier capacities are resolved elsewhere
+        else:
+            out_f.append(None)
+            out_b.append(p)
+    return out_b, out_f
+
+
+# ------------------------------------------------------------------------ file checking
+
+
+class _Check:
+    """One-line errors of the form ``SOURCE: KEY: what is wrong``."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, what: str) -> GuidanceError:
+        return GuidanceError(f"{self.source}: {key}: {what}".replace("\n", " "))
+
+    def get(self, obj: dict, key: str, where: str, kind: str, nullable: bool = False) -> Any:
+        path = f"{where}.{key}" if where else key
+        if not isinstance(obj, dict) or key not in obj:
+            raise self.fail(path, "missing")
+        return self.value(obj[key], path, kind, nullable)
+
+    def value(self, x: Any, path: str, kind: str, nullable: bool = False) -> Any:
+        if x is None and nullable:
+            return x
+        ok = {
+            "int": lambda: isinstance(x, int) and not isinstance(x, bool),
+            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+            "number": lambda: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
+            "str": lambda: isinstance(x, str),
+            "list": lambda: isinstance(x, list),
+            "dict": lambda: isinstance(x, dict),
+        }[kind]()
+        if not ok:
+            want = {"int": "a whole number", "count": "a whole number >= 0", "number": "a finite number",
+                    "str": "a string", "list": "a list", "dict": "an object"}[kind]
+            raise self.fail(path, f"{_short(x)} is not {want}{' or null' if nullable else ''}")
+        return x
+
+    def counts(self, obj: dict, key: str, where: str, n: Optional[int] = None) -> list[int]:
+        xs = self.get(obj, key, where, "list")
+        path = f"{where}.{key}" if where else key
+        for i, x in enumerate(xs):
+            self.value(x, f"{path}[{i}]", "count")
+        if n is not None and len(xs) != n:
+            raise self.fail(path, f"{len(xs)} entries, expected {n}")
+        return xs
+
+    def sites(self, d: dict, ctx: int):
+        """``(where, site)`` for each entry of ``d["sites"]``, checking that each is an
+        object with a call path of at most ``ctx + 1`` frames, unique in the list."""
+        seen: dict[tuple, int] = {}
+        for i, s in enumerate(self.get(d, "sites", "", "list")):
+            w = f"sites[{i}]"
+            self.value(s, w, "dict")
+            key = tuple(self.frames(s, w, ctx + 1))
+            if key in seen:
+                raise self.fail(f"{w}.frames", f"same call path as sites[{seen[key]}]")
+            seen[key] = i
+            yield w, s
+
+    def frames(self, obj: dict, where: str, max_len: int) -> list[str]:
+        fr = self.get(obj, "frames", where, "list")
+        for j, f in enumerate(fr):
+            self.value(f, f"{where}.frames[{j}]", "str")
+        if len(fr) > max_len:
+            raise self.fail(f"{where}.frames", f"{len(fr)} frames, but context {max_len - 1} keys sites by at most {max_len}")
+        return fr
+
+
+def _short(x: Any) -> str:
+    t = json.dumps(x) if isinstance(x, (dict, list, str, int, float, bool)) or x is None else repr(x)
+    return t if len(t) <= 40 else t[:37] + "..."
+
+
+def _format(c: _Check, d: Any, fmt: str, version: int) -> None:
+    if not isinstance(d, dict):
+        raise c.fail("format", f"the file holds {type(d).__name__}, not a {fmt} object")
+    f = c.get(d, "format", "", "str")
+    if f != fmt:
+        raise c.fail("format", f"'{f}' is not '{fmt}'")
+    v = c.get(d, "version", "", "int")
+    if v != version:
+        raise c.fail("version", f"{v} is not supported (this tierkit reads version {version})")
+
+
+def check_profile(p: Any, source: str = "profile") -> dict:
+    """Check the fields of a profile that guidance uses; raise :class:`GuidanceError`
+    naming ``source`` and the key. Returns the profile."""
+    c = _Check(source)
+    _format(c, p, PROFILE_FORMAT, PROFILE_VERSION)
+    tr = c.get(p, "trace", "", "dict")
+    c.get(tr, "path", "trace", "str")
+    c.get(tr, "digest", "trace", "str", nullable=True)
+    c.get(tr, "program", "trace", "str", nullable=True)
+    for i, a in enumerate(c.get(tr, "args", "trace", "list")):
+        c.value(a, f"trace.args[{i}]", "str")
+    for k in ("page_size", "line_size"):
+        c.get(tr, k, "trace", "count")
+    ctx = c.get(p, "context", "", "count")
+    tot = c.get(p, "totals", "", "dict")
+    for k in ("accesses", "reads", "writes", "heap_accesses", "peak_live_bytes"):
+        c.get(tot, k, "totals", "count")
+    sl = c.get(p, "slices", "", "dict")
+    c.get(sl, "source", "slices", "str")
+    n_slices = c.get(sl, "count", "slices", "count")
+    c.get(sl, "length", "slices", "count")
+    ph = c.get(p, "phases", "", "dict")
+    c.get(ph, "source", "phases", "str")
+    n_ph = c.get(ph, "count", "phases", "count")
+    if n_ph < 1:
+        raise c.fail("phases.count", "0: a profile has at least one phase")
+    of = c.counts(ph, "of_slice", "phases", n_slices)
+    bad = [x for x in of if x >= n_ph]
+    if bad:
+        raise c.fail("phases.of_slice", f"phase {bad[0]} of a profile with {n_ph} phase(s)")
+    for w, s in c.sites(p, ctx):
+        for k in ("peak_bytes", "allocs", "bytes_allocated", "reads", "writes"):
+            c.get(s, k, w, "count")
+        c.counts(s, "phase_reads", w, n_ph)
+        c.counts(s, "phase_writes", w, n_ph)
+    nh = c.get(p, "nonheap", "", "dict")
+    for k in ("reads", "writes"):
+        c.get(nh, k, "nonheap", "count")
+    c.counts(nh, "phase_reads", "nonheap", n_ph)
+    c.counts(nh, "phase_writes", "nonheap", n_ph)
+    return p
+
+
+def check_guidance(g: Any, source: str = "guidance") -> dict:
+    """Check a guidance dict field by field (docs/guidance.md); raise
+    :class:`GuidanceError` naming ``source`` and the key. Returns the guidance."""
+    c = _Check(source)
+    _format(c, g, FORMAT, VERSION)
+    strat = c.get(g, "strategy", "", "str")
+    if strat not in STRATEGIES:
+        raise c.fail("strategy", f"'{strat}' is not one of {', '.join(sorted(STRATEGIES))}")
+    mode = c.get(g, "mode", "", "str")
+    if mode not in ("static", "per-phase"):
+        raise c.fail("mode", f"'{mode}' is not static or per-phase")
+    tiers = c.get(g, "tiers", "", "list")
+    for i, t in enumerate(tiers):
+        c.value(t, f"tiers[{i}]", "str")
+    if len(tiers) < 2:
+        raise c.fail("tiers", "a guidance file names at least two tiers")
+    nt = len(tiers)
+    c.counts(g, "capacity_bytes", "", nt - 1)
+    fr = c.get(g, "capacity_fraction", "", "list")
+    if len(fr) != nt - 1:
+        raise c.fail("capacity_fraction", f"{len(fr)} entries, expected {nt - 1}")
+    for i, f in enumerate(fr):
+        c.value(f, f"capacity_fraction[{i}]", "number", nullable=True)
+        if f is not None and not 0 < f <= 1:
+            raise c.fail(f"capacity_fraction[{i}]", f"{f} is not in (0, 1]")
+    gran = c.get(g, "granularity_bytes", "", "int", nullable=True)
+    if gran is not None and gran < 1:
+        raise c.fail("granularity_bytes", f"{gran} is not a positive number of bytes")
+    ctx = c.get(g, "context", "", "count")
+    c.get(g, "unmatched", "", "str")
+    pr = c.get(g, "profile", "", "dict")
+    c.get(pr, "trace_path", "profile", "str")
+    c.get(pr, "trace_digest", "profile", "str", nullable=True)
+    c.get(pr, "program", "profile", "str", nullable=True)
+    c.get(pr, "args", "profile", "list")
+    c.get(pr, "footprint_bytes", "profile", "count")
+    ph = c.get(g, "phases", "", "dict")
+    n_ph = c.get(ph, "count", "phases", "count")
+    if n_ph < 1:
+        raise c.fail("phases.count", "0: guidance has at least one phase")
+    if mode == "static" and n_ph != 1:
+        raise c.fail("phases.count", f"{n_ph}: static guidance has one phase")
+    c.get(ph, "slice_source", "phases", "str", nullable=True)
+    length = c.get(ph, "slice_length", "phases", "count")
+    of = c.counts(ph, "of_slice", "phases")
+    bad = [x for x in of if x >= n_ph]
+    if bad:
+        raise c.fail("phases.of_slice", f"phase {bad[0]} of {n_ph}")
+    if mode == "per-phase":
+        if not of:
+            raise c.fail("phases.of_slice", "empty: per-phase guidance needs the phase of each slice")
+        if length == 0:
+            raise c.fail("phases.slice_length", "0: per-phase guidance needs the slice length")
+    arenas = c.get(g, "arenas", "", "list")
+    for i, a in enumerate(arenas):
+        w = f"arenas[{i}]"
+        c.value(a, w, "dict")
+        if c.get(a, "id", w, "int") != i:
+            raise c.fail(f"{w}.id", f"{a['id']} is not its position {i}")
+        ts = c.counts(a, "tiers", w, n_ph)
+        bad = [t for t in ts if t >= nt]
+        if bad:
+            raise c.fail(f"{w}.tiers", f"tier {bad[0]} is not one of the {nt} tiers")
+    for w, s in c.sites(g, ctx):
+        a = c.get(s, "arena", w, "count")
+        if a >= len(arenas):
+            raise c.fail(f"{w}.arena", f"{a} is not an arena id (0..{len(arenas) - 1})")
+        t = c.get(s, "tier", w, "count")
+        if t != arenas[a]["tiers"][0]:
+            raise c.fail(f"{w}.tier", f"{t} differs from the tier of arena {a} in phase 0 ({arenas[a]['tiers'][0]})")
+        if "bits" in s:
+            b = c.value(s["bits"], f"{w}.bits", "str")
+            want = "".join("1" if x == 0 else "0" for x in arenas[a]["tiers"])
+            if b != want:
+                raise c.fail(f"{w}.bits", f"'{b}' does not match arena {a} ('{want}')")
+        c.get(s, "peak_bytes", w, "count")
+        c.get(s, "accesses", w, "count")
+        c.get(s, "accesses_per_byte", w, "number", nullable=True)
+        if "phase_accesses" in s:
+            c.counts(s, "phase_accesses", w, n_ph)
+    return g
+
+
+def _load_json(path: PathLike) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise GuidanceError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise GuidanceError(f"{path}: byte {e.start}: not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise GuidanceError(f"{path}: line {e.lineno} column {e.colno}: not JSON ({e.msg})") from None
+
+
+def read_profile(path: PathLike) -> dict:
+    """Load and check a profile file (``tierkit profile``)."""
+    return check_profile(_load_json(path), os.fspath(path))
+
+
+def read_guidance(path: PathLike) -> dict:
+    """Load and check a guidance file (``tierkit guide``)."""
+    return check_guidance(_load_json(path), os.fspath(path))
+
+
+def dumps(g: dict) -> str:
+    """The file's text: stable (the same guidance gives the same bytes), one key per line
+    and one arena or site per line (readable, and diffs show which sites moved), strict
+    JSON (no NaN or Infinity, which the Rust reader rejects)."""
+    def one(x: Any) -> str:
+        return json.dumps(x, allow_nan=False, ensure_ascii=False)
+
+    parts = []
+    for k, v in g.items():
+        if isinstance(v, list) and v and all(isinstance(e, dict) for e in v):
+            body = ",\n  ".join(one(e) for e in v)
+            parts.append(f" {one(k)}: [\n  {body}\n ]")
+        else:
+            parts.append(f" {one(k)}: {one(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def write_guidance(g: dict, path: PathLike, force: bool = False) -> None:
+    """Write guidance as JSON; an existing file is kept unless ``force``."""
+    text = dumps(g)
+    try:
+        with open(path, "w" if force else "x", encoding="utf-8") as f:
+            f.write(text)
+    except FileExistsError:
+        raise GuidanceError(f"{path}: file exists (use --force to overwrite)") from None
+    except OSError as e:
+        raise GuidanceError(f"{path}: cannot write: {e.strerror or e}") from None
+
+
+# ------------------------------------------------------------------------------ guidance
+
+
+def _per_byte(acc: int, peak: int) -> Optional[float]:
+    # JSON has no Infinity: a 0-byte site with accesses has no finite density
+    return acc / peak if peak else (None if acc else 0.0)
+
+
+def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequence[Capacity]],
+                  tiers: Optional[Sequence[str]] = None, per_phase: bool = False,
+                  granularity: int = DEFAULT_GRANULARITY) -> dict:
+    """Guidance from a profile: the strategy picks the sites of each tier but the last
+    (static), or does so for every phase on that phase's accesses (``per_phase``, 000 §3.2)
+    and sites with the same tier in every phase share an arena.
+
+    ``capacity``: one per tier but the last; a float in (0, 1] is a fraction of the
+    profile's footprint (``totals.peak_live_bytes``, D of 000 §3.1), an int is bytes, a
+    string is parsed like the command line's (``0.125``, ``12.5%``, ``512M``)."""
+    check_profile(profile)
+    if strategy not in STRATEGIES:
+        raise GuidanceError(f"--strategy: '{strategy}' is not one of {', '.join(sorted(STRATEGIES))}")
+    tiers = list(DEFAULT_TIERS if tiers is None else tiers)
+    if len(tiers) < 2:
+        raise GuidanceError(f"--tiers: {len(tiers)} tier(s): guidance places sites in at least two tiers")
+    for t in tiers:
+        if not isinstance(t, str) or not t:
+            raise GuidanceError(f"--tiers: {_short(t)} is not a tier name")
+    if len(set(tiers)) != len(tiers):
+        raise GuidanceError(f"--tiers: {','.join(tiers)} names a tier twice")
+    if isinstance(granularity, bool) or not isinstance(granularity, (int, np.integer)) or granularity < 1:
+        raise GuidanceError(f"--granularity: {granularity!r} is not a positive number of bytes")
+    footprint = int(profile["totals"]["peak_live_bytes"])
+    cap_b, cap_f = _capacities(capacity, len(tiers), footprint)
+
+    ph = profile["phases"]
+    sl = profile["slices"]
+    if per_phase:
+        if ph["count"] < 1 or not ph["of_slice"]:
+            raise GuidanceError("--per-phase: the profile has no phases (phases.of_slice is empty): "
+                                "profile a trace with slices, or make static guidance")
+        if sl["length"] <= 0:
+            raise GuidanceError("--per-phase: the profile has no slice length (slices.length is 0): "
+                                "a guided run could not tell when phases change")
+
+    sites = [s for s in profile["sites"] if s["reads"] + s["writes"] > 0 or s["allocs"] > 0]
+    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"]))
+    sizes = np.array([s["peak_bytes"] for s in sites], dtype=np.int64)
+    used: list[int] = []
+    if per_phase:
+        n_ph = int(ph["count"])
+        cols = []
+        for p in range(n_ph):
+            vals = np.array([s["phase_reads"][p] + s["phase_writes"][p] for s in sites], dtype=np.int64)
+            cols.append(_assign(sizes, vals, cap_b, strategy, granularity, used))
+        per_site = np.stack(cols, axis=1) if sites else np.zeros((0, n_ph), dtype=np.int64)
+        phases = {"count": n_ph, "slice_source": sl["source"], "slice_length": int(sl["length"]),
+                  "of_slice": [int(x) for x in ph["of_slice"]]}
+    else:
+        vals = np.array([s["reads"] + s["writes"] for s in sites], dtype=np.int64)
+        per_site = _assign(sizes, vals, cap_b, strategy, granularity, used)[:, None]
+        phases = {"count": 1, "slice_source": sl["source"], "slice_length": int(sl["length"]),
+                  "of_slice": [0] * len(ph["of_slice"])}
+
+    arena_of: dict[tuple, int] = {}
+    out_sites = []
+    for s, row in zip(sites, per_site.tolist()):
+        key = tuple(row)
+        a = arena_of.setdefault(key, len(arena_of))
+        acc = s["reads"] + s["writes"]
+        e: dict[str, Any] = {"frames": list(s["frames"]), "arena": a, "tier": row[0]}
+        if per_phase and len(tiers) == 2:
+            e["bits"] = "".join("1" if t == 0 else "0" for t in row)
+        e["peak_bytes"] = s["peak_bytes"]
+        e["accesses"] = acc
+        e["accesses_per_byte"] = _per_byte(acc, s["peak_bytes"])
+        if per_phase:
+            e["phase_accesses"] = [a_r + a_w for a_r, a_w in zip(s["phase_reads"], s["phase_writes"])]
+        out_sites.append(e)
+
+    tr = profile["trace"]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "strategy": strategy,
+        "mode": "per-phase" if per_phase else "static",
+        "tiers": tiers,
+        "capacity_bytes": cap_b,
+        "capacity_fraction": cap_f,
+        "granularity_bytes": (max(used) if used else int(granularity)) if strategy == "knapsack" else None,
+        "context": int(profile["context"]),
+        "unmatched": "last-tier",
+        "profile": {"trace_path": tr["path"], "trace_digest": tr["digest"], "program": tr["program"],
+                    "args": list(tr["args"]), "footprint_bytes": footprint},
+        "phases": phases,
+        "arenas": [{"id": i, "tiers": list(k)} for k, i in arena_of.items()],
+        "sites": out_sites,
+    }
+
+
+def match_site(frames: Sequence[str], guidance: dict) -> Optional[dict]:
+    """The guidance site of a trace allocation site, or None (then the site goes to the
+    ``unmatched`` tier). Keys are the first ``context + 1`` symbolized frames, innermost
+    first; a trace that records fewer frames than that matches the first site (in file
+    order) whose key starts with the frames it has. The same rule as the guided policy."""
+    n = int(guidance["context"]) + 1
+    key = list(frames[:n])
+    for s in guidance["sites"]:
+        if s["frames"] == key:
+            return s
+    if len(key) < n:
+        for s in guidance["sites"]:
+            if s["frames"][: len(key)] == key:
+                return s
+    return None
+
+
+def tier_summary(g: dict):
+    """Sites, peak bytes and accesses per phase and tier, for printing (a DataFrame).
+    In static guidance ``accesses`` are the whole run's; per phase they are the phase's."""
+    import pandas as pd
+
+    n_ph = g["phases"]["count"] if g["mode"] == "per-phase" else 1
+    arenas = g["arenas"]
+    rows = []
+    for p in range(n_ph):
+        for t, name in enumerate(g["tiers"]):
+            ss = [s for s in g["sites"] if arenas[s["arena"]]["tiers"][p] == t]
+            rows.append({
+                "phase": p, "tier": name,
+                "capacity_bytes": g["capacity_bytes"][t] if t < len(g["capacity_bytes"]) else None,
+                "sites": len(ss), "peak_bytes": sum(s["peak_bytes"] for s in ss),
+                "accesses": sum(s["phase_accesses"][p] if "phase_accesses" in s else s["accesses"] for s in ss),
+            })
+    df = pd.DataFrame(rows)
+    df["capacity_bytes"] = df["capacity_bytes"].astype("Int64")  # the last tier has none
+    return df

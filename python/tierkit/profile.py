@@ -1,0 +1,299 @@
+"""Allocation-site profiles (``tierkit profile``; 000 §4.1, 002 §III and Fig. 2).
+
+The Rust core makes one pass over the trace and attributes every access to the live
+allocation that holds it (``_core.profile_trace``). Here the raw sites are grouped by
+call-path depth (depth 0: the allocating function alone; depth d: it and d callers), the
+run's slices are clustered into phases, and the profile file is written. The file's fields
+are documented in ``docs/guidance.md`` ("The profile file").
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _core
+from ._core import TierkitError
+from .progress import Bar
+
+PathLike = Union[str, os.PathLike]
+
+FORMAT = "tierkit-profile"
+VERSION = 1
+#: explained share of the slices' variance at which the phase count stops growing (the
+#: SimPoint-style "smallest k that is nearly as good as the best")
+PHASE_VARIANCE = 0.9
+
+
+def _kmeans(x: np.ndarray, k: int, seed: int, n_init: int = 4, iters: int = 100) -> tuple[np.ndarray, float]:
+    """Lloyd's k-means with k-means++ seeding; returns labels and the within-cluster sum of
+    squares. Deterministic for a given seed."""
+    rng = np.random.default_rng(seed)
+    best: tuple[np.ndarray, float] | None = None
+    n = len(x)
+    for _ in range(n_init):
+        centers = [x[rng.integers(n)]]
+        for _ in range(1, k):
+            d2 = np.min(((x[:, None, :] - np.array(centers)[None]) ** 2).sum(-1), axis=1)
+            tot = d2.sum()
+            centers.append(x[rng.choice(n, p=d2 / tot)] if tot > 0 else x[rng.integers(n)])
+        c = np.array(centers)
+        labels = np.zeros(n, dtype=np.int64)
+        for it in range(iters):
+            d = ((x[:, None, :] - c[None]) ** 2).sum(-1)
+            new = d.argmin(1)
+            if it and np.array_equal(new, labels):
+                break
+            labels = new
+            for j in range(k):
+                m = labels == j
+                if m.any():
+                    c[j] = x[m].mean(0)
+        sse = float(((x - c[labels]) ** 2).sum())
+        if best is None or sse < best[1] - 1e-12:
+            best = (labels, sse)
+    assert best is not None
+    return best
+
+
+def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.ndarray:
+    """Phase of each slice: k-means over the slices' access-share vectors (one column per
+    site) for k = 1..max_phases, keeping the smallest k that explains ``PHASE_VARIANCE`` of
+    what the best k explains. Phases are numbered in order of first appearance; an empty
+    slice keeps the phase before it."""
+    n = len(vectors)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    tot = vectors.sum(1, keepdims=True)
+    busy = tot[:, 0] > 0
+    x = np.where(tot > 0, vectors / np.where(tot > 0, tot, 1), 0.0)[busy]
+    if len(x) == 0 or max_phases <= 1:
+        return np.zeros(n, dtype=np.int64)
+    kmax = min(max_phases, len(np.unique(x.round(12), axis=0)))
+    runs = [_kmeans(x, k, seed) for k in range(1, kmax + 1)]
+    sse = np.array([r[1] for r in runs])
+    target = sse.min() + (1 - PHASE_VARIANCE) * (sse[0] - sse.min())
+    k = int(np.argmax(sse <= target + 1e-12))
+    labels_busy = runs[k][0]
+    labels = np.full(n, -1, dtype=np.int64)
+    labels[busy] = labels_busy
+    prev = labels_busy[0]
+    for i in range(n):
+        if labels[i] < 0:
+            labels[i] = prev
+        prev = labels[i]
+    # renumber by first appearance
+    order = {}
+    for v in labels:
+        order.setdefault(int(v), len(order))
+    return np.array([order[int(v)] for v in labels], dtype=np.int64)
+
+
+def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, slice: Optional[str] = None,
+            format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
+            seed: int = 1) -> dict:
+    """Profile a trace by allocation site; returns the profile as a dict (the file's content).
+
+    ``context``: call-path depth of the site keys (0 = the allocating function alone); by
+    default every frame the trace recorded. ``phases``: at most this many phases, found by
+    clustering the slices (or given by the trace's phase markers). ``slice``: slice length
+    (``50M-insn`` or a number of accesses) when the trace has no slice markers; by default
+    64 equal slices."""
+    if phases < 1:
+        raise TierkitError(f"--phases: {phases} is not a positive number of phases")
+    with Bar(f"profile {Path(trace).name}", progress) as bar:
+        raw = json.loads(_core.profile_trace(os.fspath(trace), format, cache, slice, bar.callback))
+    depths = raw["depths"]
+    max_depth = len(depths) - 1
+    if context is None:
+        context = max_depth
+    if context < 0:
+        raise TierkitError(f"--context: {context} is not a depth (0 = the allocating function alone)")
+    if context > max_depth:
+        raise TierkitError(f"--context: {trace} records {max_depth + 1} frame(s) per allocation site, so the deepest "
+                           f"context is {max_depth} (record with 'tierkit trace record --context N' for more)")
+    if not raw["sites"]:
+        raise TierkitError(f"{trace}: the trace has no allocation events: profiling by allocation site needs a trace "
+                           "recorded by 'tierkit trace record' (or any trace with alloc and site records)")
+
+    n_slices = raw["slices"]["count"]
+    n_raw = len(raw["sites"])
+    # slice x raw-site access counts (reads, writes); the last column is non-heap
+    sc = np.array(raw["slice_counts"], dtype=np.int64).reshape(-1, 4)
+    site_col = np.where(sc[:, 1] == 0xFFFFFFFF, n_raw, sc[:, 1])
+    per_r = np.zeros((n_slices, n_raw + 1), dtype=np.int64)
+    per_w = np.zeros((n_slices, n_raw + 1), dtype=np.int64)
+    np.add.at(per_r, (sc[:, 0], site_col), sc[:, 2])
+    np.add.at(per_w, (sc[:, 0], site_col), sc[:, 3])
+
+    groups = depths[context]["groups"]
+    member = np.zeros(n_raw, dtype=np.int64)
+    for g, grp in enumerate(groups):
+        member[grp["sites"]] = g
+    n_g = len(groups)
+    # slice x group
+    gr = np.zeros((n_slices, n_g + 1), dtype=np.int64)
+    gw = np.zeros((n_slices, n_g + 1), dtype=np.int64)
+    cols = np.append(member, n_g)
+    np.add.at(gr.T, cols, per_r.T)
+    np.add.at(gw.T, cols, per_w.T)
+
+    labels = raw["slices"]["phase_label"]
+    if any(lbl is not None for lbl in labels):
+        names: dict = {}
+        of_slice = np.array([names.setdefault(lbl, len(names)) for lbl in labels], dtype=np.int64)
+        phase_source = "markers"
+    elif phases > 1 and n_slices > 1:
+        of_slice = cluster_phases((gr + gw).astype(np.float64), phases, seed)
+        phase_source = "kmeans"
+    else:
+        of_slice = np.zeros(n_slices, dtype=np.int64)
+        phase_source = "single"
+    n_ph = int(of_slice.max()) + 1 if n_slices else 1
+    pr = np.zeros((n_ph, n_g + 1), dtype=np.int64)
+    pw = np.zeros((n_ph, n_g + 1), dtype=np.int64)
+    np.add.at(pr, of_slice, gr)
+    np.add.at(pw, of_slice, gw)
+
+    raw_by_id = raw["sites"]
+    insn = raw["insn"]
+    line = raw["line_size"]
+    sites = []
+    for g, grp in enumerate(groups):
+        members = [raw_by_id[i] for i in grp["sites"]]
+        reads = int(pr[:, g].sum())
+        writes = int(pw[:, g].sum())
+        peak = int(grp["peak_bytes"])
+        acc = reads + writes
+        sites.append({
+            "frames": grp["frames"],
+            "peak_bytes": peak,
+            "allocs": int(sum(m["allocs"] for m in members)),
+            "bytes_allocated": int(sum(m["bytes_allocated"] for m in members)),
+            "reads": reads,
+            "writes": writes,
+            "accesses_per_byte": acc / peak if peak else (float("inf") if acc else 0.0),
+            "bytes_per_kinsn": acc * line * 1000 / insn if insn else None,
+            "raw_sites": len(members),
+            "phase_reads": [int(v) for v in pr[:, g]],
+            "phase_writes": [int(v) for v in pw[:, g]],
+        })
+    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"]))
+    nonheap = {"reads": int(pr[:, n_g].sum()), "writes": int(pw[:, n_g].sum()),
+               "phase_reads": [int(v) for v in pr[:, n_g]], "phase_writes": [int(v) for v in pw[:, n_g]]}
+
+    # 002 Fig. 2: cumulative capacity against cumulative traffic, sites by hotness, per depth
+    curves = {}
+    for d in range(context + 1):
+        gd = depths[d]["groups"]
+        mem = np.zeros(n_raw, dtype=np.int64)
+        for g, grp in enumerate(gd):
+            mem[grp["sites"]] = g
+        acc = np.zeros(len(gd), dtype=np.float64)
+        np.add.at(acc, mem, np.array([s["reads"] + s["writes"] for s in raw_by_id], dtype=np.float64))
+        cap = np.array([grp["peak_bytes"] for grp in gd], dtype=np.float64)
+        dens = np.where(cap > 0, acc / np.maximum(cap, 1), np.where(acc > 0, np.inf, 0))
+        order = np.lexsort((np.arange(len(gd)), -acc, -dens))
+        tc, ta = cap.sum(), acc.sum()
+        curves[str(d)] = {
+            "sites": len(gd),
+            "capacity": [round(float(v), 6) for v in (np.cumsum(cap[order]) / tc if tc else np.zeros(len(gd)))],
+            "accesses": [round(float(v), 6) for v in (np.cumsum(acc[order]) / ta if ta else np.zeros(len(gd)))],
+        }
+
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "trace": {"path": os.fspath(trace), "digest": raw["digest"], "program": raw["program"], "args": raw["args"],
+                  "page_size": raw["page_size"], "line_size": line, "post_cache": raw["post_cache"]},
+        "context": context,
+        "max_context": max_depth,
+        "totals": {
+            "accesses": raw["accesses"], "reads": raw["reads"], "writes": raw["writes"], "insn": insn,
+            "heap_accesses": raw["heap_reads"] + raw["heap_writes"],
+            "nonheap_accesses": raw["nonheap_reads"] + raw["nonheap_writes"],
+            "peak_live_bytes": raw["peak_live_bytes"],
+            "raw_sites": n_raw,
+            "unmatched_frees": raw["unmatched_frees"],
+            "overlapping_allocs": raw["overlapping_allocs"],
+        },
+        "slices": {"source": raw["slices"]["source"], "count": n_slices, "length": raw["slices"]["length"],
+                   "start_insn": raw["slices"]["start_insn"], "start_access": raw["slices"]["start_access"]},
+        "phases": {"source": phase_source, "count": n_ph, "of_slice": [int(v) for v in of_slice]},
+        "sites": sites,
+        "nonheap": nonheap,
+        "curves": curves,
+    }
+
+
+def _short(frames: list) -> str:
+    """The innermost frame, and the first caller when the innermost frame alone says
+    little (an allocation wrapper, or a library without symbols)."""
+    if not frames:
+        return "?"
+    head = frames[0]
+    if len(frames) > 1 and (head.startswith("???") or len(frames[0]) < 12):
+        head += " < " + frames[1]
+    return head if len(head) <= 80 else head[:77] + "..."
+
+
+def sites_frame(p: dict):
+    """The profile's sites as a DataFrame, hottest first (``site`` is the innermost frame)."""
+    import pandas as pd
+
+    rows = []
+    tot = max(1, p["totals"]["accesses"])
+    for s in p["sites"]:
+        acc = s["reads"] + s["writes"]
+        rows.append({"site": _short(s["frames"]), "callers": " < ".join(s["frames"][1:]),
+                     "peak_bytes": s["peak_bytes"], "reads": s["reads"], "writes": s["writes"],
+                     "accesses_pct": 100 * acc / tot, "accesses_per_byte": s["accesses_per_byte"],
+                     "bytes_per_kinsn": s["bytes_per_kinsn"], "allocs": s["allocs"]})
+    return pd.DataFrame(rows)
+
+
+def write(p: dict, path: PathLike, force: bool = False) -> None:
+    path = Path(path)
+    if path.exists() and not force:
+        raise TierkitError(f"{path}: file exists (use --force to overwrite)")
+    path.write_text(json.dumps(p, indent=1) + "\n")
+
+
+def plot(p: dict, path: PathLike, force: bool = False) -> None:
+    """002 Fig. 2: cumulative capacity (x) against cumulative accesses (y) of the sites in
+    order of hotness, one line per call-path depth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    if path.exists() and not force:
+        raise TierkitError(f"{path}: file exists (use --force to overwrite)")
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    for d, c in sorted(p["curves"].items(), key=lambda kv: int(kv[0])):
+        x = [0.0] + c["capacity"]
+        y = [0.0] + c["accesses"]
+        ax.plot(x, y, marker="o", markersize=3, label=f"depth {d} ({c['sites']} sites)")
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("cumulative capacity (share of the sites' peak bytes)")
+    ax.set_ylabel("cumulative post-cache accesses (share)")
+    prog = p["trace"].get("program") or p["trace"]["path"]
+    ax.set_title(f"sites by hotness: {Path(str(prog)).name}", fontsize=10)
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)
+
+
+def load(path: PathLike) -> dict[str, Any]:
+    """Read a profile file (checked by :func:`tierkit.guide.read_profile`)."""
+    from .guide import read_profile
+
+    return read_profile(path)

@@ -1,0 +1,195 @@
+"""Profiles, guidance and guided runs from the command line and the API (issue 5).
+
+The committed sqlite3 trace carries allocation events, so most tests need no tracer; the
+train-versus-ref and per-phase tests record the workloads with Valgrind and skip without it.
+"""
+import json
+import shutil
+
+import pytest
+
+import tierkit
+from tierkit import guide
+from tierkit import profile as prof
+
+from conftest import VENDORED
+
+SQLITE = VENDORED / "sqlite3-orders.tkt"
+GCC = VENDORED / "403.gcc.gz"
+needs_tracer = pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("make") is None,
+                                  reason="valgrind or make is not installed")
+
+
+@pytest.fixture(scope="module")
+def sqlite_profile(tmp_path_factory):
+    return prof.profile(SQLITE, progress=False)
+
+
+def test_profile_cli_writes_profile_and_plot(cli, tmp_path):
+    out, png = tmp_path / "p.json", tmp_path / "p.png"
+    rc, stdout, err = cli("profile", SQLITE, "-o", out, "--plot", png, "--top", "3", "-q")
+    assert rc == 0, err
+    assert "acc/byte" in stdout and "phases" in stdout
+    p = guide.read_profile(out)
+    assert p["format"] == "tierkit-profile" and p["sites"]
+    assert png.stat().st_size > 1000
+    # never overwrite without --force: one line, status 2
+    rc, _, err = cli("profile", SQLITE, "-o", out, "-q")
+    assert rc == 2 and err.count("\n") == 1 and "--force" in err
+    rc, _, err = cli("profile", SQLITE, "-o", out, "-q", "--force")
+    assert rc == 0, err
+
+
+def test_profile_accounts_for_every_access(sqlite_profile):
+    p = sqlite_profile
+    t = p["totals"]
+    site_acc = sum(s["reads"] + s["writes"] for s in p["sites"])
+    assert site_acc == t["heap_accesses"]
+    assert t["heap_accesses"] + t["nonheap_accesses"] == t["accesses"]
+    # per phase as well, and each phase of at least one slice
+    n = p["phases"]["count"]
+    assert sum(sum(s["phase_reads"]) + sum(s["phase_writes"]) for s in p["sites"]) == site_acc
+    assert sorted(set(p["phases"]["of_slice"])) == list(range(n))
+    assert len(p["phases"]["of_slice"]) == p["slices"]["count"]
+    # 002 Fig. 2 curves end at (1, 1) and never decrease
+    for c in p["curves"].values():
+        assert c["capacity"][-1] == pytest.approx(1.0) and c["accesses"][-1] == pytest.approx(1.0)
+        assert all(a <= b for a, b in zip(c["accesses"], c["accesses"][1:]))
+
+
+def test_context_depth_merges_sites(sqlite_profile):
+    # fewer frames per key can only merge sites (002 Fig. 2, upper against lower plots)
+    shallow = prof.profile(SQLITE, context=0, progress=False)
+    assert len(shallow["sites"]) <= len(sqlite_profile["sites"])
+    assert shallow["totals"]["heap_accesses"] == sqlite_profile["totals"]["heap_accesses"]
+    sizes = [sqlite_profile["curves"][str(d)]["sites"] for d in range(sqlite_profile["context"] + 1)]
+    assert sizes == sorted(sizes)
+
+
+def test_profile_errors_are_one_line(cli, tmp_path):
+    rc, _, err = cli("profile", SQLITE, "-o", tmp_path / "x.json", "--context", "9", "-q")
+    assert rc == 2 and err.count("\n") == 1 and "--context" in err
+    rc, _, err = cli("profile", GCC, "-o", tmp_path / "y.json", "-q")
+    assert rc == 2 and err.count("\n") == 1 and "no allocation events" in err
+    rc, _, err = cli("profile", SQLITE, "-o", tmp_path / "z.json", "--slice", "10ms", "-q")
+    assert rc == 2 and err.count("\n") == 1 and "--slice" in err
+
+
+def test_guide_cli_strategies_and_errors(cli, tmp_path, sqlite_profile):
+    pf = tmp_path / "p.json"
+    prof.write(sqlite_profile, pf)
+    for s in ("knapsack", "hotset", "thermos"):
+        out = tmp_path / f"{s}.json"
+        rc, stdout, err = cli("guide", pf, "--strategy", s, "--capacity", "0.125", "-o", out)
+        assert rc == 0, err
+        g = guide.read_guidance(out)
+        assert g["strategy"] == s and stdout.startswith(s)
+    rc, _, err = cli("guide", pf, "--strategy", "thermos", "-o", tmp_path / "thermos.json")
+    assert rc == 2 and "--force" in err
+    rc, _, err = cli("guide", pf, "--strategy", "bogus", "-o", tmp_path / "b.json")
+    assert rc == 2 and err.count("\n") == 1 and "--strategy" in err
+    rc, _, err = cli("guide", pf, "--capacity", "7", "-o", tmp_path / "c.json")
+    assert rc == 2 and err.count("\n") == 1 and "--capacity" in err
+    rc, _, err = cli("guide", tmp_path / "missing.json", "-o", tmp_path / "d.json")
+    assert rc == 2 and err.count("\n") == 1 and "missing.json" in err
+    # three tiers, tier by tier
+    rc, _, err = cli("guide", pf, "--tiers", "hbm,dram,cxl", "--capacity", "0.1,0.3", "-o", tmp_path / "t3.json")
+    assert rc == 0, err
+    assert guide.read_guidance(tmp_path / "t3.json")["tiers"] == ["hbm", "dram", "cxl"]
+
+
+def test_guided_runs_from_a_file_and_from_a_strategy(cli, tmp_path, sqlite_profile):
+    g = guide.make_guidance(sqlite_profile, "thermos", 0.125)
+    gf = tmp_path / "g.json"
+    guide.write_guidance(g, gf)
+    rc, out, err = cli("simulate", SQLITE, "-p", "hbm-ddr3", "-c", "0.125", "--policy", f"guided:guidance={gf}", "--json", "-q")
+    assert rc == 0, err
+    r = json.loads(out)
+    st = r["stats"]["policy"]
+    assert st["allocations"] > 0 and st["allocations_unmatched"] == 0
+    # the same guidance made on the fly: same placement, same runtime
+    r2 = tierkit.run(SQLITE, "hbm-ddr3", "guided:strategy=thermos,capacity=0.125", fast_capacity=0.125, progress=False)
+    assert r2["runtime_ns"] == r["runtime_ns"]
+    assert r2["policy"] == "guided:strategy=thermos,capacity=0.125"
+    assert r2["config"]["guidance"]["strategy"] == "thermos"
+    # compare labels the row with the user's spec
+    df = tierkit.compare(SQLITE, "hbm-ddr3", "first-touch,guided:strategy=hotset", fast_capacity=0.125, progress=False)
+    assert "guided:strategy=hotset" in set(df["policy"])
+    # 'all' leaves guided out: it needs guidance
+    assert "guided" not in tierkit.api.parse_policies("all")
+    rc, _, err = cli("simulate", SQLITE, "--policy", "guided:strategy=thermos,guidance=x.json", "-q")
+    assert rc == 2 and err.count("\n") == 1
+
+
+def test_unmatched_sites_fall_back_to_the_documented_default(tmp_path, sqlite_profile):
+    # guidance for another program matches none of this trace's sites: all its allocations
+    # follow unmatched= (default: the last tier, as 000 treats cold sites)
+    other = json.loads(json.dumps(sqlite_profile))
+    for i, s in enumerate(other["sites"]):
+        s["frames"] = [f"elsewhere_{i} (x.c:{i})"]
+    other["context"] = 0
+    g = guide.make_guidance(other, "thermos", 0.5)
+    gf = tmp_path / "other.json"
+    guide.write_guidance(g, gf)
+    r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf},nonheap=slow", fast_capacity=0.5, progress=False)
+    st = r["stats"]["policy"]
+    assert st["allocations_unmatched"] == st["allocations"]
+    assert r["fast_hit_ratio"] == 0
+    r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf},unmatched=fast,nonheap=slow", fast_capacity=0.5, progress=False)
+    assert r["fast_hit_ratio"] > 0
+
+
+@needs_tracer
+def test_sites_match_across_inputs_and_guidance_transfers(tmp_path):
+    # 000 §6.2: profile one input (train), evaluate another (ref); sites are keyed by their
+    # symbolized frames, so every allocation of the ref run finds its site
+    from tierkit import workloads
+
+    train, ref = tmp_path / "train.tkt", tmp_path / "ref.tkt"
+    workloads.trace("sites", "small", out=train, cache="L1:8K:8")
+    workloads.trace("sites", "small", out=ref, cache="L1:8K:8", extra_args=["--seed", "7", "--work", "2"])
+    pt = prof.profile(train, progress=False)
+    pr = prof.profile(ref, progress=False)
+    keys = lambda p: {tuple(s["frames"]) for s in p["sites"]}  # noqa: E731
+    assert keys(pt) == keys(pr)
+    g = guide.make_guidance(pt, "thermos", 0.125)
+    hot = [s for s in g["sites"] if s["tier"] == 0]
+    assert hot and hot[0]["frames"][0].startswith("make_hot_counters")
+    df = tierkit.compare(ref, "hbm-ddr3", "first-touch,guided:strategy=thermos", fast_capacity=0.125,
+                         progress=False, guide_from=train, timing="detailed")
+    r = {x["policy"]: x for x in df.attrs["results"]}
+    assert r["guided:strategy=thermos"]["stats"]["policy"]["allocations_unmatched"] == 0
+    assert r["guided:strategy=thermos"]["runtime_ns"] < r["first-touch"]["runtime_ns"]
+    assert r["guided:strategy=thermos"]["config"]["guidance"]["from_trace"] == str(train)
+
+
+@needs_tracer
+def test_per_phase_guidance_follows_the_stages(cli, tmp_path):
+    # 000 §3.2, Fig. 1: each stage's table is hot in its own phase; per-phase arenas move it
+    # into the fast tier at each transition, which static arenas cannot
+    from tierkit import workloads
+
+    t = tmp_path / "stages.tkt"
+    workloads.trace("stages", "small", out=t, cache="L1:16K:16", slice="1M")
+    pf, gf = tmp_path / "p.json", tmp_path / "g.json"
+    rc, out, err = cli("profile", t, "-o", pf, "--phases", "8", "-q")
+    assert rc == 0, err
+    p = guide.read_profile(pf)
+    assert p["phases"]["count"] == 4 and p["phases"]["source"] == "kmeans"
+    # each stage table is the hottest site of exactly one phase
+    tables = [s for s in p["sites"] if s["frames"][0].startswith("make_stage")]
+    hottest = sorted(max(range(4), key=lambda k: s["phase_reads"][k] + s["phase_writes"][k]) for s in tables)
+    assert hottest == [0, 1, 2, 3]
+    rc, out, err = cli("guide", pf, "--per-phase", "--capacity", "0.125", "-o", gf)
+    assert rc == 0, err
+    g = guide.read_guidance(gf)
+    assert sorted(s["bits"] for s in g["sites"] if s["frames"][0].startswith("make_stage")) == ["0001", "0010", "0100", "1000"]
+    rs = {}
+    for mode in ("per-phase", "static"):
+        pol = f"guided:guidance={gf}" if mode == "per-phase" else "guided:strategy=thermos"
+        rc, out, err = cli("simulate", t, "-p", "hbm-pcm", "-c", "0.125", "-t", "detailed", "--policy", pol, "--json", "-q")
+        assert rc == 0, err
+        rs[mode] = json.loads(out)
+    assert rs["per-phase"]["stats"]["policy"]["phase_transitions"] >= 3
+    assert rs["per-phase"]["fast_hit_ratio"] > 2 * rs["static"]["fast_hit_ratio"]
+    assert rs["per-phase"]["runtime_ns"] < rs["static"]["runtime_ns"]
