@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided bench-guidance
 
 all: build
 
@@ -47,7 +47,7 @@ py-test: $(VENV)/.built tracer
 test: $(VENV)/.built tracer rust-test py-test
 
 demo: $(VENV)/.built
-	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all --out demo-out --force
+	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all,guided:strategy=thermos --out demo-out --force
 
 bench: $(VENV)/.built
 	cargo bench -p tierkit-core --bench throughput
@@ -64,6 +64,15 @@ bench-tracer: $(VENV)/.built tracer
 # issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built
 	experiments/dynamic_migration.sh
+
+# speed of profiling, the strategies and guided runs (bench/README.md)
+bench-guidance: $(VENV)/.built
+	$(PY) bench/guidance.py
+
+# issue 5's study of guidance by allocation site on hbm-ddr3 (docs/experiments.md); records
+# the workloads once (several minutes with Valgrind), then about N minutes of simulation
+experiments-guided: $(VENV)/.built workloads tracer
+	$(PY) experiments/guided_placement.py
 
 clean:
 	rm -rf $(VENV) target demo-out workloads/build tracer/build
