@@ -196,8 +196,9 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     label = policy if isinstance(policy, str) else policy.name
     guidance = None
-    if isinstance(policy, str) and _is_guided_strategy(policy):
-        policy, guidance = _expand_guided(policy, guide_from or trace, fast_capacity, format, cache, progress)
+    spec = json.loads(_core.parse_policy_spec(policy)) if isinstance(policy, str) else None
+    if spec and spec["name"] == "guided" and any(k == "strategy" for k, _ in spec["args"]):
+        policy, guidance = _expand_guided(label, spec, guide_from or trace, fast_capacity, format, cache, progress)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
                              None if summary is None else json.dumps(summary), bar.callback, paranoid)
@@ -215,12 +216,13 @@ _profiles: dict = {}
 _guidance_dir: Optional[str] = None
 
 
-def _is_guided_strategy(policy: str) -> bool:
-    spec = json.loads(_core.parse_policy_spec(policy))
-    return spec["name"] == "guided" and any(k == "strategy" for k, _ in spec["args"])
+def check_new_file(path: PathLike, force: bool) -> None:
+    """Refuse to overwrite an existing output file unless ``force``."""
+    if not force and Path(path).exists():
+        raise _core.TierkitError(f"{path}: file exists (use --force to overwrite)")
 
 
-def _expand_guided(policy: str, source: PathLike, fast_capacity, format, cache, progress) -> tuple[str, dict]:
+def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, format, cache, progress) -> tuple[str, dict]:
     """``guided:strategy=S[,capacity=F,context=N,phases=K,slice=L,...]`` → a guidance file
     made from ``source``'s profile, and the spec that reads it."""
     import atexit
@@ -231,7 +233,6 @@ def _expand_guided(policy: str, source: PathLike, fast_capacity, format, cache, 
     from . import profile as _profile
 
     global _guidance_dir
-    spec = json.loads(_core.parse_policy_spec(policy))
     args = dict(spec["args"])
     if "guidance" in args:
         raise _core.TierkitError(f"policy '{policy}': give either guidance=FILE or strategy=..., not both")

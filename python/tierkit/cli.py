@@ -89,8 +89,8 @@ def simulate(
     quiet: QuietOpt = False,
 ) -> None:
     """Simulate one policy on one trace."""
-    if timeseries is not None and timeseries.exists() and not force:
-        raise TierkitError(f"{timeseries}: file exists (use --force to overwrite)")
+    if timeseries is not None:
+        api.check_new_file(timeseries, force)
     r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
                 guide_from=guide_from)
     if timeseries is not None:
@@ -330,9 +330,10 @@ def profile_cmd(
         for suffix in (".gz", ".zst", ".xz", ".tkt", ".trace", ".txt", ".out"):
             stem = stem.removesuffix(suffix)
         out = Path(stem + ".profile.json")
+    # before the pass over the trace, not after it
     for f in (out, plot):
-        if f is not None and f.exists() and not force:
-            raise TierkitError(f"{f}: file exists (use --force to overwrite)")
+        if f is not None:
+            api.check_new_file(f, force)
     p = prof.profile(trace, context, phases, slice_len, format, cache, _progress(quiet))
     prof.write(p, out, force=force)
     if plot is not None:
@@ -369,12 +370,10 @@ def guide_cmd(
     """Choose the tier of each allocation site from a profile (knapsack, hotset, thermos)."""
     from . import guide
 
-    if out.exists() and not force:
-        raise TierkitError(f"{out}: file exists (use --force to overwrite)")
     p = guide.read_profile(profile_file)
-    caps = [guide.parse_capacity(c.strip()) for c in capacity.split(",")]
+    caps = [c.strip() for c in capacity.split(",")]  # make_guidance reads fractions and sizes
     names = [t.strip() for t in tiers.split(",")] if tiers else None
-    g = guide.make_guidance(p, strategy, caps if len(caps) > 1 else caps[0], tiers=names, per_phase=per_phase)
+    g = guide.make_guidance(p, strategy, caps, tiers=names, per_phase=per_phase)
     guide.write_guidance(g, out, force=force)
     if json_out:
         print(json.dumps(g))

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _core
 from ._core import TierkitError
+from .api import check_new_file
 from .progress import Bar
 
 PathLike = Union[str, os.PathLike]
@@ -92,6 +93,14 @@ def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.nd
     return np.array([order[int(v)] for v in labels], dtype=np.int64)
 
 
+def _membership(groups: list, n_raw: int) -> np.ndarray:
+    """The group of each raw site, for one depth's groups."""
+    member = np.zeros(n_raw, dtype=np.int64)
+    for g, grp in enumerate(groups):
+        member[grp["sites"]] = g
+    return member
+
+
 def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, slice: Optional[str] = None,
             format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
             seed: int = 1) -> dict:
@@ -130,9 +139,7 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
     np.add.at(per_w, (sc[:, 0], site_col), sc[:, 3])
 
     groups = depths[context]["groups"]
-    member = np.zeros(n_raw, dtype=np.int64)
-    for g, grp in enumerate(groups):
-        member[grp["sites"]] = g
+    member = _membership(groups, n_raw)
     n_g = len(groups)
     # slice x group
     gr = np.zeros((n_slices, n_g + 1), dtype=np.int64)
@@ -187,13 +194,11 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
 
     # 002 Fig. 2: cumulative capacity against cumulative traffic, sites by hotness, per depth
     curves = {}
+    raw_acc = np.array([s["reads"] + s["writes"] for s in raw_by_id], dtype=np.float64)
     for d in range(context + 1):
         gd = depths[d]["groups"]
-        mem = np.zeros(n_raw, dtype=np.int64)
-        for g, grp in enumerate(gd):
-            mem[grp["sites"]] = g
         acc = np.zeros(len(gd), dtype=np.float64)
-        np.add.at(acc, mem, np.array([s["reads"] + s["writes"] for s in raw_by_id], dtype=np.float64))
+        np.add.at(acc, _membership(gd, n_raw), raw_acc)
         cap = np.array([grp["peak_bytes"] for grp in gd], dtype=np.float64)
         dens = np.where(cap > 0, acc / np.maximum(cap, 1), np.where(acc > 0, np.inf, 0))
         order = np.lexsort((np.arange(len(gd)), -acc, -dens))
@@ -256,10 +261,8 @@ def sites_frame(p: dict):
 
 
 def write(p: dict, path: PathLike, force: bool = False) -> None:
-    path = Path(path)
-    if path.exists() and not force:
-        raise TierkitError(f"{path}: file exists (use --force to overwrite)")
-    path.write_text(json.dumps(p, indent=1) + "\n")
+    check_new_file(path, force)
+    Path(path).write_text(json.dumps(p, indent=1) + "\n")
 
 
 def plot(p: dict, path: PathLike, force: bool = False) -> None:
@@ -270,9 +273,7 @@ def plot(p: dict, path: PathLike, force: bool = False) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    if path.exists() and not force:
-        raise TierkitError(f"{path}: file exists (use --force to overwrite)")
+    check_new_file(path, force)
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
     for d, c in sorted(p["curves"].items(), key=lambda kv: int(kv[0])):
         x = [0.0] + c["capacity"]

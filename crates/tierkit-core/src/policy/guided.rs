@@ -34,9 +34,9 @@ use crate::units::Period;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 
+// a page's class: an arena id, or one of these (arena ids stay below both)
 const NONHEAP: u16 = u16::MAX;
 const UNMATCHED: u16 = u16::MAX - 1;
-const UNPLACED_CLASS: u16 = u16::MAX - 2;
 
 // ----------------------------------------------------------------------- the guidance file
 
@@ -111,7 +111,7 @@ impl Guidance {
         if f.tiers.len() < 2 {
             return Err(bad("tiers: a guidance file names at least two tiers".into()));
         }
-        if f.arenas.len() >= UNPLACED_CLASS as usize {
+        if f.arenas.len() >= UNMATCHED as usize {
             return Err(bad(format!("arenas: {} arenas is too many", f.arenas.len())));
         }
         let n_phases = if per_phase { f.phases.as_ref().map(|p| p.count).unwrap_or(0) } else { 1 };
@@ -205,7 +205,6 @@ impl Policy for Stay {
 struct Stats {
     allocations: u64,
     allocations_unmatched: u64,
-    pages_by_class: BTreeMap<String, u64>,
     /// Pages placed below the tier their arena preferred, because it was full.
     overflow_pages: u64,
     phase_transitions: u64,
@@ -228,8 +227,9 @@ pub struct Guided<P: Policy> {
     site_class: Vec<u16>,
     live: BTreeMap<u64, (u64, u16)>,
     page_bytes: u64,
-    page_class: Vec<u16>,
     arena_pages: Vec<Vec<PageId>>,
+    /// Pages placed per arena, then unmatched and non-heap (`pages_by_class` in the report).
+    class_pages: Vec<u64>,
     stats: Stats,
 }
 
@@ -250,8 +250,8 @@ impl<P: Policy> Guided<P> {
             site_class: Vec::new(),
             live: BTreeMap::new(),
             page_bytes: 4096,
-            page_class: Vec::new(),
             arena_pages: vec![Vec::new(); n_arenas],
+            class_pages: vec![0; n_arenas + 2],
             stats: Stats::default(),
         }
     }
@@ -286,11 +286,13 @@ impl<P: Policy> Guided<P> {
         }
     }
 
-    fn class_name(class: u16) -> String {
+    /// Index of a class in `class_pages`.
+    fn class_slot(&self, class: u16) -> usize {
+        let n = self.arena_pages.len();
         match class {
-            NONHEAP => "non-heap".into(),
-            UNMATCHED => "unmatched".into(),
-            a => format!("arena {a}"),
+            UNMATCHED => n,
+            NONHEAP => n + 1,
+            a => a as usize,
         }
     }
 
@@ -389,13 +391,9 @@ impl<P: Policy> Policy for Guided<P> {
                 None => ctx.mem.first_free_from(0).unwrap_or(0),
             },
         };
-        let p = page as usize;
-        if self.page_class.len() <= p {
-            self.page_class.resize((p + 1).max(self.page_class.len() * 2), UNPLACED_CLASS);
-        }
-        self.page_class[p] = class;
-        *self.stats.pages_by_class.entry(Self::class_name(class)).or_default() += 1;
-        if self.g.per_phase && class < UNPLACED_CLASS {
+        let slot = self.class_slot(class);
+        self.class_pages[slot] += 1;
+        if self.g.per_phase && class < UNMATCHED {
             self.arena_pages[class as usize].push(page);
         }
         if self.has_inner {
@@ -461,6 +459,22 @@ impl<P: Policy> Policy for Guided<P> {
 
     fn report(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
+        let n = self.arena_pages.len();
+        let by_class: BTreeMap<String, u64> = self
+            .class_pages
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(i, &c)| {
+                let name = match i {
+                    i if i == n => "unmatched".to_string(),
+                    i if i == n + 1 => "non-heap".to_string(),
+                    a => format!("arena {a}"),
+                };
+                (name, c)
+            })
+            .collect();
+        v["pages_by_class"] = serde_json::json!(by_class);
         v["mode"] = serde_json::json!(if self.g.per_phase { "per-phase" } else { "static" });
         v["arenas"] = serde_json::json!(self.g.arena_tiers.len());
         if self.has_inner {
