@@ -12,7 +12,7 @@ import pytest
 import tierkit
 from tierkit import workloads as wl
 
-NAMES = ["gups", "bfs", "stencil", "spmv", "kmeans", "btree", "lu", "sites", "phases", "rwmix", "stages"]
+NAMES = ["gups", "bfs", "stencil", "spmv", "kmeans", "btree", "lu", "sites", "phases", "rwmix", "stages", "backprop"]
 MiB, GiB = 1 << 20, 1 << 30
 
 
@@ -29,7 +29,7 @@ def plan(bindir, name, size, *args):
     return wl.parse_output(p.stdout)
 
 
-def test_registry_names_the_eleven_workloads():
+def test_registry_names_the_twelve_workloads():
     assert list(wl.WORKLOADS) == NAMES
     df = wl.list_workloads()
     assert list(df["name"]) == NAMES
@@ -120,6 +120,20 @@ def test_stages_each_hammer_their_own_site(bindir):
     assert wl.run("stages", args=["--stages", "3", "--work", "0"])["results"][0]["updates"] == 0
 
 
+def test_backprop_training_lowers_the_error(bindir):
+    r = wl.run("backprop")
+    its = r["results"]
+    assert r["params"]["hidden"] == 16 and r["params"]["outputs"] == 1
+    # two weight matrices of 16 floats per input and bias unit, the input units, 264 B of small arrays
+    assert r["footprint_bytes"] == (r["params"]["inputs"] + 1) * (2 * 64 + 4) + 264
+    assert [i["iteration"] for i in its] == list(range(r["params"]["iterations"]))
+    errors = [i["error"] for i in its]
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert all(abs(i["output"] - 0.1) ** 2 / 2 == pytest.approx(i["error"], rel=1e-6) for i in its)
+    none = wl.run("backprop", args=["--work", "0"])
+    assert none["results"] == [] and none["checksum"] != r["checksum"]
+
+
 def test_sites_hotness_is_ordered(bindir):
     sites = {s["site"]: s for s in wl.run("sites")["results"]}
     assert list(sites) == ["cold", "warm", "lookup", "log", "hot"]
@@ -139,7 +153,8 @@ COMMON_BAD = [["--size", "huge"], ["--bogus"], ["--seed", "x"], ["--seed", "-3"]
               ["--work", "-1"], ["--size=tiny"], ["--plan=1"]]
 OWN_BAD = [("gups", ["--threads", "0"]), ("gups", ["--threads", "two"]), ("rwmix", ["--write-ratio", "1.5"]),
            ("rwmix", ["--write-ratio", "nan"]), ("phases", ["--phases", "0"]), ("lu", ["--steps", "99"]),
-           ("kmeans", ["--threads", "2"]), ("stages", ["--stages", "1"]), ("stages", ["--stages", "9"])]
+           ("kmeans", ["--threads", "2"]), ("stages", ["--stages", "1"]), ("stages", ["--stages", "9"]),
+           ("backprop", ["--threads", "2"])]
 
 
 @pytest.mark.parametrize("name,args", [(n, a) for n in NAMES for a in COMMON_BAD] + OWN_BAD)
@@ -182,7 +197,7 @@ def test_build_failure_is_one_clear_line(bindir, tmp_path, monkeypatch):
         wl.build()
 
 
-def test_cli_lists_all_eleven(cli, bindir):
+def test_cli_lists_all_twelve(cli, bindir):
     rc, out, err = cli("workloads", "list")
     assert rc == 0, err
     listed = [l.split()[0] for l in out.splitlines()[1:] if l and not l.startswith(" ") and not l.startswith("every")]
@@ -274,3 +289,58 @@ def test_trace_calls_record_with_the_program_and_its_arguments(bindir, tmp_path,
     assert calls[-1] == dict(program=str(bindir / "gups"), args=["--size", "small", "--threads", "2"],
                              out=str(tmp_path / "b.tkt"), cache="none", context=6, slice="2M", force=True)
     assert "1,234 accesses, 5 allocation sites" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(tierkit.api, "record"), reason="tierkit.api.record (the tracer) is not there yet")
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_trace_of_backprop_sweeps_the_weights_periodically(bindir, tmp_path):
+    import numpy as np
+
+    iterations = 3
+    out = tmp_path / "backprop.tkt"
+    # the small cache (64 KiB L2) keeps none of the 2 MiB weight matrices from sweep to sweep,
+    # as the default cache keeps none of them at medium size; ~0.6M accesses, ~1 s
+    wl.trace("backprop", "small", out=out, cache="small", extra_args=["--work", "0.3"])
+    df = tierkit.read_trace(out)
+    events = [e["kind"] for e in df.attrs["events"]]
+    frames = {e["site"]: e["frames"] for e in events if e["kind"] == "site"}
+    allocs = {frames[e["site"]][0].split(" ")[0]: e for e in events if e["kind"] == "alloc"}
+    weights, momentum = allocs["make_input_weights"], allocs["make_prev_weights"]
+    assert weights["size"] == momentum["size"] == (2**15 + 1) * 64
+    addr, write = df["addr"].to_numpy(), df["write"].to_numpy()
+
+    def inside(a):
+        return (addr >= a["addr"]) & (addr < a["addr"] + a["size"])
+
+    in_w, in_m = inside(weights), inside(momentum)
+    # the weights' reads are whole ascending sweeps, each line once: the first touch (its
+    # write-allocate reads), the forward pass and the adjustment of every iteration, the checksum
+    reads = np.flatnonzero(in_w & ~write)
+    starts = np.r_[0, np.flatnonzero(np.diff(addr[reads].astype(np.int64)) < 0) + 1]
+    lines = len(np.unique(addr[reads] >> 6))
+    assert len(starts) == 2 * iterations + 2
+    assert list(np.diff(np.r_[starts, len(reads)])) == [lines] * len(starts)
+    # an iteration runs from the start of its forward sweep to the next one's (the last to the
+    # checksum's): in every iteration every page of the weights and of the momentum gets the
+    # same reads, and nearly the same writes (write-backs leave the cache a little late)
+    bounds = reads[starts[1::2]]
+    page = addr >> 12
+    pages = np.unique(page[in_w | in_m])
+    reads_per, writes_per = [], []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        seg = slice(lo, hi)
+        big = (in_w | in_m)[seg]
+        at = np.searchsorted(pages, page[seg])
+        reads_per.append(np.bincount(at[big & ~write[seg]], minlength=len(pages)))
+        writes_per.append([(in_w[seg] & write[seg]).sum(), (in_m[seg] & write[seg]).sum()])
+    assert len(reads_per) == iterations
+    for r in reads_per[1:]:
+        assert (r == reads_per[0]).all()
+    # a whole page of the weights: 64 lines read twice per iteration; of the momentum: once
+    full_w = np.searchsorted(pages, (weights["addr"] >> 12) + 1)
+    full_m = np.searchsorted(pages, (momentum["addr"] >> 12) + 1)
+    assert reads_per[0][full_w] == 128 and reads_per[0][full_m] == 64
+    # every line of each matrix is written back once per iteration, give or take the lines
+    # still dirty in the cache at the iteration's bounds
+    for w in writes_per:
+        assert all(abs(n - lines) < 0.02 * lines for n in w), w

@@ -93,6 +93,10 @@ _REGISTRY = [
        "each stage hammers its own array, allocated by its own helper function (4 stages by default)",
        "one site per stage (make_stage<s>_table), 73x hotter per byte than the rest; all equally warm over the run",
        4194304, 134217728, 2147483648, "--stages N"),
+    _w("backprop", "sequential strided sweeps",
+       "a 2-layer neural network trained by back-propagation with momentum (Rodinia backprop-like)",
+       "nothing stands out: the weights and their momentum are swept in order every iteration, a periodic pattern",
+       4325772, 69206412, 1107296652),
 ]
 
 #: every workload by name, in the order of the documentation
