@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided bench-guidance
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned bench-guidance bench-learn
 
 all: build
 
@@ -21,7 +21,7 @@ $(VENV)/.deps: pyproject.toml
 
 # release build of the extension, installed into the venv with the package's dependencies
 $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
-	$(VENV)/bin/maturin develop --release -q -E test
+	$(VENV)/bin/maturin develop --release -q -E test,ml
 	touch $@
 
 setup build: $(VENV)/.built workloads tracer
@@ -69,10 +69,17 @@ experiments-migration: $(VENV)/.built
 bench-guidance: $(VENV)/.built
 	$(PY) bench/guidance.py
 
+# speed and accuracy of Kleio's per-page predictors (bench/README.md); needs PyTorch
+bench-learn: $(VENV)/.built
+	$(PY) bench/learn.py
+
 # issue 5's study of guidance by allocation site on hbm-ddr3 (docs/experiments.md); records
 # the workloads once (several minutes with Valgrind), then about N minutes of simulation
 experiments-guided: $(VENV)/.built workloads tracer
 	$(PY) experiments/guided_placement.py
+
+experiments-learned: $(VENV)/.built workloads tracer
+	$(PY) experiments/learned_scheduling.py
 
 clean:
 	rm -rf $(VENV) target demo-out workloads/build tracer/build

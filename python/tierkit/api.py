@@ -199,6 +199,11 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     spec = json.loads(_core.parse_policy_spec(policy)) if isinstance(policy, str) else None
     if spec and spec["name"] == "guided" and any(k == "strategy" for k, _ in spec["args"]):
         policy, guidance = _expand_guided(label, spec, guide_from or trace, fast_capacity, format, cache, progress)
+    learned = None
+    if spec and spec["name"] in ("kleio", "kleoniki") and not any(k == "predictions" for k, _ in spec["args"]):
+        from . import kleio as _kleio
+
+        policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
                              None if summary is None else json.dumps(summary), bar.callback, paranoid)
@@ -207,6 +212,9 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         # the user's spec names the run; the config records what the guidance was made from
         r["policy"] = label
         r["config"]["guidance"] = guidance
+    if learned is not None:
+        r["policy"] = label
+        r["config"]["models"] = learned
     return r
 
 
@@ -299,13 +307,17 @@ def all_policies() -> list[str]:
     return [p["name"] for p in json.loads(_core.policies())]
 
 
+_NOT_IN_ALL = ("guided", "kleio", "kleoniki")
+
+
 def parse_policies(spec: Union[str, Iterable[PolicyLike]]) -> list[PolicyLike]:
     """``"a,b:k=v,k2=v2,c"`` (or ``all``) → a list of policy specs; objects pass through."""
     if isinstance(spec, str):
         out_: list[PolicyLike] = []
         for p in _core.parse_policy_list(spec):
-            # 'all': every policy that needs no input of its own (guided needs guidance)
-            out_ += [n for n in all_policies() if n != "guided"] if p == "all" else [p]
+            # 'all': every policy that needs no input of its own (guided needs guidance),
+            # nor the learned schedulers, which train models (tierkit[ml])
+            out_ += [n for n in all_policies() if n not in _NOT_IN_ALL] if p == "all" else [p]
         return out_
     out: list[PolicyLike] = []
     for p in spec:

@@ -188,7 +188,7 @@ def compare(
     if out is not None:
         from . import report
 
-        written = report.write(df, out, force=force)
+        written = report.write(df, out, force=force, cache=cache)
         print(f"wrote {', '.join(p.name for p in written)} to {out}", file=sys.stderr)
 
 
@@ -393,6 +393,194 @@ def guide_cmd(
             print(f"      {x['frames'][0] if x['frames'] else '?'}  ({_fmt_bytes(x['peak_bytes'])}, {x['accesses']:,} accesses){bits}")
         if len(ss) > 5:
             print(f"      ... {len(ss) - 5} more")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+def _fraction(key: str, s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise TierkitError(f"{key}: '{s}' is not a number") from None
+    if not 0 < v <= 1:
+        raise TierkitError(f"{key}: {s} is not a fraction in (0, 1]")
+    return v
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+@app.command("tune")
+def tune_cmd(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    scheduler: Annotated[str, typer.Option("--scheduler", help="periodic page scheduler to tune: history or oracle")] = "history",
+    platform: PlatformOpt = "dram-pmem",
+    fast_capacity: Annotated[str, typer.Option("--fast-capacity", "-c", help="capacity of the fast tier: a fraction of the footprint or a size")] = "0.2",
+    timing: TimingOpt = "simple",
+    bucket: Annotated[int, typer.Option("--bucket", help="reuse histogram bucket, in accesses (cori-sim: 1000)")] = 1000,
+    grid: Annotated[int, typer.Option("--grid", help="periods in the baselines' constant-step grid (up to half the trace)")] = 50,
+    patience: Annotated[int, typer.Option("--patience", help="stop after this many trials in a row without improvement")] = 1,
+    within: Annotated[float, typer.Option("--within", help="a method has found the best period when within this fraction of it")] = 0.03,
+    seed: Annotated[int, typer.Option("--seed", help="seed of base-random's order")] = 0,
+    sweep: Annotated[bool, typer.Option("--sweep/--no-sweep", help="also run every period of the grid and the candidates, to compare with the best")] = True,
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Cori: choose a periodic scheduler's period from the trace's data reuse (003 §3.3),
+    against the insight-less baselines base-left, base-right and base-random."""
+    from . import cori
+
+    r = cori.tune(trace, scheduler, platform, fast_capacity, timing, bucket, grid, patience, within, seed, sweep,
+                  format, cache, _progress(quiet))
+    if json_out:
+        print(json.dumps(r))
+        return
+    print(f"trace {trace}: {r['accesses']:,} accesses, {r['pages']:,} pages; {scheduler} on {platform}, fast capacity {fast_capacity}")
+    print(f"dominant reuse period: {r['dominant_reuse']:,} accesses ({r['reuse']['kept_buckets']} reuse buckets kept)")
+    print(f"candidates ({len(r['candidates'])}): " + ", ".join(f"{c:,}" for c in r["candidates"][:12]) +
+          (" ..." if len(r["candidates"]) > 12 else ""))
+    print("trials:")
+    for t in r["trials"]:
+        mark = "  <- chosen" if t["period"] == r["chosen_period"] else ""
+        print(f"  period {t['period']:>12,}  runtime {_ms(t['runtime_ns']):>14}  fast hits {100 * t['fast_hit_ratio']:5.1f}%{mark}")
+    print(f"Cori chose period {r['chosen_period']:,} after {len(r['trials'])} trial(s)")
+    if "methods" in r:
+        print(f"exhaustive sweep ({len(r['sweep'])} periods): best period {r['best_period']:,}, runtime {_ms(r['best_runtime_ns'])}")
+        print(f"{'method':<12} {'trials':>6} {'chosen':>12} {'slowdown':>9} {'trials to best':>15}")
+        for name, m in r["methods"].items():
+            ttb = "never" if m["trials_to_best"] is None else f"{m['trials_to_best']} of {m['explored']}"
+            print(f"{name:<12} {m['trials']:>6} {m['chosen_period']:>12,} {100 * m['slowdown_vs_best']:>8.1f}% {ttb:>15}")
+        print(f"(slowdown after Cori's {len(r['trials'])} trials; trials to best: to come within {100 * within:g}% of the best)")
+
+
+def _learned_study(policy: str, trace: Path, pages: str, period: Optional[int], platform: str, fast_capacity: str,
+                   timing: str, history: int, hidden: int, epochs: int, tol: float, seed: int, train: Optional[Path],
+                   format, cache, quiet: bool) -> dict:
+    from . import kleio
+
+    fractions = [_fraction("--pages", x.strip()) for x in pages.split(",") if x.strip()]
+    if not fractions:
+        raise TierkitError("--pages: give at least one fraction")
+    cap = _fraction("--fast-capacity", fast_capacity)
+    return kleio.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
+                       epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
+                       progress=_progress(quiet))
+
+
+def _print_study(r: dict) -> None:
+    print(f"trace {r['trace']}: {r['pages']:,} pages, {r['periods']:,} periods of {r['period']:,} accesses; "
+          f"{r['platform']}, fast capacity {r['fast_capacity']}")
+    print(f"history {_ms(r['history_runtime_ns'])} ({100 * r['history_fast_hit_ratio']:.1f}% fast hits), "
+          f"oracle {_ms(r['oracle_runtime_ns'])} ({100 * r['oracle_fast_hit_ratio']:.1f}%)")
+    print(f"{'pages':>7} {'with models':>11} {'models':>7} {'pages/model':>11} {'train s':>8} {'accuracy':>8} "
+          f"{'(history)':>9} {'runtime':>14} {'gap bridged':>11}")
+    for x in r["rows"]:
+        gap = "no gap" if x["gap_bridged_pct"] is None else f"{x['gap_bridged_pct']:.1f}%"
+        acc = "-" if x["accuracy"] is None else f"{100 * x['accuracy']:.1f}%"
+        hacc = "-" if x["history_accuracy"] is None else f"{100 * x['history_accuracy']:.1f}%"
+        ppm = "-" if x["pages_per_model"] is None else f"{x['pages_per_model']:.2f}"
+        print(f"{100 * x['pages_fraction']:>6.1f}% {x['pages_selected']:>11,} {x['models']:>7,} {ppm:>11} "
+              f"{x['train_seconds']:>8.2f} {acc:>8} {hacc:>9} {_ms(x['runtime_ns']):>14} {gap:>11}")
+
+
+LearnOpts = dict(
+    history=typer.Option("--history", help="periods of input of each model (K)"),
+    hidden=typer.Option("--hidden", help="LSTM hidden units per model"),
+    epochs=typer.Option("--epochs", help="training epochs"),
+    seed=typer.Option("--seed", help="seed of the models' initial weights"),
+    train=typer.Option("--train", help="train on this trace of the same program (pages matched by address)"),
+)
+
+
+@app.command("kleio")
+def kleio_cmd(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    pages: Annotated[str, typer.Option("--pages", help="fractions of the trace's pages given models, comma-separated")] = "0.01,0.02,0.05,0.1,0.2",
+    period: Annotated[Optional[int], typer.Option("--period", help="scheduling period in accesses [default: about 400 periods over the trace]")] = None,
+    platform: PlatformOpt = "dram-pmem",
+    fast_capacity: Annotated[str, typer.Option("--fast-capacity", "-c", help="fast tier's share of the footprint")] = "0.2",
+    timing: TimingOpt = "simple",
+    history: Annotated[int, LearnOpts["history"]] = 8,
+    hidden: Annotated[int, LearnOpts["hidden"]] = 16,
+    epochs: Annotated[int, LearnOpts["epochs"]] = 60,
+    seed: Annotated[int, LearnOpts["seed"]] = 0,
+    train: Annotated[Optional[Path], LearnOpts["train"]] = None,
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Kleio: per-page LSTMs for the pages history misplaces (003 §3.2). Prints the share of
+    the history-to-oracle gap bridged against the share of pages given models."""
+    r = _learned_study("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5,
+                       seed, train, format, cache, quiet)
+    if json_out:
+        print(json.dumps(r))
+        return
+    _print_study(r)
+
+
+@app.command("kleoniki")
+def kleoniki_cmd(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    pages: Annotated[str, typer.Option("--pages", help="fractions of the trace's pages managed by group models, comma-separated")] = "0.05,0.1,0.2",
+    period: Annotated[Optional[int], typer.Option("--period", help="scheduling period in accesses [default: Cori's choice for history]")] = None,
+    tol: Annotated[float, typer.Option("--tol", help="merge patterns whose mean per-period distance to the group's stays within this many classes (0: identical only)")] = 0.5,
+    platform: PlatformOpt = "dram-pmem",
+    fast_capacity: Annotated[str, typer.Option("--fast-capacity", "-c", help="fast tier's share of the footprint")] = "0.2",
+    timing: TimingOpt = "simple",
+    history: Annotated[int, LearnOpts["history"]] = 8,
+    hidden: Annotated[int, LearnOpts["hidden"]] = 16,
+    epochs: Annotated[int, LearnOpts["epochs"]] = 60,
+    seed: Annotated[int, LearnOpts["seed"]] = 0,
+    train: Annotated[Optional[Path], LearnOpts["train"]] = None,
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Kleoniki: Kleio with one model per group of pages with the same per-period pattern,
+    at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
+    from . import cori
+
+    chosen = None
+    if period is None:
+        t = cori.tune(trace, "history", platform, _fraction("--fast-capacity", fast_capacity), timing, exhaustive=False,
+                      format=format, cache=cache, progress=_progress(quiet))
+        period = chosen = t["chosen_period"]
+    r = _learned_study("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol,
+                       seed, train, format, cache, quiet)
+    r["cori_period"] = chosen
+    if json_out:
+        print(json.dumps(r))
+        return
+    if chosen is not None:
+        print(f"Cori's period for history: {chosen:,} accesses")
+    _print_study(r)
+
+
+@trace_app.command("heatmap")
+def trace_heatmap(
+    trace: Annotated[Path, typer.Argument(help="trace file")],
+    period: Annotated[Optional[int], typer.Option("--period", help="period in accesses [default: about 400 periods over the trace]")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="PNG to write")] = Path("heatmap.png"),
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Draw the trace's heat map: pages by address x periods, accesses as colour (Cori's
+    visualization, 003 §3.3)."""
+    from . import kleio, report
+
+    api.check_new_file(out, force)
+    if period is None:
+        period = kleio.default_period(trace, format, cache)
+    if period < 1:
+        raise TierkitError(f"--period: {period} must be at least 1 access")
+    report.heatmap(trace, period, out, force=force, format=format, cache=cache, progress=_progress(quiet))
     print(f"wrote {out}", file=sys.stderr)
 
 

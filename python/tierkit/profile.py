@@ -29,35 +29,96 @@ VERSION = 1
 PHASE_VARIANCE = 0.9
 
 
-def _kmeans(x: np.ndarray, k: int, seed: int, n_init: int = 4, iters: int = 100) -> tuple[np.ndarray, float]:
+#: below this many point-centre-dimension cells, distances are computed exactly as sums of
+#: squared differences in one array (the phase clustering's sizes); above it, blockwise with
+#: BLAS as |x|^2 - 2 x.c + |c|^2, so memory and time stay bounded for thousands of points and
+#: centres (tierkit.learn.group_patterns)
+_EXACT_CELLS = 1 << 22
+_BLOCK_ROWS = 4096
+
+
+def _nearest(x: np.ndarray, xx: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Index of the nearest centre of each point."""
+    n, k, d = len(x), len(c), x.shape[1]
+    if n * k * d <= _EXACT_CELLS:
+        return ((x[:, None, :] - c[None]) ** 2).sum(-1).argmin(1)
+    cc = (c * c).sum(1)
+    out = np.empty(n, dtype=np.int64)
+    step = max(1, min(_BLOCK_ROWS, _EXACT_CELLS // max(1, k)))
+    for a in range(0, n, step):
+        d2 = x[a:a + step] @ c.T
+        d2 *= -2.0
+        d2 += xx[a:a + step, None]
+        d2 += cc[None]
+        out[a:a + step] = d2.argmin(1)
+    return out
+
+
+def _sqdist_to(x: np.ndarray, xx: np.ndarray, j: int, exact: bool) -> np.ndarray:
+    """Squared distance of every point to point j (exact, or with one BLAS product)."""
+    if exact:
+        return ((x - x[j]) ** 2).sum(-1)
+    d = x @ x[j]
+    d *= -2.0
+    d += xx
+    d += xx[j]
+    np.maximum(d, 0.0, out=d)
+    d[j] = 0.0
+    return d
+
+
+def kmeans(x: np.ndarray, k: int, seed: int, weights: Optional[np.ndarray] = None, n_init: int = 4,
+           iters: int = 100) -> tuple[np.ndarray, float]:
     """Lloyd's k-means with k-means++ seeding; returns labels and the within-cluster sum of
-    squares. Deterministic for a given seed."""
+    squares. ``weights`` (optional, positive) makes a point count as that many copies: in the
+    seeding, the centres and the sum of squares. Deterministic for a given seed. An empty
+    cluster keeps its centre."""
+    x = np.asarray(x, dtype=np.float64)
+    n, d = x.shape
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
     rng = np.random.default_rng(seed)
+    xx = (x * x).sum(1)
+    small = n * k * d <= _EXACT_CELLS
     best: tuple[np.ndarray, float] | None = None
-    n = len(x)
     for _ in range(n_init):
-        centers = [x[rng.integers(n)]]
+        # k-means++: each new centre drawn with probability proportional to (weight times)
+        # the squared distance to the nearest centre so far
+        first = int(rng.integers(n)) if w is None else int(rng.choice(n, p=w / w.sum()))
+        chosen = [first]
+        d2 = _sqdist_to(x, xx, first, small)
         for _ in range(1, k):
-            d2 = np.min(((x[:, None, :] - np.array(centers)[None]) ** 2).sum(-1), axis=1)
-            tot = d2.sum()
-            centers.append(x[rng.choice(n, p=d2 / tot)] if tot > 0 else x[rng.integers(n)])
-        c = np.array(centers)
+            p = d2 if w is None else d2 * w
+            tot = p.sum()
+            j = int(rng.choice(n, p=p / tot)) if tot > 0 else int(rng.integers(n))
+            chosen.append(j)
+            np.minimum(d2, _sqdist_to(x, xx, j, small), out=d2)
+        c = x[chosen].copy()
         labels = np.zeros(n, dtype=np.int64)
         for it in range(iters):
-            d = ((x[:, None, :] - c[None]) ** 2).sum(-1)
-            new = d.argmin(1)
+            new = _nearest(x, xx, c)
             if it and np.array_equal(new, labels):
                 break
             labels = new
-            for j in range(k):
-                m = labels == j
-                if m.any():
-                    c[j] = x[m].mean(0)
-        sse = float(((x - c[labels]) ** 2).sum())
+            if small:
+                for j in range(k):
+                    m = labels == j
+                    if m.any():
+                        c[j] = x[m].mean(0) if w is None else (w[m, None] * x[m]).sum(0) / w[m].sum()
+            else:
+                order = np.argsort(labels, kind="stable")
+                used, starts = np.unique(labels[order], return_index=True)
+                wo = np.ones(n) if w is None else w[order]
+                sums = np.add.reduceat(x[order] * wo[:, None], starts, axis=0)
+                c[used] = sums / np.add.reduceat(wo, starts)[:, None]
+        sq = (x - c[labels]) ** 2
+        sse = float(sq.sum()) if w is None else float((w * sq.sum(-1)).sum())
         if best is None or sse < best[1] - 1e-12:
             best = (labels, sse)
     assert best is not None
     return best
+
+
+_kmeans = kmeans
 
 
 def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.ndarray:

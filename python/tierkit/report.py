@@ -20,6 +20,19 @@ def _slug(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[:60]
 
 
+def _period_of(r: dict):
+    """The period, in accesses, of a periodic page scheduler's run (None for others)."""
+    pol = str(r["config"].get("policy", ""))
+    name, _, args = pol.partition(":")
+    if name not in ("history", "oracle", "kleio", "kleoniki"):
+        return None
+    for kv in args.split(","):
+        k, _, v = kv.partition("=")
+        if k == "period" and v.isdigit():
+            return int(v)
+    return None
+
+
 def check_out_dir(out: Path, force: bool) -> None:
     """Refuse to overwrite any report file unless ``force``."""
     out = Path(out)
@@ -76,6 +89,53 @@ def _plot_timeseries(ts: pd.DataFrame, title: str):
     return fig
 
 
+def heatmap_figure(c, title: str, max_rows: int = 512, max_cols: int = 512):
+    """Cori's trace heat map (003 §3.3): pages (by address, rows) × periods (columns), the
+    accesses of each page in each period as colour on a log scale. Pages and periods are
+    summed into at most ``max_rows`` × ``max_cols`` cells."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LogNorm
+
+    n_pages, n_periods = max(1, c.pages), max(1, c.periods)
+    rank = np.empty(c.pages, dtype=np.int64)
+    rank[np.argsort(c.page_addr, kind="stable")] = np.arange(c.pages)
+    rows = min(max_rows, n_pages)
+    cols = min(max_cols, n_periods)
+    r = rank[c.page] * rows // n_pages
+    k = c.period_of.astype(np.int64) * cols // n_periods
+    grid = np.zeros((rows, cols), dtype=np.float64)
+    np.add.at(grid, (r, k), c.count)
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    masked = np.ma.masked_equal(grid, 0)
+    im = ax.imshow(masked, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis",
+                   norm=LogNorm(vmin=max(1.0, masked.min() if masked.count() else 1.0), vmax=max(1.0, grid.max())),
+                   extent=(0, n_periods, 0, n_pages))
+    ax.set_xlabel(f"period ({c.period:,} accesses each)")
+    ax.set_ylabel("page (by address)")
+    ax.set_title(title)
+    cb = fig.colorbar(im, ax=ax)
+    per_cell = f" per cell ({n_pages / rows:.1f} pages)" if rows < n_pages else ""
+    cb.set_label("accesses" + per_cell)
+    fig.tight_layout()
+    return fig
+
+
+def heatmap(trace, period: int, out: Path, force: bool = False, format=None, cache=None, progress=None) -> Path:
+    """Write the heat map of ``trace`` at ``period`` accesses to the PNG ``out``."""
+    from .api import check_new_file
+    from .kleio import counts
+
+    out = Path(out)
+    check_new_file(out, force)
+    c = counts(trace, period, format, cache, progress)
+    _save(heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods"), out)
+    return out
+
+
 def _save(fig, path: Path) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
@@ -87,8 +147,9 @@ def _save(fig, path: Path) -> bytes:
     return data
 
 
-def write(df: pd.DataFrame, out: Path, force: bool = False) -> List[Path]:
-    """Write the report files for a :func:`tierkit.compare` result; returns their paths."""
+def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = None) -> List[Path]:
+    """Write the report files for a :func:`tierkit.compare` result; returns their paths.
+    ``cache``: the cache filter the traces were simulated through (for the heat maps)."""
     out = Path(out)
     check_out_dir(out, force)
     out.mkdir(parents=True, exist_ok=True)
@@ -123,6 +184,16 @@ def write(df: pd.DataFrame, out: Path, force: bool = False) -> List[Path]:
             continue
         name = f"timeseries-{i}-{_slug(r['policy'])}.png"
         pngs[name] = _save(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name}"), out / name)
+    # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
+    from .kleio import counts, default_period
+
+    for i, t in enumerate(dict.fromkeys(r["trace"] for r in results)):
+        rs = [r for r in results if r["trace"] == t]
+        cfg0 = rs[0]["config"]
+        period = next((_period_of(r) for r in rs if _period_of(r)), None) or default_period(t, cfg0.get("trace_format"), cache)
+        name = f"heatmap-{i}-{_slug(Path(t).name)}.png"
+        c = counts(t, period, cfg0.get("trace_format"), cache, False)
+        pngs[name] = _save(heatmap_figure(c, f"{Path(t).name}: access heat map"), out / name)
     written += [out / n for n in pngs]
 
     from .api import representative

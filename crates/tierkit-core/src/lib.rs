@@ -17,6 +17,7 @@ pub mod pagemap;
 pub mod platform;
 pub mod policy;
 pub mod prefetch;
+pub mod periods;
 pub mod profile;
 pub mod timing;
 pub mod tracking;

@@ -145,6 +145,42 @@ fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option
     })
 }
 
+/// Per-period, per-page access counts for a period of `period` accesses, as numpy arrays
+/// (sparse: one entry per page accessed in a period; see `tierkit_core::periods`).
+#[pyfunction]
+#[pyo3(signature = (path, period, format=None, cache=None, progress=None))]
+fn period_counts<'py>(py: Python<'py>, path: &str, period: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+    let path2 = path.to_string();
+    let (format, cache) = (format.map(str::to_string), cache.map(str::to_string));
+    let c = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
+        let inp = input(&path2, format.as_deref(), cache.as_deref())?;
+        tierkit_core::periods::period_counts(&inp, period, cb)
+    })?;
+    let d = PyDict::new(py);
+    d.set_item("period", c.period)?;
+    d.set_item("periods", c.periods)?;
+    d.set_item("accesses", c.accesses)?;
+    d.set_item("page_size", c.page_size)?;
+    d.set_item("digest", c.digest)?;
+    d.set_item("page_addr", c.page_addr.into_pyarray(py))?;
+    d.set_item("period_of", c.period_of.into_pyarray(py))?;
+    d.set_item("page", c.page.into_pyarray(py))?;
+    d.set_item("count", c.count.into_pyarray(py))?;
+    d.set_item("writes", c.writes.into_pyarray(py))?;
+    Ok(d)
+}
+
+/// Page reuse distances in buckets of `bucket` accesses, as JSON (Cori's reuse collector).
+#[pyfunction]
+#[pyo3(signature = (path, bucket, format=None, cache=None, progress=None))]
+fn reuse_histogram(py: Python<'_>, path: &str, bucket: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    let h = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
+        let inp = input(path, format, cache)?;
+        tierkit_core::periods::reuse_histogram(&inp, bucket, cb)
+    })?;
+    json_out(&h)
+}
+
 /// Detect a trace's format.
 #[pyfunction]
 fn detect_format(path: &str) -> PyResult<String> {
@@ -507,6 +543,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(profile_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(period_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_histogram, m)?)?;
     m.add_function(wrap_pyfunction!(detect_format, m)?)?;
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_synth, m)?)?;

@@ -24,6 +24,7 @@ pub mod cache_mode;
 pub mod epoch_os;
 pub mod external;
 pub mod guided;
+pub mod learned;
 pub mod otf;
 pub mod mea;
 pub mod mempod;
@@ -239,6 +240,8 @@ pub static REGISTRY: &[&PolicyInfo] = &[
     &basic::INTERLEAVE,
     &page_scheduler::HISTORY,
     &page_scheduler::ORACLE,
+    &learned::KLEIO,
+    &learned::KLEONIKI,
     &cache_mode::CACHE_MODE,
     &otf::OTF,
     &otf::OTF_ADAPTIVE,

@@ -64,6 +64,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::basic::Interleave;
+use super::learned::Predictions;
 use super::params::{ParamSpec, ParamType, Params};
 use super::{Compat, Ctx, Needs, Policy, PolicyInfo};
 use crate::engine::Runnable;
@@ -80,6 +81,11 @@ pub enum Source {
     History,
     /// The period about to start (future knowledge).
     Oracle,
+    /// Predicted classes for the selected pages, the period just ended for the rest
+    /// (Kleio, 003 §3.2; see [`super::learned`]).
+    Kleio,
+    /// The same, with one model per group of pages (Kleoniki, 003 §4).
+    Kleoniki,
 }
 
 impl Source {
@@ -87,7 +93,19 @@ impl Source {
         match self {
             Source::History => "history",
             Source::Oracle => "oracle",
+            Source::Kleio => "kleio",
+            Source::Kleoniki => "kleoniki",
         }
+    }
+}
+
+/// The smallest count of a class (`count_class(class_count(c), b) == c` for `c <= b`).
+#[inline]
+pub fn class_count(class: u8) -> u32 {
+    if class == 0 {
+        0
+    } else {
+        1 << (class - 1).min(31)
     }
 }
 
@@ -296,6 +314,8 @@ pub struct PageScheduler {
     /// access index at which the current period started, and the one before
     period_start: u64,
     period_start_prev: u64,
+    /// Kleio / Kleoniki: the models' predictions
+    pred: Option<Predictions>,
     stats: Stats,
 }
 
@@ -315,8 +335,16 @@ impl PageScheduler {
             victims: Vec::new(),
             period_start: 0,
             period_start_prev: 0,
+            pred: None,
             stats: Stats::default(),
         }
+    }
+
+    /// A Kleio / Kleoniki scheduler: predictions replace the last period's counts for the
+    /// pages they cover.
+    pub fn with_predictions(mut self, pred: Predictions) -> PageScheduler {
+        self.pred = Some(pred);
+        self
     }
 
     fn key(&self, param: &str) -> String {
@@ -366,6 +394,22 @@ impl PageScheduler {
                     f(i, p, fut.count[p as usize]);
                 }
             }
+            Source::Kleio | Source::Kleoniki => {
+                let pr = self.pred.as_ref().ok_or_else(|| Error::Invariant("kleio: no predictions".into()))?;
+                let period = ctx.now.period;
+                let touched = &ctx.track.prev_touched;
+                for (i, &p) in touched.iter().enumerate() {
+                    if pr.class(p, period).is_none() {
+                        f(i, p, ctx.track.prev_count[p as usize]);
+                    }
+                }
+                // the predicted pages, as the count of their predicted class
+                for (j, &p) in pr.pages().iter().enumerate() {
+                    if let Some(c) = pr.class(p, period) {
+                        f(touched.len() + j, p, class_count(c));
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -381,7 +425,7 @@ impl PageScheduler {
     fn period_default(&mut self, ctx: &mut Ctx) -> Result<()> {
         let n_tiers = ctx.mem.tiers();
         let bins = self.bins;
-        let history = self.source == Source::History;
+        let source = self.source;
         let mut ranked = std::mem::take(&mut self.ranked);
         ranked.clear();
         {
@@ -394,7 +438,7 @@ impl PageScheduler {
                 if t == UNPLACED {
                     return; // first touched in the coming period: placed then
                 }
-                let tie = if history { u64::MAX - c.track.last_access[p as usize] } else { i as u64 };
+                let tie = if source != Source::Oracle { u64::MAX - c.track.last_access[p as usize] } else { i as u64 };
                 ranked.push(((Reverse(count_class(count, bins)), t, tie), p));
             })?;
         }
@@ -657,11 +701,12 @@ impl Policy for PageScheduler {
             "bins": if self.compat { 0 } else { self.bins },
             "compat": if self.compat { "cori-sim" } else { "none" },
             "scheduler": self.stats,
+            "predictions": self.pred.as_ref().map(|p| p.report()),
         })
     }
 }
 
-const PARAMS: &[ParamSpec] = &[
+pub(crate) const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "period",
         ty: ParamType::Period,

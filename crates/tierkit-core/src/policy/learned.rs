@@ -1,0 +1,204 @@
+//! `kleio` and `kleoniki`: the `history` page scheduler (003 §3.1) with learned predictions
+//! for a selected subset of pages (Kleio, 003 §3.2), or for groups of pages sharing one
+//! model (Kleoniki, 003 §4).
+//!
+//! The models are trained in Python (`python/tierkit/kleio.py`, PyTorch) and their
+//! predictions reach the scheduler as a *predictions file*: for every selected page, the
+//! class (log2 count class, as `history`'s `bins`) the page's model predicts for every period,
+//! from the page's own counts in the K periods before it. In a trace-driven simulation the
+//! per-period counts do not depend on placement, so running each model over the trace's
+//! counts ahead of the run gives exactly the predictions the scheduler would get by running
+//! it at each boundary; the file is only valid for the trace it was made from.
+//!
+//! At each boundary the scheduler ranks every page by the same key as `history`; a page with
+//! a prediction for the coming period is ranked by that predicted class, every other page by
+//! its count in the period just ended. Everything else (targets, victims, swaps) is
+//! `history`'s.
+//!
+//! # Predictions file (JSON)
+//!
+//! ```json
+//! {"format": "tierkit-predictions", "version": 1, "policy": "kleio", "period": 1000,
+//!  "bins": 16, "models": 120, "rows": {"42": "--------3330333..."}}
+//! ```
+//! `rows` maps a page id (the engine's: order of first access in the trace) to one character
+//! per period: `-` for no prediction (the page is ranked by history in that period), else the
+//! predicted class in base 36 (`0`-`9`, `a`-`z`).
+
+use std::path::Path;
+
+use super::page_scheduler::{PageScheduler, Source, PARAMS as SCHEDULER_PARAMS};
+use super::params::{ParamSpec, ParamType, Params};
+use super::PolicyInfo;
+use crate::engine::Runnable;
+use crate::error::{Error, Result};
+use crate::pagemap::PageId;
+use crate::units::Period;
+
+const NONE: u8 = u8::MAX;
+
+/// Predicted classes of the selected pages, per period.
+pub struct Predictions {
+    pages: Vec<PageId>,
+    /// row of each page id (u32::MAX: none)
+    row_of: Vec<u32>,
+    /// per row, per period: the class, or NONE
+    classes: Vec<Vec<u8>>,
+    pub period: u64,
+    pub bins: u32,
+    pub models: u64,
+    pub policy: String,
+}
+
+impl Predictions {
+    /// Read a predictions file; `key` names the parameter in errors.
+    pub fn load(path: &Path, key: &str) -> Result<Predictions> {
+        let what = path.display();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::config(key, format!("{what}: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::config(key, format!("{what}: not a predictions file: line {}: {e}", e.line())))?;
+        let bad = |m: String| Error::config(key, format!("{what}: {m}"));
+        if v.get("format").and_then(|f| f.as_str()) != Some("tierkit-predictions") {
+            return Err(bad("not a predictions file (no \"format\": \"tierkit-predictions\")".into()));
+        }
+        if v.get("version").and_then(|x| x.as_u64()) != Some(1) {
+            return Err(bad(format!("predictions version {} is not supported (this tierkit reads version 1)", v.get("version").unwrap_or(&serde_json::Value::Null))));
+        }
+        let num = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| bad(format!("key '{k}' is missing or not a whole number")));
+        let period = num("period")?;
+        let bins = num("bins")?;
+        let models = num("models")?;
+        if period == 0 || !(1..=35).contains(&bins) {
+            return Err(bad(format!("period must be positive and bins 1..35 (got {period}, {bins})")));
+        }
+        let rows = v.get("rows").and_then(|r| r.as_object()).ok_or_else(|| bad("key 'rows' is missing or not an object".into()))?;
+        let mut pairs: Vec<(PageId, Vec<u8>)> = Vec::with_capacity(rows.len());
+        for (k, s) in rows {
+            let page: PageId = k.parse().map_err(|_| bad(format!("rows: '{k}' is not a page id")))?;
+            let s = s.as_str().ok_or_else(|| bad(format!("rows.{k}: not a string")))?;
+            let mut cl = Vec::with_capacity(s.len());
+            for (i, ch) in s.chars().enumerate() {
+                let c = match ch {
+                    '-' => NONE,
+                    _ => match ch.to_digit(36) {
+                        Some(d) if d as u64 <= bins => d as u8,
+                        _ => return Err(bad(format!("rows.{k}: character {i} ('{ch}') is neither '-' nor a class 0..{bins} in base 36"))),
+                    },
+                };
+                cl.push(c);
+            }
+            pairs.push((page, cl));
+        }
+        let policy = v.get("policy").and_then(|x| x.as_str()).unwrap_or("").to_string();
+        Ok(Predictions::from_pairs(pairs, period, bins as u32, models, policy))
+    }
+
+    fn from_pairs(mut pairs: Vec<(PageId, Vec<u8>)>, period: u64, bins: u32, models: u64, policy: String) -> Predictions {
+        pairs.sort_by_key(|p| p.0);
+        let n = pairs.last().map(|p| p.0 as usize + 1).unwrap_or(0);
+        let mut row_of = vec![u32::MAX; n];
+        let mut pages = Vec::with_capacity(pairs.len());
+        let mut classes = Vec::with_capacity(pairs.len());
+        for (i, (p, c)) in pairs.into_iter().enumerate() {
+            row_of[p as usize] = i as u32;
+            pages.push(p);
+            classes.push(c);
+        }
+        Predictions { pages, row_of, classes, period, bins, models, policy }
+    }
+
+    /// The pages with a model, in id order.
+    pub fn pages(&self) -> &[PageId] {
+        &self.pages
+    }
+
+    /// The class predicted for `page` in period `period`, if any.
+    #[inline]
+    pub fn class(&self, page: PageId, period: u64) -> Option<u8> {
+        let r = *self.row_of.get(page as usize)?;
+        if r == u32::MAX {
+            return None;
+        }
+        match self.classes[r as usize].get(period as usize) {
+            Some(&c) if c != NONE => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn report(&self) -> serde_json::Value {
+        serde_json::json!({ "pages": self.pages.len(), "models": self.models, "period": self.period, "bins": self.bins })
+    }
+}
+
+fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
+    let name = if source == Source::Kleio { "kleio" } else { "kleoniki" };
+    let key = format!("{name}:predictions");
+    let file = p.text("predictions");
+    if file.is_empty() {
+        return Err(Error::config(
+            key,
+            format!("{name} needs its models' predictions: tierkit's Python front end (tierkit simulate/compare, tierkit.simulate) trains them from pages=F; here give predictions=FILE"),
+        ));
+    }
+    let pred = Predictions::load(Path::new(file), &key)?;
+    let period = match p.period("period") {
+        Period::Accesses(n) => n,
+        other => return Err(Error::config(format!("{name}:period"), format!("the predictions are per period of accesses; give period as a number of accesses, not {}", other.describe()))),
+    };
+    if period != pred.period {
+        return Err(Error::config(format!("{name}:period"), format!("{file} predicts periods of {} accesses, not {period}: run with period={}", pred.period, pred.period)));
+    }
+    let bins = p.int("bins") as u32;
+    if bins != pred.bins {
+        return Err(Error::config(format!("{name}:bins"), format!("{file} predicts {} count classes, not {bins}: run with bins={}", pred.bins, pred.bins)));
+    }
+    Ok(Box::new(PageScheduler::new(source, Period::Accesses(period), bins, false).with_predictions(pred)) as Box<dyn Runnable>)
+}
+
+macro_rules! text_param {
+    ($name:expr, $unit:expr, $source:expr, $help:expr) => {
+        ParamSpec { name: $name, ty: ParamType::Text, unit: $unit, default: "", source: $source, help: $help }
+    };
+}
+
+const KLEIO_PARAMS: &[ParamSpec] = &[
+    SCHEDULER_PARAMS[0],
+    SCHEDULER_PARAMS[1],
+    text_param!("predictions", "file", "tierkit", "the models' predictions (made by the Python front end from pages=; see docs/learned.md)"),
+    text_param!("pages", "fraction of pages", "003 §3.2 (Page Selector: the pages history misplaces, by accesses)", "with the Python front end: give models to this share of the trace's pages (default 0.1)"),
+    text_param!("history", "periods", "003 §3.2 (per-page RNN over past periods)", "with the Python front end: periods of input of each model (default 8)"),
+    text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)"),
+    text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
+    text_param!("train", "trace", "003 §3.2 (models trained offline)", "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"),
+    text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
+];
+
+const KLEONIKI_PARAMS: &[ParamSpec] = &[
+    SCHEDULER_PARAMS[0],
+    SCHEDULER_PARAMS[1],
+    text_param!("predictions", "file", "tierkit", "the group models' predictions (made by the Python front end; see docs/learned.md)"),
+    text_param!("pages", "fraction of pages", "003 §4 (Kleio's Page Selector, then grouping)", "with the Python front end: manage this share of the trace's pages (default 0.2)"),
+    text_param!("tol", "classes", "tierkit (003 §4 groups identical, then similar patterns)", "with the Python front end: k-means merges patterns while the mean per-period distance to the group's pattern stays within this (default 0.5; 0 = identical only)"),
+    text_param!("history", "periods", "003 §3.2", "with the Python front end: periods of input of each model (default 8)"),
+    text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)"),
+    text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
+    text_param!("train", "trace", "003 §3.2", "with the Python front end: train on this trace of the same program; default the simulated trace"),
+    text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
+];
+
+pub static KLEIO: PolicyInfo = PolicyInfo {
+    name: "kleio",
+    summary: "history page scheduler with per-page LSTM predictions for the pages history misplaces most (trained offline on the trace; needs tierkit[ml])",
+    source: "003 §3.2 (Kleio)",
+    future_knowledge: false,
+    params: KLEIO_PARAMS,
+    build: |p| build(Source::Kleio, p),
+};
+
+pub static KLEONIKI: PolicyInfo = PolicyInfo {
+    name: "kleoniki",
+    summary: "Kleio with one LSTM per group of pages with identical or similar per-period patterns, at Cori's period (needs tierkit[ml])",
+    source: "003 §4 (Kleoniki)",
+    future_knowledge: false,
+    params: KLEONIKI_PARAMS,
+    build: |p| build(Source::Kleoniki, p),
+};

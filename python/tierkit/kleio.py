@@ -1,0 +1,341 @@
+"""Kleio (003 §3.2) and Kleoniki (003 §4): the ``history`` page scheduler with learned
+predictions for the pages history misplaces.
+
+Pipeline (``predictions``):
+
+1. **Counts**: per-period, per-page access counts of the trace (Rust, one pass; page ids
+   are the engine's), binned in log2 classes exactly as ``history``'s ``bins``.
+2. **Page selector**: in every period ``t`` the pages history wants in the fast tier are the
+   fast tier's capacity worth of the hottest of period ``t-1``; the oracle's are the hottest
+   of period ``t``. A page the oracle wants and history does not is *misplaced* in ``t``,
+   and its accesses in ``t`` are served from the slow tier for nothing. Pages are ranked by
+   those accesses (their misplaced accesses), and the top ``pages`` share of the trace's
+   pages gets a model.
+3. **Models** (:mod:`tierkit.learn`, PyTorch): Kleio trains one LSTM per selected page on
+   the page's class series (predict period ``t`` from periods ``t-K..t-1``); Kleoniki first
+   groups the selected pages whose patterns are identical, then similar (k-means within
+   ``tol`` classes per period), and trains one LSTM per group on the group's pattern.
+4. **Predictions file**: every selected page's predicted class for every period from ``K``
+   on, computed from its own counts in the ``K`` periods before (never from the period
+   predicted). In a trace-driven simulation counts do not depend on placement, so this is
+   what running the model at each boundary would give. The Rust scheduler ranks those pages
+   by their predicted class and every other page by its last-period count.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _core
+from .progress import Bar
+
+PathLike = Union[str, "os.PathLike[str]"]
+_B36 = np.frombuffer(b"0123456789abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+
+
+@dataclass
+class Counts:
+    """Sparse per-period counts of one trace (see ``tierkit_core::periods``)."""
+
+    period: int
+    periods: int
+    accesses: int
+    page_addr: np.ndarray
+    period_of: np.ndarray
+    page: np.ndarray
+    count: np.ndarray
+    digest: str
+    trace: str
+    #: start of each period's entries in the arrays (len periods + 1)
+    starts: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.starts = np.searchsorted(self.period_of, np.arange(self.periods + 1)).astype(np.int64)
+
+    @property
+    def pages(self) -> int:
+        return len(self.page_addr)
+
+    def dense(self, rows: np.ndarray, bins: int) -> np.ndarray:
+        """Classes [len(rows), periods] of the given page ids."""
+        from .learn import count_class
+
+        pos = np.full(self.pages, -1, dtype=np.int64)
+        pos[rows] = np.arange(len(rows))
+        out = np.zeros((len(rows), self.periods), dtype=np.uint8)
+        sel = pos[self.page] >= 0
+        out[pos[self.page[sel]], self.period_of[sel]] = count_class(self.count[sel], bins)
+        return out
+
+
+_counts_cache: dict = {}
+
+
+def counts(trace: PathLike, period: int, format: Optional[str] = None, cache: Optional[str] = None,
+           progress: Optional[bool] = None) -> Counts:
+    """Per-period counts of a trace for a period of ``period`` accesses (cached per file)."""
+    if period < 1:
+        raise _core.TierkitError(f"period: {period} must be at least one access")
+    st = os.stat(trace)
+    key = (os.path.abspath(trace), st.st_mtime_ns, st.st_size, int(period), format, cache)
+    if key not in _counts_cache:
+        with Bar("counts", progress) as bar:
+            d = _core.period_counts(os.fspath(trace), int(period), format, cache, bar.callback)
+        _counts_cache.clear()  # one trace at a time: these can be large
+        _counts_cache[key] = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"],
+                                    d["page"], d["count"], d["digest"], os.fspath(trace))
+    return _counts_cache[key]
+
+
+def fast_pages(c: Counts, fast_capacity: float) -> int:
+    """The fast tier's capacity in pages for a fraction of the footprint (as the engine)."""
+    return max(1, int(fast_capacity * c.pages))
+
+
+def select_pages(c: Counts, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Kleio's page selector: pages ranked by their misplaced accesses (accesses in periods
+    where the oracle wants them in the fast tier and history does not), most first; pages
+    never misplaced are left out. Returns (page ids, misplaced accesses)."""
+    score = np.zeros(c.pages, dtype=np.int64)
+    prev_top: Optional[np.ndarray] = None
+    for t in range(c.periods):
+        a, b = c.starts[t], c.starts[t + 1]
+        pages, cnt = c.page[a:b], c.count[a:b]
+        if len(pages) > capacity:
+            # the hottest `capacity`, ties by first access in the period (stable)
+            top = pages[np.argsort(-cnt.astype(np.int64), kind="stable")[:capacity]]
+        else:
+            top = pages
+        if prev_top is not None:
+            wanted = np.zeros(c.pages, dtype=bool)
+            wanted[top] = True
+            wanted[prev_top] = False
+            miss = wanted[pages]
+            np.add.at(score, pages[miss], cnt[miss])
+        prev_top = top
+    order = np.argsort(-score, kind="stable")
+    order = order[score[order] > 0]
+    return order.astype(np.uint32), score[order]
+
+
+@dataclass
+class Made:
+    """What :func:`predictions` made: the file, and how it was made."""
+
+    path: str
+    info: dict
+
+
+def _rows(pred: np.ndarray) -> list[str]:
+    """Predicted classes (-1 = none) → one base-36 string per row."""
+    chars = np.where(pred < 0, ord("-"), _B36[np.clip(pred, 0, 35)]).astype(np.uint8)
+    return [bytes(r).decode("ascii") for r in chars]
+
+
+def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, period: int = 1000, bins: int = 16,
+                fast_capacity: float = 0.2, history: int = 8, hidden: int = 16, epochs: int = 60, tol: float = 0.5,
+                seed: int = 0, train_trace: Optional[PathLike] = None, out: Optional[PathLike] = None,
+                format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
+                device: str = "auto") -> Made:
+    """Select pages, train the models and write the predictions file for ``trace``.
+
+    ``policy`` is ``kleio`` (one model per page) or ``kleoniki`` (one per group).
+    ``train_trace``: train on this trace of the same program (pages matched by address);
+    the selection is made there too. Returns the file and the numbers of the run (pages,
+    models, training time, ...)."""
+    from . import learn
+
+    if policy not in ("kleio", "kleoniki"):
+        raise _core.TierkitError(f"unknown learned policy '{policy}' (kleio, kleoniki)")
+    if not 0 < pages <= 1:
+        raise _core.TierkitError(f"{policy}:pages: {pages} is not a fraction in (0, 1]")
+    if not 0 < fast_capacity <= 1:
+        raise _core.TierkitError(f"{policy}: the fast capacity {fast_capacity} is not a fraction in (0, 1]")
+    if history < 1 or hidden < 1 or epochs < 0 or not 1 <= bins <= 32:
+        raise _core.TierkitError(f"{policy}: history, hidden must be >= 1, epochs >= 0 and bins 1..32")
+    ev = counts(trace, period, format, cache, progress)
+    tr = ev if train_trace is None else counts(train_trace, period, format, cache, progress)
+    if tr.periods <= history + 1:
+        raise _core.TierkitError(
+            f"{policy}: {tr.trace} has {tr.periods} periods of {period} accesses, too few to learn from {history} "
+            f"periods of history: give a shorter period or history=")
+    sel, score = select_pages(tr, fast_pages(tr, fast_capacity))
+    n_sel = min(len(sel), max(1, int(round(pages * tr.pages))))
+    sel, score = sel[:n_sel], score[:n_sel]
+    series = tr.dense(sel, bins)
+    cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed, device=device)
+    t0 = time.perf_counter()
+    if policy == "kleoniki":
+        labels, reps = learn.group_patterns(series, tol=tol, seed=seed)
+        train_series = reps
+    else:
+        labels = np.arange(len(sel))
+        train_series = series
+    distinct = len(np.unique(series, axis=0)) if len(sel) else 0
+    with Bar(f"{policy} training", progress, unit="model") as bar:
+        models = learn.train(train_series, cfg, progress=bar.callback) if len(sel) else None
+    # the evaluated trace's pages: the same ids, or the same addresses of the training trace
+    if train_trace is None:
+        ev_pages = sel
+        ev_labels = labels
+    else:
+        addr_to_ev = {int(a): i for i, a in enumerate(ev.page_addr)}
+        ids = np.array([addr_to_ev.get(int(a), -1) for a in tr.page_addr[sel]], dtype=np.int64)
+        keep = ids >= 0
+        ev_pages = ids[keep].astype(np.uint32)
+        ev_labels = np.asarray(labels)[keep]
+    inputs = ev.dense(ev_pages, bins)
+    t1 = time.perf_counter()
+    pred = learn.predict(models, inputs, np.asarray(ev_labels)) if len(ev_pages) else np.zeros((0, ev.periods), np.int16)
+    infer_s = time.perf_counter() - t1
+    # accuracy of the predictions (on the evaluated trace), against history's guess
+    valid = pred >= 0
+    acc = float((pred[valid] == inputs[valid]).mean()) if valid.any() else None
+    hist_acc = float((inputs[:, history - 1:-1][valid[:, history:]] == inputs[:, history:][valid[:, history:]]).mean()) \
+        if valid.any() else None
+    n_models = models.count if models is not None else 0
+    info = {
+        "policy": policy, "trace": ev.trace, "digest": ev.digest, "train_trace": tr.trace, "period": period,
+        "bins": bins, "history": history, "hidden": hidden, "epochs": epochs, "seed": seed,
+        "fast_capacity": fast_capacity, "pages_total": ev.pages, "pages_fraction": pages,
+        "misplaced_pages": int(len(select_pages(tr, fast_pages(tr, fast_capacity))[0])) if train_trace else None,
+        "pages_selected": int(len(sel)), "pages_predicted": int(len(ev_pages)), "models": int(n_models),
+        "pages_per_model": (len(sel) / n_models) if n_models else None,
+        "distinct_patterns": int(distinct), "tol": tol if policy == "kleoniki" else None,
+        "train_seconds": models.train_seconds if models is not None else 0.0,
+        "train_device": models.device if models is not None else None,
+        "select_and_train_seconds": time.perf_counter() - t0 - infer_s,
+        "inference_seconds": infer_s, "inference_per_period_ms": 1e3 * infer_s / max(1, ev.periods),
+        "accuracy": acc, "history_accuracy": hist_acc,
+    }
+    doc = {"format": "tierkit-predictions", "version": 1, "policy": policy, "period": int(period), "bins": int(bins),
+           "models": int(n_models), "trace_digest": ev.digest, "made": info,
+           "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(pred))}}
+    path = os.fspath(out) if out is not None else _tmp_path(policy)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return Made(path, info)
+
+
+_tmp_dir: Optional[str] = None
+
+
+def _tmp_path(policy: str) -> str:
+    import atexit
+    import shutil
+    import tempfile
+
+    global _tmp_dir
+    if _tmp_dir is None:
+        _tmp_dir = tempfile.mkdtemp(prefix="tierkit-predictions-")
+        atexit.register(shutil.rmtree, _tmp_dir, True)
+    return os.path.join(_tmp_dir, f"{policy}{len(os.listdir(_tmp_dir))}.json")
+
+
+#: parameters of kleio / kleoniki that the Python front end turns into a predictions file
+TRAIN_KEYS = ("pages", "history", "hidden", "epochs", "train", "seed", "tol")
+
+
+def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format: Optional[str], cache: Optional[str],
+           progress: Optional[bool], platform: str = "dram-pmem", timing: str = "simple") -> tuple[str, dict]:
+    """``kleio:pages=F,...`` / ``kleoniki:...`` → trained predictions and the spec that reads them.
+
+    Kleio's period defaults to ``history``'s (1,000 accesses); Kleoniki's to Cori's choice
+    for ``history`` on the same platform and capacity."""
+    name = spec["name"]
+    args = dict(spec["args"])
+    if "predictions" in args:
+        return policy, {}
+
+    def num(key: str, default: float, conv: type = float) -> Any:
+        if key not in args:
+            return default
+        try:
+            return conv(args[key])
+        except ValueError:
+            raise _core.TierkitError(f"{name}:{key}: '{args[key]}' is not a {'whole ' if conv is int else ''}number") from None
+
+    try:
+        cap = float(fast_capacity) if fast_capacity is not None else 0.2
+    except ValueError:
+        raise _core.TierkitError(f"{name}: the fast capacity must be a fraction of the footprint "
+                                 f"(e.g. --fast-capacity 0.2) to select pages, not '{fast_capacity}'") from None
+    cori_period = None
+    if name == "kleoniki" and "period" not in args:
+        from .cori import tune
+
+        cori_period = tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
+                           progress=progress)["chosen_period"]
+    period = num("period", cori_period or 1000, int)
+    made = predictions(trace, name, pages=num("pages", 0.1 if name == "kleio" else 0.2), period=period,
+                       bins=num("bins", 16, int), fast_capacity=cap, history=num("history", 8, int),
+                       hidden=num("hidden", 16, int), epochs=num("epochs", 60, int), tol=num("tol", 0.5),
+                       seed=num("seed", 0, int), train_trace=args.get("train"), format=format, cache=cache,
+                       progress=progress)
+    rest = [f"{k}={v}" for k, v in spec["args"] if k not in TRAIN_KEYS]
+    if "period" not in args:
+        rest.append(f"period={period}")
+    return f"{name}:" + ",".join([f"predictions={made.path}", *rest]), {**made.info, "cori_period": cori_period}
+
+
+def gap_bridged(history_ns: float, oracle_ns: float, x_ns: float) -> Optional[float]:
+    """Share of the history→oracle gap a run bridges, in percent (history 0, oracle 100);
+    None when the oracle is not faster than history."""
+    if history_ns <= oracle_ns:
+        return None
+    return 100.0 * (history_ns - x_ns) / (history_ns - oracle_ns)
+
+
+def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (0.01, 0.02, 0.05, 0.1, 0.2),
+          period: Optional[int] = None, platform: str = "dram-pmem", fast_capacity: float = 0.2,
+          timing: str = "simple", bins: int = 16, history: int = 8, hidden: int = 16, epochs: int = 60,
+          tol: float = 0.5, seed: int = 0, train_trace: Optional[PathLike] = None, format: Optional[str] = None,
+          cache: Optional[str] = None, progress: Optional[bool] = None) -> dict:
+    """History, oracle and ``policy`` with models for each fraction of the pages: the gap
+    bridged (003 Fig. 3.3) against the fraction, with models and training time."""
+    from .api import run
+
+    if period is None:
+        period = default_period(trace, format, cache, progress)
+    base = {}
+    for name in ("history", "oracle"):
+        r = run(trace, platform, f"{name}:period={period},bins={bins}", fast_capacity, None, timing, format, cache, False)
+        base[name] = r
+    rows = []
+    for f in fractions:
+        made = predictions(trace, policy, pages=f, period=period, bins=bins, fast_capacity=fast_capacity,
+                           history=history, hidden=hidden, epochs=epochs, tol=tol, seed=seed,
+                           train_trace=train_trace, format=format, cache=cache, progress=progress)
+        r = run(trace, platform, f"{policy}:period={period},bins={bins},predictions={made.path}", fast_capacity, None,
+                timing, format, cache, False)
+        rows.append({**{k: made.info[k] for k in ("pages_fraction", "pages_selected", "models", "pages_per_model",
+                                                   "distinct_patterns", "train_seconds", "inference_per_period_ms",
+                                                   "accuracy", "history_accuracy")},
+                     "runtime_ns": r["runtime_ns"], "fast_hit_ratio": r["fast_hit_ratio"],
+                     "migrations": r["migrations"],
+                     "gap_bridged_pct": gap_bridged(base["history"]["runtime_ns"], base["oracle"]["runtime_ns"],
+                                                    r["runtime_ns"])})
+    return {"trace": os.fspath(trace), "policy": policy, "platform": platform, "fast_capacity": fast_capacity,
+            "timing": timing, "period": period, "bins": bins, "history_periods": history,
+            "pages": int(counts(trace, period, format, cache, progress).pages),
+            "periods": int(counts(trace, period, format, cache, progress).periods),
+            "history_runtime_ns": base["history"]["runtime_ns"], "oracle_runtime_ns": base["oracle"]["runtime_ns"],
+            "history_fast_hit_ratio": base["history"]["fast_hit_ratio"],
+            "oracle_fast_hit_ratio": base["oracle"]["fast_hit_ratio"], "rows": rows}
+
+
+def default_period(trace: PathLike, format: Optional[str] = None, cache: Optional[str] = None,
+                   progress: Optional[bool] = None, periods: int = 400) -> int:
+    """A period giving about ``periods`` periods over the trace (at least 1,000 accesses),
+    rounded down to 1, 2 or 5 times a power of ten: enough history for the models to learn."""
+    from .api import trace_info
+
+    n = int(trace_info(trace, format, cache)["summary"]["accesses"])
+    raw = max(1000, n // periods)
+    mag = 10 ** int(np.floor(np.log10(raw)))
+    return int(max(m * mag for m in (1, 2, 5) if m * mag <= raw))
