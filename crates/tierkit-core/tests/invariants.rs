@@ -68,8 +68,22 @@ fn check(r: &SimResult) {
 }
 
 /// How each registered policy runs here: `guided` needs a guidance file (the synthetic
-/// traces have no allocations, so it places by `nonheap=` and `then=` migrates).
+/// traces have no allocations, so it places by `nonheap=` and `then=` migrates); `kleio`
+/// and `kleoniki` need predictions (here arbitrary classes for 500 pages, some periods
+/// without).
 fn spec(name: &str, dir: &std::path::Path) -> String {
+    if name == "kleio" || name == "kleoniki" {
+        let rows: serde_json::Map<String, serde_json::Value> = (0..500u32)
+            .map(|p| {
+                let s: String = (0..60u32).map(|t| if (p + t) % 7 == 0 { '-' } else { std::char::from_digit((p * 7 + t) % 6, 36).unwrap() }).collect();
+                (p.to_string(), serde_json::Value::String(s))
+            })
+            .collect();
+        let v = serde_json::json!({"format": "tierkit-predictions", "version": 1, "policy": name, "period": 1000, "bins": 16, "models": 500, "rows": rows});
+        let f = dir.join(format!("{name}.json"));
+        std::fs::write(&f, v.to_string()).unwrap();
+        return format!("{name}:period=1000,predictions={}", f.display());
+    }
     if name != "guided" {
         return name.to_string();
     }
