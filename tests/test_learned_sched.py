@@ -215,3 +215,13 @@ def test_learned_schedulers_run_on_real_traces(shared_traces, cli):
     assert rc == 0, err
     r = json.loads(out)
     assert r["chosen_period"] in r["candidates"] and len(r["trials"]) >= 1
+
+
+def test_simulate_shows_what_the_front_end_made(alternating_trace, cli):
+    pytest.importorskip("torch")
+    rc, out, err = cli("simulate", alternating_trace, "--policy", "kleoniki:pages=1,period=40,history=4,tol=0", "-c", "0.5", "-q")
+    assert rc == 0, err
+    line = next(l for l in out.splitlines() if l.startswith("policy"))
+    # the user's spec, then the scheduler's parameters and the predictions it read; no empty keys
+    assert "kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,period=40,predictions=" in line
+    assert "=," not in line

@@ -107,7 +107,7 @@ def simulate(
     lines = [
         ("trace", f"{r['trace']}  ({r['accesses']:,} accesses, {r['pages']:,} pages, digest {str(r['config']['trace_digest'])[:12]})"),
         ("platform", f"{r['platform']}  ({cap})"),
-        ("policy", r["config"]["policy"]),
+        ("policy", _shown_policy(r)),
         ("runtime", f"{_fmt_ns(r['runtime_ns'])}  ({r['timing']} model)" + (f", IPC {r['ipc']:.3f}" if r.get("ipc") else "")),
         ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
         ("migrations", f"{r['migrations']:,} pages, {_fmt_bytes(r['migrated_bytes'])}, {_fmt_ns(r['migration_time_ns'])}"),
@@ -118,6 +118,17 @@ def simulate(
     w = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{w}}  {v}")
+
+
+def _shown_policy(r: dict) -> str:
+    """The run's policy with every parameter: the resolved spec, less the parameters that
+    the Python front end consumed (left empty), with what it made them into alongside."""
+    name, _, args = str(r["config"]["policy"]).partition(":")
+    kv = [x for x in args.split(",") if x]
+    kept = [x for x in kv if not x.endswith("=")]
+    if len(kept) == len(kv):
+        return str(r["config"]["policy"])
+    return f"{r['policy']}  ->  {name}" + (":" + ",".join(kept) if kept else "")
 
 
 def _has_energy(r: dict) -> bool:
