@@ -225,3 +225,17 @@ def test_simulate_shows_what_the_front_end_made(alternating_trace, cli):
     # the user's spec, then the scheduler's parameters and the predictions it read; no empty keys
     assert "kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,period=40,predictions=" in line
     assert "=," not in line
+
+
+def test_models_trained_on_another_run_apply_by_address(alternating_trace, cli, tmp_path):
+    pytest.importorskip("torch")
+    # another run of the same program: the same pages, a longer run, and a page first touched
+    # in another order (so page ids differ between the runs; addresses do not)
+    seq = [99] + [(0 if t % 2 == 0 else 4) + i % 4 for t in range(90) for i in range(40)]
+    other = pages_trace(tmp_path / "other.tkt", seq[:-1])
+    h = _runtime(cli, other, "history:period=40")
+    o = _runtime(cli, other, "oracle:period=40")
+    k = _runtime(cli, other, f"kleio:pages=1,period=40,history=4,train={alternating_trace}")
+    m = k["config"]["models"]
+    assert m["train_trace"] == str(alternating_trace) and m["models"] == 8 and m["pages_predicted"] == 8
+    assert kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"]) >= 80
