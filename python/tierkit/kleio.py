@@ -86,7 +86,9 @@ def counts(trace: PathLike, period: int, format: Optional[str] = None, cache: Op
     if key not in _counts_cache:
         with Bar("counts", progress) as bar:
             d = _core.period_counts(os.fspath(trace), int(period), format, cache, bar.callback)
-        _counts_cache.clear()  # one trace at a time: these can be large
+        # these can be large: keep two, a simulated trace and its training trace
+        while len(_counts_cache) >= 2:
+            del _counts_cache[next(iter(_counts_cache))]
         _counts_cache[key] = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"],
                                     d["page"], d["count"], d["digest"], os.fspath(trace))
     return _counts_cache[key]
@@ -164,12 +166,11 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         raise _core.TierkitError(
             f"{policy}: {tr.trace} has {tr.periods} periods of {period} accesses, too few to learn from {history} "
             f"periods of history: give a shorter period or history=")
-    sel, score = select_pages(tr, fast_pages(tr, fast_capacity))
-    n_sel = min(len(sel), max(1, int(round(pages * tr.pages))))
-    sel, score = sel[:n_sel], score[:n_sel]
+    t0 = time.perf_counter()
+    misplaced, _ = select_pages(tr, fast_pages(tr, fast_capacity))
+    sel = misplaced[:min(len(misplaced), max(1, int(round(pages * tr.pages))))]
     series = tr.dense(sel, bins)
     cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed, device=device)
-    t0 = time.perf_counter()
     if policy == "kleoniki":
         labels, reps = learn.group_patterns(series, tol=tol, seed=seed)
         train_series = reps
@@ -193,17 +194,18 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     t1 = time.perf_counter()
     pred = learn.predict(models, inputs, np.asarray(ev_labels)) if len(ev_pages) else np.zeros((0, ev.periods), np.int16)
     infer_s = time.perf_counter() - t1
-    # accuracy of the predictions (on the evaluated trace), against history's guess
-    valid = pred >= 0
-    acc = float((pred[valid] == inputs[valid]).mean()) if valid.any() else None
-    hist_acc = float((inputs[:, history - 1:-1][valid[:, history:]] == inputs[:, history:][valid[:, history:]]).mean()) \
-        if valid.any() else None
+    # accuracy of the predictions (on the evaluated trace, every period from K on, where
+    # every page has one), against history's guess (the last period's class)
+    acc = hist_acc = None
+    if len(ev_pages) and ev.periods > history:
+        acc = float((pred[:, history:] == inputs[:, history:]).mean())
+        hist_acc = float((inputs[:, history - 1:-1] == inputs[:, history:]).mean())
     n_models = models.count if models is not None else 0
     info = {
         "policy": policy, "trace": ev.trace, "digest": ev.digest, "train_trace": tr.trace, "period": period,
         "bins": bins, "history": history, "hidden": hidden, "epochs": epochs, "seed": seed,
         "fast_capacity": fast_capacity, "pages_total": ev.pages, "pages_fraction": pages,
-        "misplaced_pages": int(len(select_pages(tr, fast_pages(tr, fast_capacity))[0])) if train_trace else None,
+        "misplaced_pages": int(len(misplaced)),
         "pages_selected": int(len(sel)), "pages_predicted": int(len(ev_pages)), "models": int(n_models),
         "pages_per_model": (len(sel) / n_models) if n_models else None,
         "distinct_patterns": int(distinct), "tol": tol if policy == "kleoniki" else None,
@@ -249,8 +251,6 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     for ``history`` on the same platform and capacity."""
     name = spec["name"]
     args = dict(spec["args"])
-    if "predictions" in args:
-        return policy, {}
 
     def num(key: str, default: float, conv: type = float) -> Any:
         if key not in args:
@@ -320,10 +320,10 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
                      "migrations": r["migrations"],
                      "gap_bridged_pct": gap_bridged(base["history"]["runtime_ns"], base["oracle"]["runtime_ns"],
                                                     r["runtime_ns"])})
+    c = counts(trace, period, format, cache, progress)
     return {"trace": os.fspath(trace), "policy": policy, "platform": platform, "fast_capacity": fast_capacity,
             "timing": timing, "period": period, "bins": bins, "history_periods": history,
-            "pages": int(counts(trace, period, format, cache, progress).pages),
-            "periods": int(counts(trace, period, format, cache, progress).periods),
+            "pages": int(c.pages), "periods": int(c.periods),
             "history_runtime_ns": base["history"]["runtime_ns"], "oracle_runtime_ns": base["oracle"]["runtime_ns"],
             "history_fast_hit_ratio": base["history"]["fast_hit_ratio"],
             "oracle_fast_hit_ratio": base["oracle"]["fast_hit_ratio"], "rows": rows}

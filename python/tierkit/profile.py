@@ -118,8 +118,6 @@ def kmeans(x: np.ndarray, k: int, seed: int, weights: Optional[np.ndarray] = Non
     return best
 
 
-_kmeans = kmeans
-
 
 def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.ndarray:
     """Phase of each slice: k-means over the slices' access-share vectors (one column per
@@ -135,7 +133,7 @@ def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.nd
     if len(x) == 0 or max_phases <= 1:
         return np.zeros(n, dtype=np.int64)
     kmax = min(max_phases, len(np.unique(x.round(12), axis=0)))
-    runs = [_kmeans(x, k, seed) for k in range(1, kmax + 1)]
+    runs = [kmeans(x, k, seed) for k in range(1, kmax + 1)]
     sse = np.array([r[1] for r in runs])
     target = sse.min() + (1 - PHASE_VARIANCE) * (sse[0] - sse.min())
     k = int(np.argmax(sse <= target + 1e-12))

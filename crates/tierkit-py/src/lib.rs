@@ -150,10 +150,8 @@ fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option
 #[pyfunction]
 #[pyo3(signature = (path, period, format=None, cache=None, progress=None))]
 fn period_counts<'py>(py: Python<'py>, path: &str, period: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
-    let path2 = path.to_string();
-    let (format, cache) = (format.map(str::to_string), cache.map(str::to_string));
     let c = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&path2, format.as_deref(), cache.as_deref())?;
+        let inp = input(path, format, cache)?;
         tierkit_core::periods::period_counts(&inp, period, cb)
     })?;
     let d = PyDict::new(py);
