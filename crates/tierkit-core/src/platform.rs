@@ -59,6 +59,62 @@ pub struct Tier {
     /// where writes occupy the media that reads need); false gives them separate queues.
     #[serde(default)]
     pub shared_bandwidth: bool,
+    /// Loaded-latency curve: points `[u, factor]` of a piecewise-linear function of the tier's
+    /// bandwidth utilization u (busy time / elapsed time, in [0, 1]). The factor multiplies the
+    /// tier's read and write latency. u strictly increasing, factor ≥ 1 and non-decreasing;
+    /// factor 1 at u = 0 unless the first point says otherwise, flat past the last point.
+    /// Empty (absent) = flat: the latency does not depend on the load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_latency: Vec<[f64; 2]>,
+}
+
+impl Tier {
+    /// The factor on this tier's latency at utilization `u` (see [`loaded_latency_factor`]).
+    pub fn latency_factor(&self, u: f64) -> f64 {
+        loaded_latency_factor(&self.loaded_latency, u)
+    }
+}
+
+/// A loaded-latency curve at utilization `u`: linear interpolation between the points, from an
+/// implicit `[0, 1]` before the first point (when that point is past u = 0), held at the last
+/// point's factor beyond it; 1 for an empty curve. Non-decreasing in `u` for a valid curve.
+#[inline]
+pub fn loaded_latency_factor(curve: &[[f64; 2]], u: f64) -> f64 {
+    let (mut u0, mut f0) = (0.0, 1.0);
+    for &[u1, f1] in curve {
+        if u <= u1 {
+            // a first point at u = 0 gives its own factor there (no segment to interpolate)
+            if u1 <= u0 {
+                return f1;
+            }
+            return f0 + (f1 - f0) * ((u - u0) / (u1 - u0)).max(0.0);
+        }
+        (u0, f0) = (u1, f1);
+    }
+    f0
+}
+
+/// Check a loaded-latency curve; the message says which point is wrong and why.
+fn check_curve(curve: &[[f64; 2]]) -> std::result::Result<(), String> {
+    for (j, &[u, f]) in curve.iter().enumerate() {
+        let at = || format!("point {j} [{u}, {f}]");
+        if !(u.is_finite() && (0.0..=1.0).contains(&u)) {
+            return Err(format!("{}: the utilization must be in [0, 1]", at()));
+        }
+        if !(f.is_finite() && f >= 1.0) {
+            return Err(format!("{}: the factor must be at least 1 (load never makes a tier faster)", at()));
+        }
+        if j > 0 {
+            let [pu, pf] = curve[j - 1];
+            if u <= pu {
+                return Err(format!("{}: utilizations must be strictly increasing (previous point at {pu})", at()));
+            }
+            if f < pf {
+                return Err(format!("{}: factors must not decrease (previous factor {pf})", at()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Costs of moving a page, shared by all policies (charged by the migration mechanics).
@@ -99,13 +155,18 @@ pub struct Cpu {
     pub max_outstanding: u32,
     /// Posted writes a tier's write queue holds before the core stalls.
     pub write_queue_entries: u32,
+    /// Time constant of the exponentially decaying busy-time estimate from which the
+    /// `detailed` model reads a tier's recent utilization for its loaded-latency curve, ns.
+    pub load_window_ns: f64,
 }
 
 impl Default for Cpu {
     fn default() -> Self {
         // a 3.2 GHz core with a 128-entry ROB (001 §4.1); base CPI 1.0 is tierkit's neutral
         // default (seed presets set Ramulator's 4-wide core, CPI 0.25)
-        Cpu { freq_ghz: 3.2, base_cpi: 1.0, rob_entries: 128, max_outstanding: 32, write_queue_entries: 64 }
+        // load window 1 µs: tierkit's default, long against one line's transfer (a few ns),
+        // short against a program phase
+        Cpu { freq_ghz: 3.2, base_cpi: 1.0, rob_entries: 128, max_outstanding: 32, write_queue_entries: 64, load_window_ns: 1000.0 }
     }
 }
 
@@ -195,6 +256,7 @@ impl Platform {
             if let Some(c) = &t.capacity {
                 c.resolve(&key("capacity"))?;
             }
+            check_curve(&t.loaded_latency).map_err(|m| Error::config(key("loaded_latency"), m))?;
             if self.tiers[..i].iter().any(|o| o.name == t.name) {
                 return Err(Error::config(key("name"), "tier names must be unique"));
             }
@@ -208,6 +270,9 @@ impl Platform {
         let c = &self.cpu;
         if !(c.freq_ghz > 0.0 && c.base_cpi > 0.0 && c.rob_entries > 0 && c.max_outstanding > 0 && c.write_queue_entries > 0) {
             return Err(Error::config(format!("{origin}: cpu"), "frequency, CPI, ROB, outstanding misses and write queue must be positive"));
+        }
+        if !(c.load_window_ns > 0.0 && c.load_window_ns.is_finite()) {
+            return Err(Error::config(format!("{origin}: cpu.load_window_ns"), format!("{} must be positive", c.load_window_ns)));
         }
         Ok(())
     }
@@ -468,6 +533,56 @@ mod tests {
             // Micron CZ120: 36 GB/s per module, just under a DDR5-4800 channel's 38.4 GB/s
             assert!(cxl.read_bw_gb_per_s < dram.read_bw_gb_per_s && cxl.read_bw_gb_per_s > 0.9 * dram.read_bw_gb_per_s, "{name}");
             assert!(cxl.capacity.is_none(), "{name}: the expander is the unlimited tier");
+        }
+    }
+
+    #[test]
+    fn loaded_latency_curves_interpolate_from_an_implicit_idle_point() {
+        // empty: flat
+        assert_eq!(loaded_latency_factor(&[], 0.7), 1.0);
+        // a first point past u = 0 starts from [0, 1]; flat past the last point
+        let c = [[0.5, 2.0], [1.0, 4.0]];
+        assert_eq!(loaded_latency_factor(&c, 0.0), 1.0);
+        assert!(close(loaded_latency_factor(&c, 0.25), 1.5));
+        assert!(close(loaded_latency_factor(&c, 0.75), 3.0));
+        assert_eq!(loaded_latency_factor(&c, 1.0), 4.0);
+        assert_eq!(loaded_latency_factor(&c, 7.0), 4.0);
+        // a first point at u = 0 sets the idle factor itself
+        let c = [[0.0, 1.5], [0.5, 2.5]];
+        assert_eq!(loaded_latency_factor(&c, 0.0), 1.5);
+        assert_eq!(loaded_latency_factor(&c, -1.0), 1.5);
+        assert!(close(loaded_latency_factor(&c, 0.25), 2.0));
+    }
+
+    #[test]
+    fn loaded_latency_presets_follow_their_sources() {
+        let p = preset("dram-dcpmm");
+        let (dram, pm) = (tier(&p, "DRAM"), tier(&p, "DCPMM"));
+        // DRAM (Intel MLC on Cascade Lake DDR4): nearly flat to 80% of the peak, about 1.9x at it
+        assert!(dram.latency_factor(0.5) < 1.25 && dram.latency_factor(0.8) < 1.5);
+        assert!((1.8..=2.0).contains(&dram.latency_factor(1.0)));
+        // DCPMM rises earlier and higher than DRAM at every utilization
+        for k in 1..=20 {
+            let u = k as f64 / 20.0;
+            assert!(pm.latency_factor(u) >= dram.latency_factor(u), "u = {u}");
+        }
+        // 004 §3: at DCPMM's peak, up to 11.3x the latency of DRAM serving the same demand (at
+        // half its peak: 2x lower peak read bandwidth), sequential idle latencies of Yang et al.
+        // Fig. 2 (DRAM 81.4 ns, Optane 169.4 ns)
+        let ratio = pm.latency_factor(1.0) * 169.4 / (dram.latency_factor(0.5) * 81.4);
+        assert!((ratio - 11.3).abs() < 0.1, "{ratio}");
+        // dram-cxl: both tiers carry the DRAM curve; hbm-dram-cxl stays flat
+        let p = preset("dram-cxl");
+        for t in &p.tiers {
+            assert_eq!(t.loaded_latency, dram.loaded_latency, "{}", t.name);
+        }
+        assert!(preset("hbm-dram-cxl").tiers.iter().all(|t| t.loaded_latency.is_empty()));
+        // every other preset is flat, so their results are unchanged
+        for p in Platform::presets() {
+            if !["dram-dcpmm", "dram-cxl"].contains(&p.name.as_str()) {
+                assert!(p.tiers.iter().all(|t| t.loaded_latency.is_empty()), "{}", p.name);
+            }
+            assert_eq!(p.cpu.load_window_ns, 1000.0, "{}", p.name);
         }
     }
 

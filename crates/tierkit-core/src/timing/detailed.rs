@@ -28,6 +28,11 @@
 //! period     : core += per_period_ns
 //! runtime    = max(core, retire of the last miss)      (posted writes still draining do not count)
 //! IPC        = instructions / (runtime · freq_ghz)
+//! loaded     : on a tier with a `loaded_latency` curve f, a read's latency is
+//!              read_latency · f(u), u = the tier's recent utilization: per queue an
+//!              exponentially decaying busy time B (time constant τ = load_window_ns), fed by
+//!              every transfer the queue carries, u = max over the tier's queues of B/τ at the
+//!              read's start; a tier's reads complete in issue order
 //! ```
 //!
 //! Everything here is amortized O(1) per access with no allocation: the ROB is a ring of
@@ -38,7 +43,7 @@
 use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
 use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
 use crate::pagemap::PageId;
-use crate::platform::Resolved;
+use crate::platform::{loaded_latency_factor, Resolved};
 use serde_json::json;
 
 /// Line size assumed when the setup does not give one, bytes.
@@ -49,6 +54,12 @@ const DEFAULT_LINE_BYTES: u64 = 64;
 fn slot(base: usize, mask: usize, pos: usize) -> usize {
     base + (pos & mask)
 }
+
+/// Kinds of transfer, indexing [`TierQ::load_k`] and [`TierQ::load_c`].
+const LINE_READ: usize = 0;
+const LINE_WRITE: usize = 1;
+const PAGE_READ: usize = 2;
+const PAGE_WRITE: usize = 3;
 
 /// One tier: its figures (ns) and its queues' state.
 #[derive(Clone, Debug, Default)]
@@ -87,6 +98,48 @@ struct TierQ {
     /// Queueing delay of every line read (demand, probe, extra), ns.
     read_queue_delay: f64,
     write_queue_delay: f64,
+
+    // loaded latency (only when some tier of the platform has a curve)
+    /// The tier's loaded-latency curve; empty: its latency does not depend on the load.
+    curve: Vec<[f64; 2]>,
+    /// Per queue (indexed like `free`), the busy time decayed with time constant τ,
+    /// B(t) = ∫ busy(s) e^{−(t−s)/τ} ds, as of `load_t` (the end of its latest transfer), ns.
+    load: [f64; 2],
+    load_t: [f64; 2],
+    /// Per kind of transfer of duration x: e^{−x/τ}, and τ·(1 − e^{−x/τ}), what a transfer
+    /// adds to B when it ends.
+    load_k: [f64; 4],
+    load_c: [f64; 4],
+    /// The factor of this tier's latest read; the sum over its demand reads, and the sum of
+    /// their latencies (factor applied, plus any wait to complete in order).
+    last_factor: f64,
+    factor_sum: f64,
+    demand_read_lat_sum: f64,
+    /// Completion time of this tier's latest demand read (reads complete in issue order).
+    last_done: f64,
+}
+
+impl TierQ {
+    /// The decayed busy time of queue `qi` at `t` (not before the end of its latest transfer).
+    #[inline(always)]
+    fn load_at(&self, qi: usize, t: f64, inv_tau: f64) -> f64 {
+        let dt = t - self.load_t[qi];
+        if dt > 0.0 {
+            self.load[qi] * (-dt * inv_tau).exp()
+        } else {
+            self.load[qi]
+        }
+    }
+
+    /// A transfer of kind `kind` holding queue `qi` from `start` for `xfer` ns: decay the
+    /// estimate to `start`, return it, then add the transfer as of its end.
+    #[inline(always)]
+    fn add_load(&mut self, qi: usize, kind: usize, start: f64, xfer: f64, inv_tau: f64) -> f64 {
+        let b = self.load_at(qi, start, inv_tau);
+        self.load[qi] = b * self.load_k[kind] + self.load_c[kind];
+        self.load_t[qi] = self.load_t[qi].max(start + xfer);
+        b
+    }
 }
 
 pub struct DetailedTiming {
@@ -149,6 +202,10 @@ pub struct DetailedTiming {
     added_latency_ns: f64,
     charge_stall_ns: f64,
     background_charge_ns: f64,
+    /// Some tier has a loaded-latency curve (otherwise none of that bookkeeping runs).
+    loaded: bool,
+    /// 1 / load_window_ns.
+    inv_tau: f64,
 }
 
 impl DetailedTiming {
@@ -181,10 +238,21 @@ impl DetailedTiming {
             })
             .collect();
         let n = tiers.len();
+        let tau = cpu.load_window_ns;
+        let loaded = p.platform.tiers.iter().any(|t| !t.loaded_latency.is_empty());
+        let mut tiers = tiers;
+        if loaded {
+            for (q, t) in tiers.iter_mut().zip(&p.platform.tiers) {
+                q.curve = t.loaded_latency.clone();
+                for (kind, x) in [(LINE_READ, q.read_xfer_ns), (LINE_WRITE, q.write_xfer_ns), (PAGE_READ, q.page_read_ns), (PAGE_WRITE, q.page_write_ns)] {
+                    q.load_k[kind] = (-x / tau).exp();
+                    q.load_c[kind] = -(-x / tau).exp_m1() * tau;
+                }
+            }
+        }
         // "no probe" is a probe of a tier that takes no time (index n), so that the probe
         // costs no branch: its queue starts every read on arrival (the core clock never goes
         // back) and adds exactly 0.0
-        let mut tiers = tiers;
         tiers.push(TierQ { out_base: n * out_cap, w_base: n * w_cap, ..TierQ::default() });
         DetailedTiming {
             tiers,
@@ -231,6 +299,37 @@ impl DetailedTiming {
             added_latency_ns: 0.0,
             charge_stall_ns: 0.0,
             background_charge_ns: 0.0,
+            loaded,
+            inv_tau: 1.0 / tau,
+        }
+    }
+
+    /// The latency factor of a line read that starts at `start` on `tier`, recording the
+    /// read in the tier's load estimate. Only called when the platform has curves.
+    #[cold]
+    #[inline(never)]
+    fn loaded_read(&mut self, tier: usize, start: f64) -> f64 {
+        let inv_tau = self.inv_tau;
+        let q = &mut self.tiers[tier];
+        if q.curve.is_empty() {
+            return 1.0;
+        }
+        let b = q.add_load(0, LINE_READ, start, q.read_xfer_ns, inv_tau);
+        // a tier with separate queues is as loaded as its busier queue
+        let b = if q.shared { b } else { b.max(q.load_at(1, start, inv_tau)) };
+        let f = loaded_latency_factor(&q.curve, b * inv_tau);
+        q.last_factor = f;
+        f
+    }
+
+    /// A transfer that adds no latency of its own (a write, a page copy) on a loaded platform.
+    #[cold]
+    #[inline(never)]
+    fn loaded_transfer(&mut self, tier: usize, qi: usize, kind: usize, start: f64, xfer: f64) {
+        let inv_tau = self.inv_tau;
+        let q = &mut self.tiers[tier];
+        if !q.curve.is_empty() {
+            q.add_load(qi, kind, start, xfer, inv_tau);
         }
     }
 
@@ -311,15 +410,20 @@ impl DetailedTiming {
     }
 
     /// A line read arriving at `tier`'s read queue at `arrive`; returns its queueing delay
-    /// (its data is back `delay + read_latency` after `arrive`).
+    /// and its latency (its data is back `delay + latency` after `arrive`): the tier's read
+    /// latency, times its loaded-latency factor on a loaded platform.
     #[inline(always)]
-    fn queue_read(&mut self, tier: usize, arrive: f64) -> f64 {
+    fn queue_read(&mut self, tier: usize, arrive: f64) -> (f64, f64) {
         let q = &mut self.tiers[tier];
         let start = arrive.max(q.free[0]);
         q.free[0] = start + q.read_xfer_ns;
         let delay = start - arrive;
         q.read_queue_delay += delay;
-        delay
+        let lat = q.read_lat_ns;
+        if self.loaded {
+            return (delay, lat * self.loaded_read(tier, start));
+        }
+        (delay, lat)
     }
 
     /// A posted line write to `tier`, ready at `ready`. Stalls the core while the tier's write
@@ -334,11 +438,15 @@ impl DetailedTiming {
         let arrive = ready.max(self.core);
         let q = &mut self.tiers[tier];
         let xfer = q.write_xfer_ns;
-        let start = arrive.max(q.free[q.wq]);
-        q.free[q.wq] = start + xfer;
+        let wq = q.wq;
+        let start = arrive.max(q.free[wq]);
+        q.free[wq] = start + xfer;
         q.write_queue_delay += start - arrive;
         q.w_pos = pos.wrapping_add(1);
         self.wring[slot(base, self.w_mask, pos)] = start + xfer;
+        if self.loaded {
+            self.loaded_transfer(tier, wq, LINE_WRITE, start, xfer);
+        }
     }
 
     /// A tag probe of tier `probe` (or none: [`NO_TIER`](crate::policy::NO_TIER)) issued
@@ -346,9 +454,9 @@ impl DetailedTiming {
     #[inline(always)]
     fn probe(&mut self, probe: TierId, at: f64) -> f64 {
         let p = (probe as usize).min(self.n_tiers);
-        let back = at + self.queue_read(p, at) + self.tiers[p].read_lat_ns;
+        let (delay, lat) = self.queue_read(p, at);
         self.tiers[p].probes += 1;
-        back
+        at + delay + lat
     }
 
     /// Wait, if `max_outstanding` reads are in flight, until the earliest completes.
@@ -396,9 +504,18 @@ impl DetailedTiming {
         let issue = self.core;
         // the policy's added latency (a remap lookup) comes before the memory request
         let arrive = self.probe(probe, issue + added_ns);
-        let delay = self.queue_read(tier, arrive);
+        let (delay, lat) = self.queue_read(tier, arrive);
         let q = &mut self.tiers[tier];
-        let done = arrive + delay + q.read_lat_ns;
+        let mut done = arrive + delay + lat;
+        if self.loaded {
+            // with latencies that vary, a later read could overtake an earlier one; the tier
+            // returns them in order (the MSHR rings rely on it)
+            let raw = done;
+            done = raw.max(q.last_done);
+            q.last_done = done;
+            q.factor_sum += q.last_factor;
+            q.demand_read_lat_sum += lat + (done - raw);
+        }
         q.reads += 1;
         q.demand_read_delay += delay;
         self.out_done[slot(q.out_base, self.out_mask, q.out_tail)] = done;
@@ -413,7 +530,13 @@ impl DetailedTiming {
             .iter()
             .zip(&self.names)
             .map(|(q, name)| {
-                let avg = if q.reads > 0 { q.read_lat_ns + q.demand_read_delay / q.reads as f64 } else { 0.0 };
+                let avg = if q.reads == 0 {
+                    0.0
+                } else if self.loaded {
+                    q.demand_read_lat_sum / q.reads as f64 + q.demand_read_delay / q.reads as f64
+                } else {
+                    q.read_lat_ns + q.demand_read_delay / q.reads as f64
+                };
                 let busy_read = (q.reads + q.probes + q.extra_reads) as f64 * q.read_xfer_ns + q.pages_out as f64 * q.page_read_ns;
                 let busy_write = (q.writes + q.extra_writes) as f64 * q.write_xfer_ns + q.pages_in as f64 * q.page_write_ns;
                 let (ru, wu) = if q.shared {
@@ -422,7 +545,7 @@ impl DetailedTiming {
                 } else {
                     (util(busy_read), util(busy_write))
                 };
-                json!({
+                let mut v = json!({
                     "name": name,
                     "shared_bandwidth": q.shared,
                     "reads": q.reads, "writes": q.writes, "probes": q.probes,
@@ -435,7 +558,13 @@ impl DetailedTiming {
                     "busy_write_ns": busy_write,
                     "read_queue_utilization": ru,
                     "write_queue_utilization": wu,
-                })
+                });
+                if self.loaded {
+                    // mean factor over the tier's demand reads (1 without a curve or reads)
+                    v["mean_latency_factor"] = json!(if q.reads > 0 && !q.curve.is_empty() { q.factor_sum / q.reads as f64 } else { 1.0 });
+                    v["has_loaded_latency"] = json!(!q.curve.is_empty());
+                }
+                v
             })
             .collect()
     }
@@ -470,6 +599,8 @@ impl Timing for DetailedTiming {
         } else {
             self.tiers[t].extra_reads += 1;
             self.queue_read(t, self.core);
+            // (on a loaded platform the read is counted in the tier's load; its latency is
+            // on nobody's path)
         }
     }
 
@@ -495,6 +626,12 @@ impl Timing for DetailedTiming {
         d.free[d.wq] = we;
         d.pages_in += 1;
         let end = re.max(we);
+        if self.loaded {
+            let (from, to) = (op.from as usize, op.to as usize);
+            let (sx, dx, dq) = (self.tiers[from].page_read_ns, self.tiers[to].page_write_ns, self.tiers[to].wq);
+            self.loaded_transfer(from, 0, PAGE_READ, rs, sx);
+            self.loaded_transfer(to, dq, PAGE_WRITE, ws, dx);
+        }
         if hw {
             self.async_copy_ns += end - issue;
             self.inflight.push((op.page, re, end));

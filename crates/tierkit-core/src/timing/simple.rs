@@ -15,6 +15,17 @@
 //! The bandwidth floor says a program cannot move its data faster than the busiest tier
 //! allows; the extra time is reported as `queue_ns`.
 //!
+//! Loaded latency: when a tier has a `loaded_latency` curve f_t, its latencies (demand and
+//! probes) are multiplied by f_t(u_t), with u_t = busy_t / runtime its utilization over the
+//! whole run. The runtime then depends on itself:
+//! ```text
+//! R = max(Σ_t f_t(busy_t / R) · latency_t + added + migration + halted, floor) + periods
+//! ```
+//! The right side does not increase with R, so R is the unique fixed point, found by bisection
+//! (deterministic, to a relative width of 1e-12). Without curves the arithmetic is the one
+//! above, unchanged. The running clock (`now_ns`, which drives periods in ns and the hardware
+//! engine's copy times) stays unloaded: the utilization is known only at the end.
+//!
 //! With `compat=cori-sim` (set by the `history`/`oracle` policies) the model follows that
 //! simulator exactly instead: every access costs its tier's latency; the floor is *all*
 //! bytes (64 per access, 4096 per migrated page) over the slowest tier's bandwidth; the number
@@ -23,7 +34,7 @@
 
 use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
 use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
-use crate::platform::{Resolved, MAX_TIERS};
+use crate::platform::{loaded_latency_factor, Resolved, MAX_TIERS};
 use crate::policy::{Compat, NO_TIER};
 use serde_json::json;
 
@@ -55,7 +66,13 @@ pub struct SimpleTiming {
     migration_fixed_ns: f64,
     /// when the hardware engine's copies so far are done, ns
     hw_idle_ns: f64,
+    /// each tier's loaded-latency curve (empty = flat), and whether any tier has one
+    curves: Vec<Vec<[f64; 2]>>,
+    loaded: bool,
 }
+
+/// Bisection steps at most (each halves the bracket; 1e-12 relative is reached in about 40-60).
+const MAX_BISECTIONS: usize = 200;
 
 impl SimpleTiming {
     pub fn new(p: &Resolved, setup: TimingSetup) -> SimpleTiming {
@@ -86,6 +103,95 @@ impl SimpleTiming {
             background_ns: 0.0,
             migration_fixed_ns: 0.0,
             hw_idle_ns: 0.0,
+            curves: t.iter().map(|t| t.loaded_latency.clone()).collect(),
+            loaded: t.iter().any(|t| !t.loaded_latency.is_empty()),
+        }
+    }
+
+    /// The runtime with loaded latencies: the fixed point R = runtime_at(R), where
+    /// runtime_at(T) = max(Σ_t f_t(busy_t / T) · lat_t + rest, floor) + period. runtime_at does
+    /// not increase with T, so the root of runtime_at(T) − T is unique and lies between
+    /// lo = runtime_at(∞) (every tier idle) and hi = runtime_at(lo).
+    /// Returns the T reached and each tier's utilization there.
+    fn loaded_fixed_point(&self, lat: &[f64], busy: &[f64], rest: f64, floor: f64, period: f64) -> (f64, [f64; MAX_TIERS]) {
+        let util = |t: f64| {
+            let mut u = [0.0; MAX_TIERS];
+            for (i, &b) in busy.iter().enumerate() {
+                // busy > 0 implies floor > 0, so t > 0 here
+                u[i] = if b > 0.0 { b / t } else { 0.0 };
+            }
+            u
+        };
+        let runtime_at = |t: f64| {
+            let u = util(t);
+            let mut latency = 0.0;
+            for (i, &l) in lat.iter().enumerate() {
+                latency += l * loaded_latency_factor(&self.curves[i], u[i]);
+            }
+            (latency + rest).max(floor) + period
+        };
+        let mut lo = runtime_at(f64::INFINITY);
+        let mut hi = runtime_at(lo);
+        for _ in 0..MAX_BISECTIONS {
+            if hi - lo <= 1e-12 * hi {
+                break;
+            }
+            let mid = 0.5 * (lo + hi);
+            if runtime_at(mid) > mid {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (hi, util(hi))
+    }
+
+    /// `finish` for platforms with a loaded-latency curve on some tier.
+    fn finish_loaded(&self, c: &RunCounters) -> TimingReport {
+        let n = c.tiers.len();
+        let mut lat = [0.0; MAX_TIERS];
+        let mut busy = [0.0; MAX_TIERS];
+        let mut floor: f64 = 0.0;
+        let mut busiest = 0;
+        for (i, t) in c.tiers.iter().enumerate() {
+            lat[i] = t.reads as f64 * self.lat[i][0] + t.writes as f64 * self.lat[i][1] + t.probes as f64 * self.lat[i][0];
+            let r = t.bytes_read as f64 / self.read_bw[i];
+            let w = t.bytes_written as f64 / self.write_bw[i];
+            busy[i] = if self.shared[i] { r + w } else { r.max(w) };
+            if busy[i] > floor {
+                floor = busy[i];
+                busiest = i;
+            }
+        }
+        let migration = self.migration_fixed_ns + self.copy_ns;
+        let period = c.periods as f64 * self.per_period_ns;
+        let rest = self.delay_ns + migration + self.halted_ns;
+        let (at, u) = self.loaded_fixed_point(&lat[..n], &busy[..n], rest, floor, period);
+        // the breakdown at the fixed point, summed in the order of the flat model
+        let mut latency = 0.0;
+        let mut unloaded = 0.0;
+        let mut tiers = Vec::with_capacity(n);
+        for i in 0..n {
+            let f = loaded_latency_factor(&self.curves[i], u[i]);
+            latency += lat[i] * f;
+            unloaded += lat[i];
+            tiers.push(json!({ "utilization": u[i], "latency_factor": f, "busy_ns": busy[i], "latency_ns": lat[i] * f }));
+        }
+        latency += self.delay_ns;
+        let work = latency + migration + self.halted_ns;
+        let queue = (floor - work).max(0.0);
+        TimingReport {
+            runtime_ns: work + queue + period,
+            migration_time_ns: migration,
+            ipc: None,
+            detail: json!({
+                "model": "simple",
+                "latency_ns": latency, "added_latency_ns": self.delay_ns, "migration_ns": migration, "copy_ns": self.copy_ns,
+                "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
+                "period_ns": period, "periods": c.periods,
+                "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
+                "unloaded_latency_ns": unloaded + self.delay_ns, "load_elapsed_ns": at, "tiers": tiers,
+            }),
         }
     }
 
@@ -180,6 +286,9 @@ impl Timing for SimpleTiming {
     fn finish(&mut self, c: &RunCounters) -> TimingReport {
         if self.setup.compat == Compat::CoriSim {
             return self.finish_cori(c);
+        }
+        if self.loaded {
+            return self.finish_loaded(c);
         }
         let mut latency = 0.0;
         let mut floor: f64 = 0.0;
