@@ -20,4 +20,5 @@ pub mod prefetch;
 pub mod periods;
 pub mod profile;
 pub mod timing;
+pub mod rng;
 pub mod tracking;

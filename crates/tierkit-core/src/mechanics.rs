@@ -231,6 +231,12 @@ impl Memory {
         self.charges.values().map(|t| t.energy_j).sum()
     }
 
+    /// Pages moved from tier `from` to tier `to` so far.
+    #[inline]
+    pub fn moves_between(&self, from: usize, to: usize) -> u64 {
+        self.moves[from][to]
+    }
+
     /// Pages moved so far.
     pub fn migrations(&self) -> u64 {
         self.moves.iter().flatten().sum()

@@ -1,8 +1,17 @@
 //! Layer 4: access tracking — what a policy is allowed to observe. This module holds the
 //! exact per-page observations of the simulator (per-period access counts, reads and writes,
-//! recency); models of what real machines offer (sampled referenced bits, hint faults,
-//! hardware samples) build on the same interface. Arrays are kept only when a policy asks
-//! for them ([`Needs`](crate::policy::Needs)), so policies that need nothing cost nothing.
+//! recency), kept only when a policy asks for them ([`Needs`](crate::policy::Needs)), so
+//! policies that need nothing cost nothing. The submodules model what real machines offer,
+//! each with its cost for the policy to charge (`docs/tracking.md`): referenced/dirty bits
+//! ([`refbits`]), per-tier bandwidth counters ([`bandwidth`]), NUMA hint faults
+//! ([`hint_faults`]), Linux's active/inactive LRU lists ([`lru`]) and DAMON's sampled
+//! regions ([`damon`]).
+
+pub mod bandwidth;
+pub mod damon;
+pub mod hint_faults;
+pub mod lru;
+pub mod refbits;
 
 use crate::pagemap::PageId;
 
