@@ -10,7 +10,9 @@
 //!   second thread);
 //! - the dynamic-migration policies (`otf` under both models; `otf-adaptive`, `otf-reverse`,
 //!   `hma-epoch`, `fthp` and `mempod` under the detailed model), one thread, same trace and
-//!   platform.
+//!   platform;
+//! - the tiering policies of issue 7 (`hyplacer`, `autonuma-tiering`, `tpp`, `nimble`,
+//!   `memos`, `clock-dwf`, `damon-tiering`, defaults) under the detailed model, one thread.
 //!
 //! Each figure is the best of several runs. Reports accesses per second, the ratio to
 //! decoding, and the engine's per-page state. Results are printed and written to
@@ -100,6 +102,14 @@ fn main() {
         ("hma-epoch", TimingKind::Detailed, false),
         ("fthp", TimingKind::Detailed, false),
         ("mempod", TimingKind::Detailed, false),
+        // read/write-aware and OS-level tiering (issue 7): tracking models on the hot path
+        ("hyplacer", TimingKind::Detailed, false),
+        ("autonuma-tiering", TimingKind::Detailed, false),
+        ("tpp", TimingKind::Detailed, false),
+        ("nimble", TimingKind::Detailed, false),
+        ("memos", TimingKind::Detailed, false),
+        ("clock-dwf", TimingKind::Detailed, false),
+        ("damon-tiering", TimingKind::Detailed, false),
     ];
     for (policy, timing, read_ahead) in cases {
         if only.as_deref().is_some_and(|o| o != format!("{policy}:{}", timing.name())) {

@@ -337,6 +337,7 @@ impl<'p, T: Timing> State<'p, T> {
             pages: self.pm.len(),
             line_bytes: self.line_bytes,
             pagemap: &self.pm,
+            first_write: false,
         }
     }
 
@@ -553,6 +554,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             if tier == UNPLACED {
                 st.now.accesses = k;
                 let mut ctx = st.ctx();
+                ctx.first_write = write;
                 tier = policy.place(page, &mut ctx);
                 st.mem.place(page, tier).map_err(|e| placement_error(&label, e))?;
             }

@@ -21,13 +21,19 @@
 
 pub mod basic;
 pub mod cache_mode;
+pub mod damon_tiering;
+pub mod clock_dwf;
 pub mod epoch_os;
 pub mod external;
 pub mod guided;
+pub mod hyplacer;
 pub mod learned;
 pub mod otf;
 pub mod mea;
 pub mod mempod;
+pub mod nimble;
+pub mod memos;
+pub mod os_tiering;
 pub mod page_scheduler;
 pub mod params;
 
@@ -154,6 +160,9 @@ pub struct Ctx<'a> {
     pub line_bytes: u64,
     /// Page ids and their addresses.
     pub pagemap: &'a crate::pagemap::PageMap,
+    /// In [`Policy::place`]: whether the first access to the page is a store (a partitioned
+    /// policy puts written pages and read pages in different tiers). False in other hooks.
+    pub first_write: bool,
 }
 
 impl Ctx<'_> {
@@ -250,6 +259,13 @@ pub static REGISTRY: &[&PolicyInfo] = &[
     &epoch_os::FTHP,
     &mempod::MEMPOD,
     &guided::GUIDED,
+    &damon_tiering::DAMON_TIERING,
+    &clock_dwf::CLOCK_DWF,
+    &memos::MEMOS,
+    &os_tiering::AUTONUMA_TIERING,
+    &os_tiering::TPP,
+    &hyplacer::HYPLACER,
+    &nimble::NIMBLE,
 ];
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {

@@ -1,0 +1,742 @@
+//! `autonuma-tiering` and `tpp`: the tiering that Linux ships, NUMA balancing promoting slow
+//! pages on hint faults and kswapd demoting fast pages from the tail of the inactive LRU list.
+//! Tier 0 is the fast (top) tier; promotion goes into it, demotion to the next tier with room.
+//!
+//! Both observe only what the kernel does: hint faults from a periodic PTE scanner
+//! ([`HintFaults`]) and referenced bits seen by LRU scans ([`Lru`]).
+//!
+//! Shared rules (Linux ≥ 6.1 unless said otherwise):
+//! * First touch: the fast tier while its free frames exceed the low watermark (the
+//!   allocator's fast path, `get_page_from_freelist` with `ALLOC_WMARK_LOW`), else the next
+//!   tier with a free frame (the zonelist fallback, which wakes no reclaim on the fast node).
+//!   A new page joins its node's inactive list.
+//! * Watermarks of the fast tier (mm/page_alloc.c `__setup_per_zone_wmarks`):
+//!   `min_free_kbytes = int_sqrt(16 × memory in kB)` clamped to [128, 262144]
+//!   (`calculate_min_free_kbytes`), shared among nodes by size; `step = max(min / 4,
+//!   capacity × watermark_scale_factor / 10000)`; low = min + step, high = low + step, promo =
+//!   high + step (`WMARK_PROMO`, Linux 6.0).
+//! * The scanner arms only slow-tier pages (tiering mode skips top-tier pages,
+//!   `change_pte_range`), `scan_size_mb` per scan period, after `scan_delay_ms`.
+//! * kswapd demotes from the tail of the fast tier's inactive list (mm/vmscan.c
+//!   `balance_pgdat`): priorities 12 down to 1, each scanning `list size >> priority` pages of
+//!   each list ([`Lru::reclaim_step`]), stopping once the free frames exceed its target
+//!   watermark or `max(high, SWAP_CLUSTER_MAX)` pages were reclaimed (`kswapd_shrink_node`).
+//!
+//! `autonuma-tiering` (`kernel.numa_balancing=2`; Huang Ying's series, Linux 5.18–6.1;
+//! kernel/sched/fair.c `should_numa_migrate_memory`, Documentation/admin-guide/sysctl/kernel.rst):
+//! * A hint fault on a slow page: if the fast tier's free frames exceed promo +
+//!   max(1 GiB, capacity / 16) (`pgdat_free_space_enough`), the page is promoted whatever its
+//!   latency, and the adjusted threshold is reset. Otherwise the threshold is adjusted
+//!   (`numa_promotion_adjust_threshold`, below); a page whose hint-fault latency is not under
+//!   the threshold stays; else it counts as a promotion candidate (PGPROMOTE_CANDIDATE) and is
+//!   promoted unless the candidates of the current 1 s window already reach the rate limit
+//!   (`numa_promotion_rate_limit`: the window restarts when more than 1000 ms have passed).
+//! * Threshold adjustment (Linux 6.0, "memory tiering: adjust hot threshold automatically"):
+//!   once more than `scan_period_max_ms` have passed since the last adjustment, the candidates
+//!   since then are compared with `rate_limit × scan_period_max / 1 s`: above 110 % the
+//!   threshold drops by `2 × hot_threshold / 16` (not below one step), under 90 % it rises by a
+//!   step (not above `2 × hot_threshold`).
+//! * Promotion needs free frames above high + 1 (`migrate_balanced_pgdat`); when it fails, the
+//!   fault wakes kswapd (`numamigrate_isolate_folio` in tiering mode), which demotes until the
+//!   free frames exceed the promo watermark (`pgdat_balanced` uses `WMARK_PROMO` in tiering
+//!   mode). Nothing else wakes kswapd: allocations fall back to the slow tier instead.
+//!
+//! `tpp` (Maruf et al., ASPLOS 2023, §5; the TPP patches on linux-mm, v1/v2 2021-22):
+//! * Decoupled allocation and demotion: kswapd is woken whenever the fast tier's free frames
+//!   fall below the demotion watermark `clamp(capacity × demote_scale_factor / 10000, 2 × high,
+//!   capacity)` (patch "PATCH 3/5": default 200 = 2 %, vm.rst), checked at every allocation
+//!   and tick, and demotes until they reach it; allocation keeps the low watermark.
+//! * Active-LRU promotion ("PATCH 5/5"): a hint fault on a slow page not on the active list
+//!   does not migrate it; the page is moved toward the active list. With `activate=fault`
+//!   (the paper's §5.3 description, default) the fault activates it, so the next fault
+//!   promotes it; with `activate=mark-accessed` (the patch's code) the fault calls
+//!   `mark_page_accessed`, which needs the page PG_referenced first (two faults to activate).
+//!   A fault on an active slow page promotes it if the fast tier's free frames exceed the
+//!   `promote_watermark` (min by default: TPP lets promotion dip below the allocation
+//!   watermarks; tierkit's reading of §5.3, not confirmed in the patch text found) — else it
+//!   wakes kswapd and the page stays. TPP has no hot threshold and no rate limit.
+//!
+//! Costs: each PTE made PROT_NONE `pte_update_ns`, and one TLB flush per scan window that
+//! changed PTEs (`tlb_flush_ns`); each hint fault `hint_fault_ns` (a minor fault); each page
+//! looked at by an LRU scan `lru_scan_ns`. Promotions happen inside the hint fault, so they
+//! move with [`MoveBy::OsBatch`] (per-page cost and copy; the fault is already charged) and
+//! pay one TLB shootdown each; kswapd's demotions of one pass are one batch
+//! ([`MoveBy::OsBatch`]) with one TLB shootdown (migrate_pages flushes once per batch,
+//! Linux 6.4). kswapd runs on another CPU in Linux; tierkit has one clock, so its work is
+//! charged as stopping the program (an upper bound on its effect).
+//!
+//! Where tierkit differs: the scan period is fixed at `scan_period_min_ms` (Linux adapts it
+//! between min and max from the fault locality of the task, which a single-task trace without
+//! threads does not model); hint-fault latency is in ns, not jiffies; a reclaim pass is one
+//! walk over one lruvec (no priorities, no cgroups, no file pages).
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::params::{ParamSpec, ParamType, Params};
+use super::{Ctx, Needs, Policy, PolicyInfo, Served};
+use crate::engine::Runnable;
+use crate::error::Result;
+use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
+use crate::pagemap::PageId;
+use crate::tracking::hint_faults::HintFaults;
+use crate::tracking::lru::{Lru, SWAP_CLUSTER_MAX};
+use crate::units::Period;
+
+/// Watermarks of the fast tier, pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Watermarks {
+    pub min: u64,
+    pub low: u64,
+    pub high: u64,
+    pub promo: u64,
+    /// TPP's demotion watermark (0 for autonuma-tiering)
+    pub demote: u64,
+}
+
+/// `int_sqrt`.
+fn isqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
+impl Watermarks {
+    /// The kernel's watermarks for a fast tier of `fast` pages in a memory of `total` pages of
+    /// `page_bytes`; `min_free_kbytes < 0` = the kernel's formula.
+    pub fn compute(fast: u64, total: u64, page_bytes: u64, min_free_kbytes: i64, wsf: u64, demote_sf: u64) -> Watermarks {
+        let total_kb = total.saturating_mul(page_bytes) / 1024;
+        let min_free_kb = if min_free_kbytes < 0 { isqrt(total_kb.saturating_mul(16)).clamp(128, 262_144) } else { min_free_kbytes as u64 };
+        let pages_min = min_free_kb * 1024 / page_bytes;
+        let min = if total > 0 { ((pages_min as u128 * fast as u128) / total as u128) as u64 } else { 0 };
+        let step = (min / 4).max(((fast as u128 * wsf as u128) / 10_000) as u64);
+        let low = min + step;
+        let high = low + step;
+        let promo = high + step;
+        let demote = if demote_sf > 0 { (((fast as u128 * demote_sf as u128) / 10_000) as u64).max(2 * high).min(fast) } else { 0 };
+        Watermarks { min, low, high, promo, demote }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Autonuma,
+    Tpp,
+}
+
+/// Counters (`stats.policy.counters`).
+#[derive(Clone, Debug, Default, Serialize)]
+struct Stats {
+    scans: u64,
+    ptes_armed: u64,
+    hint_faults: u64,
+    /// hint faults on pages already in the fast tier (armed, then promoted or moved)
+    faults_on_fast: u64,
+    promoted: u64,
+    /// autonuma-tiering: faults with latency under the threshold (PGPROMOTE_CANDIDATE), those
+    /// over it, those stopped by the rate limit, and those promoted because the fast tier had
+    /// plenty of free memory
+    candidates: u64,
+    over_threshold: u64,
+    rate_limited: u64,
+    promoted_free_space: u64,
+    threshold_adjustments: u64,
+    /// tpp: faults that activated an inactive slow page instead of promoting it
+    activations: u64,
+    /// promotions refused for want of free frames (kswapd woken)
+    promote_no_room: u64,
+    kswapd_runs: u64,
+    demoted: u64,
+    lru_scanned: u64,
+}
+
+/// One row of the per-scan time series.
+#[derive(Clone, Copy, Debug, Default)]
+struct Row {
+    time_ms: f64,
+    armed: u64,
+    faults: u64,
+    promoted: u64,
+    demoted: u64,
+    threshold_ms: f64,
+    fast_free: u64,
+}
+
+pub struct NumaTiering {
+    mode: Mode,
+    scan_period_ns: u64,
+    scan_delay_ns: f64,
+    scan_size_mb: u64,
+    hot_threshold_ms: f64,
+    rate_limit_mbps: u64,
+    scan_period_max_ms: f64,
+    watermark_scale_factor: u64,
+    min_free_kbytes: i64,
+    demote_scale_factor: u64,
+    tpp_activate_on_fault: bool,
+    tpp_promote_above_min: bool,
+    hint_fault_ns: f64,
+    pte_update_ns: f64,
+    tlb_flush_ns: f64,
+    lru_scan_ns: f64,
+    kswapd_backoff_ns: f64,
+    // state
+    scan_pages: u64,
+    rate_limit_pages: u64,
+    wm: Watermarks,
+    hint: HintFaults,
+    lru: Lru,
+    /// PGPROMOTE_CANDIDATE
+    nr_cand: u64,
+    rl_start_ms: f64,
+    rl_nr_cand: u64,
+    th_start_ms: f64,
+    th_nr_cand: u64,
+    /// adjusted threshold, ms (0 = the sysctl's)
+    threshold_ms: f64,
+    victims: Vec<PageId>,
+    kswapd_failures: u32,
+    kswapd_retry_ns: f64,
+    stats: Stats,
+    rows: Vec<Row>,
+    row: Row,
+}
+
+impl NumaTiering {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::Autonuma => "autonuma-tiering",
+            Mode::Tpp => "tpp",
+        }
+    }
+
+    /// The threshold in force, ms.
+    pub fn threshold_ms(&self) -> f64 {
+        if self.threshold_ms > 0.0 {
+            self.threshold_ms
+        } else {
+            self.hot_threshold_ms
+        }
+    }
+
+    fn grow(&mut self, n: usize) {
+        self.lru.grow(n);
+        self.hint.grow(n);
+    }
+
+    /// kswapd on the fast tier: demote from the inactive tail until the free frames exceed
+    /// `mark`.
+    fn kswapd(&mut self, mark: u64, ctx: &mut Ctx) -> Result<()> {
+        // after MAX_RECLAIM_RETRIES (16) runs that freed nothing kswapd is not woken again
+        // until `kswapd_backoff_ms` (10 s) have passed (TPP patch 4/5 kswapd_try_to_sleep; mm/vmscan.c)
+        if self.kswapd_failures >= 16 {
+            if ctx.now.ns < self.kswapd_retry_ns {
+                return Ok(());
+            }
+            self.kswapd_failures = 0;
+        }
+        self.stats.kswapd_runs += 1;
+        let before = self.stats.demoted;
+        let nr_to_reclaim = self.wm.high.max(SWAP_CLUSTER_MAX);
+        // balance_pgdat: priorities DEF_PRIORITY (12) down to 1, each scanning lists >>
+        // priority, until the node is balanced or nr_to_reclaim pages were reclaimed; kswapd
+        // runs it again while the node is not balanced (tierkit: at most twice per wake-up)
+        'sweeps: for _ in 0..2 {
+            let mut reclaimed = 0;
+            for prio in (1..=12u32).rev() {
+                if ctx.mem.free(0) > mark || reclaimed >= nr_to_reclaim {
+                    break 'sweeps;
+                }
+                self.victims.clear();
+                let scanned = self.lru.reclaim_step(0, prio, &mut self.victims);
+                self.stats.lru_scanned += scanned;
+                if scanned > 0 && self.lru_scan_ns > 0.0 {
+                    ctx.mem.charge(Charge { what: "LRU scan (kswapd)", ns: scanned as f64 * self.lru_scan_ns, halts: true, energy_j: 0.0 });
+                }
+                let mut moved = 0;
+                for i in 0..self.victims.len() {
+                    let v = self.victims[i];
+                    let Some(to) = ctx.mem.first_free_from(1) else { break };
+                    ctx.mem.migrate_by(v, to, MoveBy::OsBatch)?;
+                    self.lru.move_to(v, to);
+                    self.hint.disarm(v);
+                    moved += 1;
+                }
+                if moved > 0 {
+                    ctx.mem.charge(Charge { what: "TLB shootdown (kswapd demotion batch)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
+                }
+                reclaimed += moved;
+                self.stats.demoted += moved;
+                self.row.demoted += moved;
+            }
+        }
+        if self.stats.demoted == before && ctx.mem.free(0) <= mark {
+            self.kswapd_failures += 1;
+            self.kswapd_retry_ns = ctx.now.ns + self.kswapd_backoff_ns;
+        } else {
+            self.kswapd_failures = 0;
+        }
+        Ok(())
+    }
+
+    /// `numa_promotion_adjust_threshold`.
+    fn adjust_threshold(&mut self, now_ms: f64) {
+        if now_ms - self.th_start_ms <= self.scan_period_max_ms {
+            return;
+        }
+        self.th_start_ms = now_ms;
+        let ref_th = self.hot_threshold_ms;
+        let ref_cand = self.rate_limit_pages as f64 * self.scan_period_max_ms / 1000.0;
+        let diff = (self.nr_cand - self.th_nr_cand) as f64;
+        let unit = ref_th * 2.0 / 16.0;
+        let mut th = self.threshold_ms();
+        if diff > ref_cand * 1.1 {
+            th = (th - unit).max(unit);
+        } else if diff < ref_cand * 0.9 {
+            th = (th + unit).min(ref_th * 2.0);
+        }
+        self.th_nr_cand = self.nr_cand;
+        self.threshold_ms = th;
+        self.stats.threshold_adjustments += 1;
+    }
+
+    /// `numa_promotion_rate_limit`: count one candidate; whether the window's candidates reach
+    /// the limit.
+    fn rate_limited(&mut self, now_ms: f64) -> bool {
+        self.nr_cand += 1;
+        if now_ms - self.rl_start_ms > 1000.0 {
+            self.rl_start_ms = now_ms;
+            self.rl_nr_cand = self.nr_cand;
+        }
+        self.nr_cand - self.rl_nr_cand >= self.rate_limit_pages
+    }
+
+    /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
+    fn try_promote(&mut self, page: PageId, mark: u64, ctx: &mut Ctx) -> Result<bool> {
+        if ctx.mem.free(0) > mark + 1 {
+            ctx.mem.migrate_by(page, 0, MoveBy::OsBatch)?;
+            ctx.mem.charge(Charge { what: "TLB shootdown (promotion)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
+            self.lru.move_to(page, 0);
+            self.stats.promoted += 1;
+            self.row.promoted += 1;
+            return Ok(true);
+        }
+        self.stats.promote_no_room += 1;
+        // kswapd frees up to the promotion watermark, and at least what a promotion needs
+        // (on a node of a few hundred pages the watermarks' steps round down to 0)
+        let target = match self.mode {
+            Mode::Autonuma => self.wm.promo,
+            Mode::Tpp => self.wm.demote,
+        }
+        .max(mark + 1);
+        self.kswapd(target, ctx)?;
+        Ok(false)
+    }
+
+    /// A hint fault on `page` with latency `lat_ns`: promote or not. Returns whether it moved.
+    fn on_hint_fault(&mut self, page: PageId, lat_ns: f64, ctx: &mut Ctx) -> Result<bool> {
+        self.stats.hint_faults += 1;
+        self.row.faults += 1;
+        if self.hint_fault_ns > 0.0 {
+            ctx.mem.charge(Charge { what: "NUMA hint fault", ns: self.hint_fault_ns, halts: true, energy_j: 0.0 });
+        }
+        if ctx.mem.tier(page) == 0 {
+            self.stats.faults_on_fast += 1;
+            return Ok(false);
+        }
+        let now_ms = ctx.now.ns / 1e6;
+        match self.mode {
+            Mode::Autonuma => {
+                let fast = ctx.mem.capacity(0);
+                let enough = self.wm.promo + (fast / 16).max((1u64 << 30) / ctx.mem.page_bytes());
+                if ctx.mem.free(0) > enough {
+                    self.threshold_ms = 0.0;
+                    let moved = self.try_promote(page, self.wm.high, ctx)?;
+                    self.stats.promoted_free_space += moved as u64;
+                    return Ok(moved);
+                }
+                self.adjust_threshold(now_ms);
+                if lat_ns / 1e6 >= self.threshold_ms() {
+                    self.stats.over_threshold += 1;
+                    return Ok(false);
+                }
+                self.stats.candidates += 1;
+                if self.rate_limited(now_ms) {
+                    self.stats.rate_limited += 1;
+                    return Ok(false);
+                }
+                self.try_promote(page, self.wm.high, ctx)
+            }
+            Mode::Tpp => {
+                if !self.lru.is_active(page) {
+                    self.stats.activations += 1;
+                    if self.tpp_activate_on_fault {
+                        self.lru.activate(page);
+                    } else {
+                        self.lru.mark_accessed(page);
+                    }
+                    return Ok(false);
+                }
+                let mark = if self.tpp_promote_above_min { self.wm.min } else { self.wm.high };
+                self.try_promote(page, mark, ctx)
+            }
+        }
+    }
+}
+
+impl Policy for NumaTiering {
+    const PER_ACCESS: bool = true;
+
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let pb = ctx.mem.page_bytes();
+        let fast = ctx.mem.capacity(0);
+        let total: u64 = (0..ctx.mem.tiers()).map(|t| ctx.mem.capacity(t as TierId)).fold(0u64, |a, c| a.saturating_add(c));
+        self.wm = Watermarks::compute(
+            fast,
+            total,
+            pb,
+            self.min_free_kbytes,
+            self.watermark_scale_factor,
+            if self.mode == Mode::Tpp { self.demote_scale_factor } else { 0 },
+        );
+        self.scan_pages = (self.scan_size_mb << 20) / pb;
+        self.rate_limit_pages = (self.rate_limit_mbps << 20) / pb;
+        self.lru = Lru::new(ctx.mem.tiers(), pb);
+        let m = &ctx.platform.platform.migration;
+        if self.hint_fault_ns < 0.0 {
+            self.hint_fault_ns = m.fault_ns;
+        }
+        if self.tlb_flush_ns < 0.0 {
+            self.tlb_flush_ns = m.tlb_shootdown_ns;
+        }
+        self.grow(ctx.pages);
+        Ok(())
+    }
+
+    fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
+        self.grow(page as usize + 1);
+        let t = if ctx.mem.free(0) > self.wm.low { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
+        self.lru.add(page, t);
+        t
+    }
+
+    #[inline(always)]
+    fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> Served {
+        self.lru.touch(page);
+        if self.mode == Mode::Tpp && ctx.mem.free(0) < self.wm.demote {
+            // TPP wakes kswapd at every allocation and tick below the demotion watermark
+            let _ = self.kswapd(self.wm.demote.saturating_sub(1), ctx);
+        }
+        if let Some(lat) = self.hint.on_access(page, ctx.now.ns) {
+            if let Ok(true) = self.on_hint_fault(page, lat, ctx) {
+                return Served::by(0);
+            }
+        }
+        Served::RESIDENT
+    }
+
+    fn period(&self) -> Option<Period> {
+        Some(Period::Ns(self.scan_period_ns))
+    }
+
+    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        self.grow(ctx.pages);
+        let now = ctx.now.ns;
+        if now < self.scan_delay_ns || ctx.pages == 0 {
+            return Ok(());
+        }
+        let pagemap = ctx.pagemap;
+        let mem = &*ctx.mem;
+        let pass = self.hint.scan(ctx.pages, |p| pagemap.page_addr(p), self.scan_pages, now, |p| { let t = mem.tier(p); t != 0 && t != UNPLACED });
+        self.stats.scans += 1;
+        self.stats.ptes_armed += pass.armed;
+        if pass.armed > 0 {
+            if self.pte_update_ns > 0.0 {
+                ctx.mem.charge(Charge { what: "NUMA scan (PTE updates)", ns: pass.armed as f64 * self.pte_update_ns, halts: true, energy_j: 0.0 });
+            }
+            ctx.mem.charge(Charge { what: "NUMA scan (TLB flush)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
+        }
+        self.row.time_ms = now / 1e6;
+        self.row.armed = pass.armed;
+        self.row.threshold_ms = self.threshold_ms();
+        self.row.fast_free = ctx.mem.free(0);
+        self.rows.push(self.row);
+        self.row = Row::default();
+        Ok(())
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let rows: Vec<serde_json::Value> =
+            self.rows.iter().map(|r| json!([r.time_ms, r.armed, r.faults, r.promoted, r.demoted, r.threshold_ms, r.fast_free])).collect();
+        json!({
+            "name": self.name(),
+            "scan_period_ms": self.scan_period_ns as f64 / 1e6,
+            "scan_pages": self.scan_pages,
+            "hot_threshold_ms": self.hot_threshold_ms,
+            "threshold_ms": self.threshold_ms(),
+            "rate_limit_pages_per_s": self.rate_limit_pages,
+            "watermarks": self.wm,
+            "counters": self.stats,
+            "hint_faults": self.hint.stats,
+            "lru": self.lru.stats,
+            "timeseries": {
+                "columns": ["time_ms", "ptes_armed", "hint_faults", "promoted", "demoted", "threshold_ms", "fast_free_pages"],
+                "rows": rows,
+            },
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------- parameters
+
+const SCAN_PERIOD: ParamSpec = ParamSpec {
+    name: "scan_period_ms",
+    ty: ParamType::Float { min: 1e-6, max: 1e9 },
+    unit: "ms of simulated time",
+    default: "1000",
+    source: "sysctl kernel.numa_balancing_scan_period_min_ms default 1000 (Documentation/admin-guide/sysctl/kernel.rst); tierkit keeps the period at the minimum",
+    help: "time between two scan windows of the PTE scanner",
+};
+const SCAN_DELAY: ParamSpec = ParamSpec {
+    name: "scan_delay_ms",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ms of simulated time",
+    default: "1000",
+    source: "sysctl kernel.numa_balancing_scan_delay_ms default 1000",
+    help: "no scan before this time",
+};
+const SCAN_SIZE: ParamSpec = ParamSpec {
+    name: "scan_size_mb",
+    ty: ParamType::Int { min: 1, max: 1 << 30 },
+    unit: "MiB per scan window",
+    default: "256",
+    source: "sysctl kernel.numa_balancing_scan_size_mb default 256",
+    help: "address space armed per scan window (pages of this many MiB)",
+};
+const WSF: ParamSpec = ParamSpec {
+    name: "watermark_scale_factor",
+    ty: ParamType::Int { min: 1, max: 3000 },
+    unit: "1/10000 of the fast tier",
+    default: "10",
+    source: "sysctl vm.watermark_scale_factor default 10 = 0.1 % (Documentation/admin-guide/sysctl/vm.rst; mm/page_alloc.c __setup_per_zone_wmarks)",
+    help: "distance between the min, low, high and promo watermarks",
+};
+const MIN_FREE: ParamSpec = ParamSpec {
+    name: "min_free_kbytes",
+    ty: ParamType::Int { min: -1, max: 1 << 40 },
+    unit: "KiB",
+    default: "-1",
+    source: "-1 = the kernel's formula int_sqrt(16 × memory in kB) clamped to [128, 262144] (mm/page_alloc.c calculate_min_free_kbytes) over the simulated tiers; its share for the fast tier is the min watermark",
+    help: "the min watermark of the whole memory, shared among tiers by size",
+};
+const HINT_FAULT: ParamSpec = ParamSpec {
+    name: "hint_fault_ns",
+    ty: ParamType::Float { min: -1.0, max: 1e9 },
+    unit: "ns per hint fault",
+    default: "-1",
+    source: "-1 = the platform's migration.fault_ns (dram-dcpmm: 5 µs, seed 000 §5.1); a minor fault that migrates nothing costs less, so this is an upper bound",
+    help: "time the program loses per NUMA hint fault",
+};
+const PTE: ParamSpec = ParamSpec {
+    name: "pte_update_ns",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ns per PTE",
+    default: "50",
+    source: "tierkit's choice: one PTE read-modify-write under the page-table lock, a few cache misses; no published per-PTE figure was found",
+    help: "cost of making one PTE PROT_NONE",
+};
+const TLB: ParamSpec = ParamSpec {
+    name: "tlb_flush_ns",
+    ty: ParamType::Float { min: -1.0, max: 1e9 },
+    unit: "ns per flush",
+    default: "-1",
+    source: "-1 = the platform's migration.tlb_shootdown_ns (dram-dcpmm: 3 µs, seed 000 §5.1)",
+    help: "one TLB flush: per scan window that changed PTEs, per promotion, per kswapd batch",
+};
+const LRU_SCAN: ParamSpec = ParamSpec {
+    name: "lru_scan_ns",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ns per page scanned",
+    default: "100",
+    source: "tierkit's choice: an rmap walk and a PTE test-and-clear per page (a few cache misses); no published figure was found",
+    help: "cost of looking at one page in an LRU scan",
+};
+
+const KSWAPD_BACKOFF: ParamSpec = ParamSpec {
+    name: "kswapd_backoff_ms",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ms of simulated time",
+    default: "10000",
+    source: "TPP patch 4/5 (kswapd_try_to_sleep) and mm/vmscan.c: after MAX_RECLAIM_RETRIES (16) kswapd runs that reclaim nothing, kswapd is not woken for 10 s",
+    help: "how long kswapd stays asleep after 16 runs in a row that demoted nothing",
+};
+
+const AUTONUMA_PARAMS: &[ParamSpec] = &[
+    SCAN_PERIOD,
+    SCAN_DELAY,
+    SCAN_SIZE,
+    ParamSpec {
+        name: "hot_threshold_ms",
+        ty: ParamType::Float { min: 1e-9, max: 1e9 },
+        unit: "ms",
+        default: "1000",
+        source: "sysctl kernel.numa_balancing_hot_threshold_ms default 1000 (kernel/sched/fair.c sysctl_numa_balancing_hot_threshold = MSEC_PER_SEC)",
+        help: "a slow page whose hint-fault latency is under this is a promotion candidate",
+    },
+    ParamSpec {
+        name: "promote_rate_limit_MBps",
+        ty: ParamType::Int { min: 1, max: 1 << 40 },
+        unit: "MiB/s",
+        default: "65536",
+        source: "sysctl kernel.numa_balancing_promote_rate_limit_MBps default 65536 (Documentation/admin-guide/sysctl/kernel.rst)",
+        help: "most promotion candidates per second (and the target of the threshold adjustment)",
+    },
+    ParamSpec {
+        name: "scan_period_max_ms",
+        ty: ParamType::Float { min: 1e-6, max: 1e9 },
+        unit: "ms",
+        default: "60000",
+        source: "sysctl kernel.numa_balancing_scan_period_max_ms default 60000: numa_promotion_adjust_threshold's statistics interval",
+        help: "interval between two threshold adjustments",
+    },
+    WSF,
+    MIN_FREE,
+    HINT_FAULT,
+    PTE,
+    TLB,
+    LRU_SCAN,
+    KSWAPD_BACKOFF,
+];
+
+const TPP_PARAMS: &[ParamSpec] = &[
+    SCAN_PERIOD,
+    SCAN_DELAY,
+    SCAN_SIZE,
+    ParamSpec {
+        name: "demote_scale_factor",
+        ty: ParamType::Int { min: 1, max: 10000 },
+        unit: "1/10000 of the fast tier",
+        default: "200",
+        source: "TPP patch 3/5 (vm.demote_scale_factor, default 200 = 2 %); TPP paper §5.2",
+        help: "kswapd keeps this much of the fast tier free (at least twice the high watermark)",
+    },
+    ParamSpec {
+        name: "activate",
+        ty: ParamType::Choice { options: &["fault", "mark-accessed"] },
+        unit: "",
+        default: "fault",
+        source: "TPP paper §5.3 (a fault on an inactive page moves it to the active list; the next promotes); mark-accessed = the patch's mark_page_accessed call",
+        help: "what a hint fault does to an inactive slow page: activate it, or mark it accessed",
+    },
+    ParamSpec {
+        name: "promote_watermark",
+        ty: ParamType::Choice { options: &["min", "high"] },
+        unit: "",
+        default: "min",
+        source: "tierkit's reading of TPP §5.3 (promotion is not held to the allocation watermarks); high = the kernel's migrate_balanced_pgdat",
+        help: "free frames a promotion needs above this watermark",
+    },
+    WSF,
+    MIN_FREE,
+    HINT_FAULT,
+    PTE,
+    TLB,
+    LRU_SCAN,
+    KSWAPD_BACKOFF,
+];
+
+fn build(mode: Mode, p: &Params) -> NumaTiering {
+    let is_auto = mode == Mode::Autonuma;
+    NumaTiering {
+        mode,
+        scan_period_ns: (p.float("scan_period_ms") * 1e6).round().max(1.0) as u64,
+        scan_delay_ns: p.float("scan_delay_ms") * 1e6,
+        scan_size_mb: p.int("scan_size_mb") as u64,
+        hot_threshold_ms: if is_auto { p.float("hot_threshold_ms") } else { 0.0 },
+        rate_limit_mbps: if is_auto { p.int("promote_rate_limit_MBps") as u64 } else { u64::MAX >> 21 },
+        scan_period_max_ms: if is_auto { p.float("scan_period_max_ms") } else { 60000.0 },
+        watermark_scale_factor: p.int("watermark_scale_factor") as u64,
+        min_free_kbytes: p.int("min_free_kbytes"),
+        demote_scale_factor: if is_auto { 0 } else { p.int("demote_scale_factor") as u64 },
+        tpp_activate_on_fault: is_auto || p.text("activate") == "fault",
+        tpp_promote_above_min: !is_auto && p.text("promote_watermark") == "min",
+        hint_fault_ns: p.float("hint_fault_ns"),
+        pte_update_ns: p.float("pte_update_ns"),
+        tlb_flush_ns: p.float("tlb_flush_ns"),
+        lru_scan_ns: p.float("lru_scan_ns"),
+        kswapd_backoff_ns: p.float("kswapd_backoff_ms") * 1e6,
+        scan_pages: 0,
+        rate_limit_pages: 0,
+        wm: Watermarks::default(),
+        hint: HintFaults::new(),
+        lru: Lru::new(2, 4096),
+        nr_cand: 0,
+        rl_start_ms: 0.0,
+        rl_nr_cand: 0,
+        th_start_ms: 0.0,
+        th_nr_cand: 0,
+        threshold_ms: 0.0,
+        victims: Vec::new(),
+        kswapd_failures: 0,
+        kswapd_retry_ns: 0.0,
+        stats: Stats::default(),
+        rows: Vec::new(),
+        row: Row::default(),
+    }
+}
+
+/// `autonuma-tiering` from its parameters, as a value.
+pub fn autonuma(p: &Params) -> NumaTiering {
+    build(Mode::Autonuma, p)
+}
+
+/// `tpp` from its parameters, as a value.
+pub fn tpp(p: &Params) -> NumaTiering {
+    build(Mode::Tpp, p)
+}
+
+pub static AUTONUMA_TIERING: PolicyInfo = PolicyInfo {
+    name: "autonuma-tiering",
+    summary: "Linux NUMA balancing in memory-tiering mode: slow pages whose hint-fault latency is under a self-adjusting threshold are promoted (rate-limited); kswapd demotes the fast tier's inactive LRU tail",
+    source: "Linux 5.18-6.1 kernel.numa_balancing=2 (Huang Ying; kernel/sched/fair.c should_numa_migrate_memory, numa_promotion_adjust_threshold; mm/vmscan.c); evaluated as Intel's tiering-0.4 autonuma in seed 004 §5.1",
+    future_knowledge: false,
+    params: AUTONUMA_PARAMS,
+    build: |p: &Params| Ok(Box::new(autonuma(p)) as Box<dyn Runnable>),
+};
+
+pub static TPP: PolicyInfo = PolicyInfo {
+    name: "tpp",
+    summary: "TPP: hint faults promote slow pages only once they are on the active LRU list; kswapd proactively demotes to keep demote_scale_factor of the fast tier free",
+    source: "Maruf et al., 'TPP: Transparent Page Placement for CXL-Enabled Tiered-Memory', ASPLOS 2023, §5, and its linux-mm patches",
+    future_knowledge: false,
+    params: TPP_PARAMS,
+    build: |p: &Params| Ok(Box::new(tpp(p)) as Box<dyn Runnable>),
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_of_the_dram_dcpmm_socket() {
+        // 32 GiB DRAM + 256 GiB DCPMM in 4 KiB pages: memory 301,989,888 kB,
+        // min_free_kbytes = int_sqrt(16 × that) = 69,511 (under the 262,144 cap);
+        // pages_min = 17,377; DRAM's share (1/9) = 1,930; step = max(482, 8,388,608 × 10 / 10000
+        // = 8,388) = 8,388
+        let fast = 8_388_608;
+        let w = Watermarks::compute(fast, 9 * fast, 4096, -1, 10, 200);
+        assert_eq!(isqrt(301_989_888 * 16), 69_511);
+        assert_eq!((w.min, w.low, w.high, w.promo), (1_930, 10_318, 18_706, 27_094));
+        // TPP: 2 % of DRAM = 167,772 pages, more than twice high
+        assert_eq!(w.demote, 167_772);
+    }
+}

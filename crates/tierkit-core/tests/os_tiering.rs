@@ -1,0 +1,139 @@
+//! OS-level tiering that real kernels ship: `autonuma-tiering` (Linux NUMA balancing in
+//! memory-tiering mode) and `tpp` (Maruf et al., ASPLOS 2023), on the `dram-dcpmm` platform
+//! (seed 004 §5.1: DRAM 101.5 ns reads, DCPMM 305 ns). Fixed costs are set to 0 where a test
+//! needs the clock to be the accesses alone (`hint_fault_ns`, `pte_update_ns`, `tlb_flush_ns`,
+//! `lru_scan_ns`); watermarks are made explicit with `min_free_kbytes=0` and
+//! `watermark_scale_factor`.
+
+mod common;
+use common::{run, write_pages};
+use tierkit_core::engine::SimResult;
+use tierkit_core::units::Capacity;
+
+const FREE: &str = "hint_fault_ns=0,pte_update_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0";
+
+fn counter(r: &SimResult, k: &str) -> u64 {
+    r.stats.policy["counters"][k].as_u64().unwrap_or_else(|| panic!("{k}: {}", r.stats.policy))
+}
+
+/// 8 DRAM pages (32 KiB) of 4 KiB.
+const DRAM8: [(usize, Capacity); 1] = [(0, Capacity::Bytes(8 * 4096))];
+
+/// Kernel rule (kernel/sched/fair.c should_numa_migrate_memory, tiering mode): a slow page
+/// whose hint-fault latency is under the hot threshold is a promotion candidate, one over it
+/// is not.
+///
+/// 16 pages, DRAM holds 8; watermarks 0 (scale factor 1 of 10000 of 8 pages rounds to 0), so
+/// first touch puts 0-7 in DRAM and 8-15 in DCPMM. Scans every 10 µs from t = 0. Touching
+/// 0..15 takes 8·101.5 + 8·305 = 3252 ns; 70 accesses to page 0 follow (7105 ns): the boundary
+/// at 10 µs falls before the 68th of them (3252 + 67·101.5 = 10052.5 ns) and arms 8-15.
+/// Page 8 comes 3 accesses later: latency ≈ 3·101.5 = 304.5 ns. Then 20 accesses to page 0
+/// (2030 ns) and page 9: latency ≥ 304.5 + 305 + 2030 > 2600 ns (more if page 8's fault moved
+/// pages). With a 1.5 µs threshold page 8 is a candidate and page 9 is not; with 1 s
+/// (the default) both are.
+#[test]
+fn autonuma_tiering_promotes_under_the_threshold_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trace: Vec<u64> = (0..16).collect();
+    trace.extend(std::iter::repeat_n(0, 70));
+    trace.push(8);
+    trace.extend(std::iter::repeat_n(0, 20));
+    trace.push(9);
+    let input = write_pages(dir.path(), &trace, None);
+    let base = format!("autonuma-tiering:scan_period_ms=0.01,scan_delay_ms=0,watermark_scale_factor=1,{FREE}");
+
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},hot_threshold_ms=0.0015"));
+    assert_eq!(counter(&r, "hint_faults"), 2, "{}", r.stats.policy);
+    assert_eq!((counter(&r, "candidates"), counter(&r, "over_threshold")), (1, 1));
+    // DRAM is full: the candidate's promotion wakes kswapd instead (migrate_balanced_pgdat)
+    assert_eq!(counter(&r, "promote_no_room") + counter(&r, "promoted"), 1);
+
+    let r = run(&input, "dram-dcpmm", &DRAM8, &base);
+    assert_eq!((counter(&r, "candidates"), counter(&r, "over_threshold")), (2, 0));
+}
+
+/// 608 pages, DRAM holds 8: 600 slow pages. The scan at 200 µs arms all of them (256 MiB
+/// window); then each is touched once: 600 hint faults, all with latency ≪ 1 s, so all are
+/// candidates. numa_promotion_rate_limit: with 1 MB/s = 256 pages/s, a candidate is refused
+/// once the window's count reaches 256: candidates 1-255 pass, 256-600 (345) are refused.
+#[test]
+fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trace: Vec<u64> = (0..608).collect();
+    trace.extend(std::iter::repeat_n(0, 200));
+    trace.extend(8..608);
+    let input = write_pages(dir.path(), &trace, None);
+    let base = format!("autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0,watermark_scale_factor=1,{FREE}");
+
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1"));
+    assert_eq!(counter(&r, "hint_faults"), 600, "{}", r.stats.policy);
+    assert_eq!((counter(&r, "candidates"), counter(&r, "rate_limited")), (600, 345));
+    let r = run(&input, "dram-dcpmm", &DRAM8, &base);
+    assert_eq!((counter(&r, "candidates"), counter(&r, "rate_limited")), (600, 0));
+
+    // numa_promotion_adjust_threshold with a 50 µs interval: against 1 MB/s the interval's
+    // expected candidates are 256 · 50e-6 ≈ 0.013, so every interval with candidates is
+    // > 110 % of it and the threshold falls by 2·1000/16 = 125 ms (the first adjustment, at
+    // the first fault, has seen none yet and raises it once); against 65536 MB/s
+    // (16.8 M pages/s, 839 per 50 µs) the ~150 candidates an interval are < 90 % and the
+    // threshold only rises, to at most 2000 ms.
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1,scan_period_max_ms=0.05"));
+    let th = r.stats.policy["threshold_ms"].as_f64().unwrap();
+    assert!(counter(&r, "threshold_adjustments") >= 3, "{}", r.stats.policy);
+    assert!((125.0..1000.0).contains(&th), "{th}");
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},scan_period_max_ms=0.05"));
+    let th = r.stats.policy["threshold_ms"].as_f64().unwrap();
+    assert!(th > 1000.0 && th <= 2000.0, "{th}"); // raised only
+}
+
+/// TPP §5.3 / patch 5: a hint fault on a slow page that is not on the active list only
+/// activates it; the next fault promotes. Rounds of touching pages 0..15 (≈ 3.3 µs each)
+/// with scans every 1 µs re-arm every slow page between rounds. With two rounds a slow page
+/// faults at most once: nothing is promoted. With five, pages fault again and are promoted,
+/// and never more than were activated first.
+#[test]
+fn tpp_promotes_on_the_second_fault_not_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}");
+    let rounds = |n: usize| -> Vec<u64> { (0..n).flat_map(|_| 0..16u64).collect() };
+
+    let input = write_pages(dir.path(), &rounds(2), None);
+    let r = run(&input, "dram-dcpmm", &[(0, Capacity::Bytes(10 * 4096))], &spec);
+    assert!(counter(&r, "hint_faults") > 0, "{}", r.stats.policy);
+    assert_eq!(counter(&r, "promoted"), 0, "{}", r.stats.policy);
+    assert_eq!(counter(&r, "activations"), counter(&r, "hint_faults") - counter(&r, "faults_on_fast"));
+
+    let input = write_pages(dir.path(), &rounds(5), None);
+    let r = run(&input, "dram-dcpmm", &[(0, Capacity::Bytes(10 * 4096))], &spec);
+    let promoted = counter(&r, "promoted");
+    assert!(promoted > 0, "{}", r.stats.policy);
+    assert!(promoted <= counter(&r, "activations"));
+    assert_eq!(r.stats.migration.promotions, promoted);
+}
+
+/// TPP patch 3/5: kswapd keeps the fast tier's free frames at the demotion watermark
+/// max(capacity · demote_scale_factor / 10000, 2 · high). DRAM 10 pages, watermark scale
+/// factor 2000: step 2, so min 0, low 2, high 4, demote = max(0, 8) = 8. First touch fills
+/// DRAM down to the low watermark, and kswapd demotes the inactive tail back to 8 free frames
+/// at the next access: at every scan boundary DRAM has at least 8 free frames, while
+/// autonuma-tiering (which wakes kswapd only for promotions) lets DRAM fill to its low
+/// watermark.
+#[test]
+fn tpp_demotion_keeps_dram_free_above_the_demotion_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace: Vec<u64> = (0..40).chain(0..40).collect();
+    let input = write_pages(dir.path(), &trace, None);
+    let caps = [(0, Capacity::Bytes(10 * 4096))];
+    let r = run(&input, "dram-dcpmm", &caps, &format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}"));
+    assert_eq!(r.stats.policy["watermarks"]["demote"], 8, "{}", r.stats.policy);
+    assert!(counter(&r, "demoted") > 0);
+    let rows = r.stats.policy["timeseries"]["rows"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert!(row[6].as_u64().unwrap() >= 8, "{row}");
+    }
+
+    let a = run(&input, "dram-dcpmm", &caps, &format!("autonuma-tiering:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}"));
+    let rows = a.stats.policy["timeseries"]["rows"].as_array().unwrap();
+    assert!(rows.iter().any(|row| row[6].as_u64().unwrap() <= 2), "{}", a.stats.policy);
+}
