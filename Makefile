@@ -9,7 +9,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned bench-guidance bench-learn
+.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn
 
 all: build
 
@@ -80,6 +80,11 @@ experiments-guided: $(VENV)/.built workloads tracer
 
 experiments-learned: $(VENV)/.built workloads tracer
 	$(PY) experiments/learned_scheduling.py
+
+# issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm (docs/experiments.md);
+# records four workloads once, then about half a minute of simulation
+experiments-tiering: $(VENV)/.built workloads tracer
+	$(PY) experiments/os_tiering.py
 
 clean:
 	rm -rf $(VENV) target demo-out workloads/build tracer/build
