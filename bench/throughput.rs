@@ -12,7 +12,10 @@
 //!   `hma-epoch`, `fthp` and `mempod` under the detailed model), one thread, same trace and
 //!   platform;
 //! - the tiering policies of issue 7 (`hyplacer`, `autonuma-tiering`, `tpp`, `nimble`,
-//!   `memos`, `clock-dwf`, `damon-tiering`, defaults) under the detailed model, one thread.
+//!   `memos`, `clock-dwf`, `damon-tiering`) under the detailed model, one thread, with their
+//!   periods a hundredth of their defaults so that they act on this trace.
+//!
+//! With `--only`, the other rows of `bench/results/throughput.json` are kept.
 //!
 //! Each figure is the best of several runs. Reports accesses per second, the ratio to
 //! decoding, and the engine's per-page state. Results are printed and written to
@@ -102,17 +105,20 @@ fn main() {
         ("hma-epoch", TimingKind::Detailed, false),
         ("fthp", TimingKind::Detailed, false),
         ("mempod", TimingKind::Detailed, false),
-        // read/write-aware and OS-level tiering (issue 7): tracking models on the hot path
-        ("hyplacer", TimingKind::Detailed, false),
-        ("autonuma-tiering", TimingKind::Detailed, false),
-        ("tpp", TimingKind::Detailed, false),
-        ("nimble", TimingKind::Detailed, false),
-        ("memos", TimingKind::Detailed, false),
+        // read/write-aware and OS-level tiering (issue 7), their periods a hundredth of their
+        // defaults so that they act on this trace (0.8 s of simulated time; defaults of 1-40 s),
+        // and amounts per period (pages, bytes) a hundredth too, so that rates stay the same
+        ("hyplacer:interval=10ms,delay=500us,max_pages=1311", TimingKind::Detailed, false),
+        ("autonuma-tiering:scan_period_ms=10,scan_delay_ms=10,hot_threshold_ms=10,scan_period_max_ms=600", TimingKind::Detailed, false),
+        ("tpp:scan_period_ms=10,scan_delay_ms=10", TimingKind::Detailed, false),
+        ("nimble:period=50ms", TimingKind::Detailed, false),
+        ("memos:period=40ms,max_pages=1000", TimingKind::Detailed, false),
         ("clock-dwf", TimingKind::Detailed, false),
-        ("damon-tiering", TimingKind::Detailed, false),
+        ("damon-tiering:sample=50us,aggr=1ms,quota_reset=10ms,hot_quota=2M,cold_quota=2M", TimingKind::Detailed, false),
     ];
     for (policy, timing, read_ahead) in cases {
-        if only.as_deref().is_some_and(|o| o != format!("{policy}:{}", timing.name())) {
+        let name = policy.split(':').next().unwrap();
+        if only.as_deref().is_some_and(|o| o != format!("{name}:{}", timing.name())) {
             continue;
         }
         let spec = PolicySpec::parse(policy).unwrap();
@@ -134,8 +140,8 @@ fn main() {
         let per_page = r.stats.engine.state_bytes as f64 / r.pages as f64;
         let threads = if read_ahead { 2 } else { 1 };
         println!(
-            "{:<12} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10.2} {:>13.1}",
-            policy,
+            "{:<16} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10.2} {:>13.1}",
+            name,
             timing.name(),
             threads,
             best,
@@ -144,13 +150,24 @@ fn main() {
             per_page
         );
         rows.push(serde_json::json!({
-            "policy": policy, "timing": timing.name(), "threads": threads, "seconds": best,
+            "policy": name, "spec": policy, "timing": timing.name(), "threads": threads, "seconds": best,
             "accesses_per_s": rate, "ratio_to_decode": rate / decode_rate, "state_bytes_per_page": per_page,
-            "fast_hit_ratio": r.fast_hit_ratio, "migrations": r.migrations,
+            "fast_hit_ratio": r.fast_hit_ratio, "migrations": r.migrations, "simulated_s": r.runtime_ns / 1e9,
         }));
     }
     let out = root.join("bench/results");
     std::fs::create_dir_all(&out).unwrap();
+    // with --only, the other rows of the last full run are kept
+    if only.is_some() {
+        let old: Option<serde_json::Value> = std::fs::read(out.join("throughput.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(old_rows) = old.as_ref().and_then(|d| d["runs"].as_array()) {
+            let key = |r: &serde_json::Value| (r["policy"].to_string(), r["timing"].to_string(), r["threads"].to_string());
+            let mut merged: Vec<serde_json::Value> =
+                old_rows.iter().filter(|o| o["policy"] == "decode" || !rows.iter().any(|n| key(n) == key(o))).cloned().collect();
+            merged.extend(rows.into_iter().filter(|n| n["policy"] != "decode"));
+            rows = merged;
+        }
+    }
     let doc = serde_json::json!({"accesses": accesses, "pages": pages, "trace_bytes": file_bytes, "repeats": repeats, "runs": rows});
     std::fs::write(out.join("throughput.json"), serde_json::to_string_pretty(&doc).unwrap()).unwrap();
 }

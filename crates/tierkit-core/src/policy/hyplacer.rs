@@ -335,23 +335,8 @@ impl HyPlacer {
         if self.fresh.is_empty() {
             return;
         }
-        let mut add: Vec<(u64, PageId)> = self.fresh.drain(..).map(|p| (ctx.page_addr(p), p)).collect();
-        add.sort_unstable();
-        let old = std::mem::take(&mut self.order);
-        let mut merged = Vec::with_capacity(old.len() + add.len());
-        let (mut i, mut j) = (0, 0);
-        while i < old.len() && j < add.len() {
-            if old[i].0 <= add[j].0 {
-                merged.push(old[i]);
-                i += 1;
-            } else {
-                merged.push(add[j]);
-                j += 1;
-            }
-        }
-        merged.extend_from_slice(&old[i..]);
-        merged.extend_from_slice(&add[j..]);
-        self.order = merged;
+        let add: Vec<(u64, PageId)> = self.fresh.drain(..).map(|p| (ctx.page_addr(p), p)).collect();
+        crate::tracking::merge_by_address(&mut self.order, add);
     }
 
     /// Charge a walk over `ptes` entries (and a TLB flush if it cleared bits), ns charged.

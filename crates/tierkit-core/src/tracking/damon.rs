@@ -102,6 +102,8 @@ pub struct Damon {
     accessed: Vec<u8>,
     /// Known page ids in address order.
     order: Vec<PageId>,
+    /// The same pages with their addresses, (address, page) ascending.
+    keyed: Vec<(u64, PageId)>,
     regions: Vec<Region>,
     scratch: Vec<Region>,
     rng: SplitMix64,
@@ -122,6 +124,7 @@ impl Damon {
             attrs,
             accessed: Vec::new(),
             order: Vec::new(),
+            keyed: Vec::new(),
             regions: Vec::new(),
             scratch: Vec::new(),
             rng: SplitMix64::new(attrs.seed),
@@ -261,8 +264,9 @@ impl Damon {
     /// (fewer if there are fewer pages), as vaddr's initial regions are.
     fn build(&mut self, pages: usize, addr: &impl Fn(PageId) -> u64) {
         self.grow(pages);
-        self.order = (0..pages as PageId).collect();
-        self.order.sort_unstable_by_key(|&p| (addr(p), p));
+        self.keyed = (0..pages as PageId).map(|p| (addr(p), p)).collect();
+        self.keyed.sort_unstable();
+        self.order = self.keyed.iter().map(|&(_, p)| p).collect();
         let n = pages as u64;
         let k = (self.attrs.min_nr_regions as u64).min(n);
         self.regions = (0..k)
@@ -275,14 +279,15 @@ impl Damon {
     /// that each region keeps its address range (its first page's address onwards).
     fn absorb(&mut self, pages: usize, addr: &impl Fn(PageId) -> u64) {
         self.grow(pages);
-        let starts: Vec<u64> = self.regions.iter().map(|r| addr(self.order[r.start as usize])).collect();
+        let starts: Vec<u64> = self.regions.iter().map(|r| self.keyed[r.start as usize].0).collect();
         let old = self.order.len() as PageId;
-        self.order.extend(old..pages as PageId);
-        self.order.sort_unstable_by_key(|&p| (addr(p), p));
+        super::merge_by_address(&mut self.keyed, (old..pages as PageId).map(|p| (addr(p), p)).collect());
+        self.order.clear();
+        self.order.extend(self.keyed.iter().map(|&(_, p)| p));
         let n = self.order.len() as u32;
-        let order = &self.order;
+        let keyed = &self.keyed;
         for (i, &a) in starts.iter().enumerate() {
-            let s = if i == 0 { 0 } else { order.partition_point(|&p| addr(p) < a) as u32 };
+            let s = if i == 0 { 0 } else { keyed.partition_point(|&(x, _)| x < a) as u32 };
             self.regions[i].start = s;
             if i > 0 {
                 self.regions[i - 1].end = s;

@@ -91,10 +91,8 @@ impl HintFaults {
         self.grow(pages);
         if self.order.len() < pages {
             // ids are dense and handed out in first-access order: the new ones are the last
-            for p in self.order.len()..pages {
-                self.order.push((addr_of(p as PageId), p as PageId));
-            }
-            self.order.sort_unstable();
+            let new = (self.order.len()..pages).map(|p| (addr_of(p as PageId), p as PageId)).collect();
+            super::merge_by_address(&mut self.order, new);
         }
         self.stats.scans += 1;
         let mut pass = ScanPass::default();

@@ -15,6 +15,35 @@ pub mod refbits;
 
 use crate::pagemap::PageId;
 
+/// Merge `new` (pairs of address and page, any order) into `order`, a list kept sorted by
+/// (address, page): only the new pages are sorted, then one linear merge, so that keeping
+/// the known pages in address order costs O(new log new + known) per update, not a full
+/// sort. Models that walk or sample pages by virtual address use it as new pages appear.
+pub(crate) fn merge_by_address(order: &mut Vec<(u64, PageId)>, mut new: Vec<(u64, PageId)>) {
+    if new.is_empty() {
+        return;
+    }
+    new.sort_unstable();
+    if order.last().is_none_or(|l| *l <= new[0]) {
+        order.extend_from_slice(&new);
+        return;
+    }
+    // from the back, in place: no second array (this runs on lists of millions of pages)
+    let (mut i, mut j) = (order.len(), new.len());
+    order.resize(i + j, (0, 0));
+    let mut k = order.len();
+    while j > 0 {
+        k -= 1;
+        if i > 0 && order[i - 1] > new[j - 1] {
+            order[k] = order[i - 1];
+            i -= 1;
+        } else {
+            order[k] = new[j - 1];
+            j -= 1;
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Tracking {
     counts: bool,
@@ -122,6 +151,15 @@ pub struct FutureCounts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merge_by_address_keeps_the_order_and_sorts_only_the_new() {
+        let mut o = vec![(10, 0), (30, 1)];
+        merge_by_address(&mut o, vec![(40, 3), (20, 2), (5, 4)]);
+        assert_eq!(o, vec![(5, 4), (10, 0), (20, 2), (30, 1), (40, 3)]);
+        merge_by_address(&mut o, vec![(50, 5)]);
+        assert_eq!(o.last(), Some(&(50, 5)));
+    }
     #[test]
     fn periods_rotate_counts() {
         let mut t = Tracking::new(true, true, true);
