@@ -342,14 +342,8 @@ const PARAMS: &[ParamSpec] = &[
         source: "-1 = the platform's migration.tlb_shootdown_ns (dram-dcpmm: 3 µs, seed 000 §5.1); one shootdown per batch",
         help: "TLB shootdown of one mm_manage batch",
     },
-    ParamSpec {
-        name: "lru_scan_ns",
-        ty: ParamType::Float { min: 0.0, max: 1e9 },
-        unit: "ns per page scanned",
-        default: "100",
-        source: "tierkit's choice, as autonuma-tiering/tpp's lru_scan_ns: an rmap walk and a PTE test-and-clear per page; no published figure was found",
-        help: "cost of looking at one page in the list aging",
-    },
+    // the same LRU model and figure as autonuma-tiering and tpp
+    super::os_tiering::LRU_SCAN,
 ];
 
 /// `nimble` from its parameters, as a value (the registry boxes the same).

@@ -80,7 +80,7 @@ use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
 use crate::tracking::hint_faults::HintFaults;
-use crate::tracking::lru::{Lru, SWAP_CLUSTER_MAX};
+use crate::tracking::lru::{isqrt, Lru, SWAP_CLUSTER_MAX};
 use crate::units::Period;
 
 /// Watermarks of the fast tier, pages.
@@ -92,18 +92,6 @@ pub struct Watermarks {
     pub promo: u64,
     /// TPP's demotion watermark (0 for autonuma-tiering)
     pub demote: u64,
-}
-
-/// `int_sqrt`.
-fn isqrt(x: u64) -> u64 {
-    let mut r = (x as f64).sqrt() as u64;
-    while r * r > x {
-        r -= 1;
-    }
-    while (r + 1) * (r + 1) <= x {
-        r += 1;
-    }
-    r
 }
 
 impl Watermarks {
@@ -562,7 +550,7 @@ const TLB: ParamSpec = ParamSpec {
     source: "-1 = the platform's migration.tlb_shootdown_ns (dram-dcpmm: 3 µs, seed 000 §5.1)",
     help: "one TLB flush: per scan window that changed PTEs, per promotion, per kswapd batch",
 };
-const LRU_SCAN: ParamSpec = ParamSpec {
+pub(crate) const LRU_SCAN: ParamSpec = ParamSpec {
     name: "lru_scan_ns",
     ty: ParamType::Float { min: 0.0, max: 1e9 },
     unit: "ns per page scanned",

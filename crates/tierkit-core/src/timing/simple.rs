@@ -146,55 +146,6 @@ impl SimpleTiming {
         (hi, util(hi))
     }
 
-    /// `finish` for platforms with a loaded-latency curve on some tier.
-    fn finish_loaded(&self, c: &RunCounters) -> TimingReport {
-        let n = c.tiers.len();
-        let mut lat = [0.0; MAX_TIERS];
-        let mut busy = [0.0; MAX_TIERS];
-        let mut floor: f64 = 0.0;
-        let mut busiest = 0;
-        for (i, t) in c.tiers.iter().enumerate() {
-            lat[i] = t.reads as f64 * self.lat[i][0] + t.writes as f64 * self.lat[i][1] + t.probes as f64 * self.lat[i][0];
-            let r = t.bytes_read as f64 / self.read_bw[i];
-            let w = t.bytes_written as f64 / self.write_bw[i];
-            busy[i] = if self.shared[i] { r + w } else { r.max(w) };
-            if busy[i] > floor {
-                floor = busy[i];
-                busiest = i;
-            }
-        }
-        let migration = self.migration_fixed_ns + self.copy_ns;
-        let period = c.periods as f64 * self.per_period_ns;
-        let rest = self.delay_ns + migration + self.halted_ns;
-        let (at, u) = self.loaded_fixed_point(&lat[..n], &busy[..n], rest, floor, period);
-        // the breakdown at the fixed point, summed in the order of the flat model
-        let mut latency = 0.0;
-        let mut unloaded = 0.0;
-        let mut tiers = Vec::with_capacity(n);
-        for i in 0..n {
-            let f = loaded_latency_factor(&self.curves[i], u[i]);
-            latency += lat[i] * f;
-            unloaded += lat[i];
-            tiers.push(json!({ "utilization": u[i], "latency_factor": f, "busy_ns": busy[i], "latency_ns": lat[i] * f }));
-        }
-        latency += self.delay_ns;
-        let work = latency + migration + self.halted_ns;
-        let queue = (floor - work).max(0.0);
-        TimingReport {
-            runtime_ns: work + queue + period,
-            migration_time_ns: migration,
-            ipc: None,
-            detail: json!({
-                "model": "simple",
-                "latency_ns": latency, "added_latency_ns": self.delay_ns, "migration_ns": migration, "copy_ns": self.copy_ns,
-                "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
-                "period_ns": period, "periods": c.periods,
-                "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
-                "unloaded_latency_ns": unloaded + self.delay_ns, "load_elapsed_ns": at, "tiers": tiers,
-            }),
-        }
-    }
-
     fn finish_cori(&self, c: &RunCounters) -> TimingReport {
         // Both tiers' latencies per access; reads and writes are not told apart.
         let last = c.tiers.len() - 1;
@@ -287,38 +238,53 @@ impl Timing for SimpleTiming {
         if self.setup.compat == Compat::CoriSim {
             return self.finish_cori(c);
         }
-        if self.loaded {
-            return self.finish_loaded(c);
-        }
-        let mut latency = 0.0;
+        let n = c.tiers.len();
+        let mut lat = [0.0; MAX_TIERS];
+        let mut busy = [0.0; MAX_TIERS];
         let mut floor: f64 = 0.0;
         let mut busiest = 0;
         for (i, t) in c.tiers.iter().enumerate() {
-            latency += t.reads as f64 * self.lat[i][0] + t.writes as f64 * self.lat[i][1] + t.probes as f64 * self.lat[i][0];
+            lat[i] = t.reads as f64 * self.lat[i][0] + t.writes as f64 * self.lat[i][1] + t.probes as f64 * self.lat[i][0];
             let r = t.bytes_read as f64 / self.read_bw[i];
             let w = t.bytes_written as f64 / self.write_bw[i];
-            let busy = if self.shared[i] { r + w } else { r.max(w) };
-            if busy > floor {
-                floor = busy;
+            busy[i] = if self.shared[i] { r + w } else { r.max(w) };
+            if busy[i] > floor {
+                floor = busy[i];
                 busiest = i;
             }
         }
-        latency += self.delay_ns;
         let migration = self.migration_fixed_ns + self.copy_ns;
         let period = c.periods as f64 * self.per_period_ns;
+        // with loaded-latency curves, each tier's latency is scaled by its factor at the
+        // fixed point (factors of exactly 1 otherwise, so flat platforms sum as before)
+        let loaded = self.loaded.then(|| self.loaded_fixed_point(&lat[..n], &busy[..n], self.delay_ns + migration + self.halted_ns, floor, period));
+        let mut latency = 0.0;
+        let mut tiers = Vec::new();
+        for i in 0..n {
+            match &loaded {
+                Some((_, u)) => {
+                    let f = loaded_latency_factor(&self.curves[i], u[i]);
+                    latency += lat[i] * f;
+                    tiers.push(json!({ "utilization": u[i], "latency_factor": f, "busy_ns": busy[i], "latency_ns": lat[i] * f }));
+                }
+                None => latency += lat[i],
+            }
+        }
+        latency += self.delay_ns;
         let work = latency + migration + self.halted_ns;
         let queue = (floor - work).max(0.0);
-        TimingReport {
-            runtime_ns: work + queue + period,
-            migration_time_ns: migration,
-            ipc: None,
-            detail: json!({
-                "model": "simple",
-                "latency_ns": latency, "added_latency_ns": self.delay_ns, "migration_ns": migration, "copy_ns": self.copy_ns,
-                "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
-                "period_ns": period, "periods": c.periods,
-                "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
-            }),
+        let mut detail = json!({
+            "model": "simple",
+            "latency_ns": latency, "added_latency_ns": self.delay_ns, "migration_ns": migration, "copy_ns": self.copy_ns,
+            "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
+            "period_ns": period, "periods": c.periods,
+            "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
+        });
+        if let Some((at, _)) = loaded {
+            detail["unloaded_latency_ns"] = json!(lat[..n].iter().sum::<f64>() + self.delay_ns);
+            detail["load_elapsed_ns"] = json!(at);
+            detail["tiers"] = json!(tiers);
         }
+        TimingReport { runtime_ns: work + queue + period, migration_time_ns: migration, ipc: None, detail }
     }
 }

@@ -315,8 +315,9 @@ impl Lru {
     }
 }
 
-/// `int_sqrt`: the integer square root, rounded down.
-fn isqrt(x: u64) -> u64 {
+/// The kernel's `int_sqrt`: the integer square root, rounded down (its memory-management
+/// formulas use it: the inactive ratio here, `min_free_kbytes` in `policy::os_tiering`).
+pub(crate) fn isqrt(x: u64) -> u64 {
     let mut r = (x as f64).sqrt() as u64;
     while r * r > x {
         r -= 1;
