@@ -24,7 +24,7 @@ PolicyLike = Union[str, PeriodicPolicy]
 RESULT_COLUMNS = [
     "trace", "platform", "policy", "timing", "accesses", "reads", "writes", "pages",
     "fast_capacity_pages", "runtime_ns", "fast_hit_ratio", "migrations", "migrated_bytes",
-    "migration_time_ns", "energy_j", "ipc", "periods",
+    "migration_time_ns", "energy_j", "ipc", "periods", "activations", "warnings",
 ]
 
 
@@ -177,6 +177,7 @@ def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] 
 
 def _row(r: Mapping[str, Any]) -> dict:
     row = {k: r.get(k) for k in RESULT_COLUMNS}
+    row["warnings"] = list(r.get("warnings") or [])
     row["trace_digest"] = r["config"].get("trace_digest")
     row["policy_config"] = r["config"].get("policy")
     return row
@@ -208,6 +209,10 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
                              None if summary is None else json.dumps(summary), bar.callback, paranoid)
     r = json.loads(out)
+    if r["policy"] != label:
+        # the warnings name the run as the user wrote it, not the spec it was made into
+        run_as = r["policy"]
+        r["warnings"] = [label + w[len(run_as):] if w.startswith(run_as + " ") else w for w in r.get("warnings", [])]
     if guidance is not None:
         # the user's spec names the run; the config records what the guidance was made from
         r["policy"] = label
@@ -298,6 +303,7 @@ def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = 
 
     r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress)
     df = pd.DataFrame([_row(r)])
+    df["activations"] = df["activations"].astype("Int64")
     df.attrs["results"] = [r]
     return df
 
@@ -350,13 +356,37 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
                     guide_from=guide_from)
             results.append(r)
             rows.append(_row(r))
+    _flag_identical(results, rows)
     df = pd.DataFrame(rows)
+    # null for a policy with no periodic work (see docs/usage.md, "Activations and warnings")
+    df["activations"] = df["activations"].astype("Int64")
     if baseline:
         base = df[df["policy"] == baseline].set_index("trace")["runtime_ns"]
         df[f"runtime_vs_{baseline}"] = df["runtime_ns"] / df["trace"].map(base)
         df[f"speedup_vs_{baseline}"] = 1.0 / df[f"runtime_vs_{baseline}"]
     df.attrs["results"] = results
     return df
+
+
+#: Policies whose result is a fixed placement: a policy that moved no page and equals one of
+#: them on the same trace is told so.
+_FIXED = ("first-touch", "all-slow", "all-fast", "interleave")
+
+
+def _flag_identical(results: list, rows: list) -> None:
+    """Add a warning to each result that moved no page and whose runtime and fast-tier hits
+    equal those of a fixed placement compared on the same trace (issue 14 §2: a policy that
+    equals first-touch is a bug until shown otherwise)."""
+    fixed = [r for r in results if r["policy"] in _FIXED]
+    for r, row in zip(results, rows):
+        if r["policy"] in _FIXED or r["migrations"] != 0:
+            continue
+        same = next((f["policy"] for f in fixed if f["trace"] == r["trace"] and f["runtime_ns"] == r["runtime_ns"]
+                     and f["fast_hit_ratio"] == r["fast_hit_ratio"]), None)
+        if same is not None:
+            w = f"{r['policy']}'s result is identical to {same}'s (same runtime and fast-tier hits)"
+            r.setdefault("warnings", []).append(w)
+            row["warnings"] = list(r["warnings"])
 
 
 def timeseries(result: Mapping[str, Any]) -> "Optional[pd.DataFrame]":

@@ -112,12 +112,30 @@ def simulate(
         ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
         ("migrations", f"{r['migrations']:,} pages, {_fmt_bytes(r['migrated_bytes'])}, {_fmt_ns(r['migration_time_ns'])}"),
         ("energy", f"{r['energy_j']:.6g} J" if _has_energy(r) else "not modelled (the platform gives no energy figures)"),
+        ("activations", _activations(r.get("activations"))),
     ]
     for t in tiers:
         lines.append((f"  {t['name']}", f"{t['reads']:,} reads, {t['writes']:,} writes, {_fmt_bytes(t['bytes_read'] + t['bytes_written'])} moved, {t['used_pages']:,} pages at end"))
+    lines += [("warning", x) for x in r.get("warnings", [])]
     w = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{w}}  {v}")
+
+
+def _activations(n) -> str:
+    """How often the policy's periodic work ran; a policy without any says so."""
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return "none (no periodic work)"
+    return f"{int(n):,}"
+
+
+def _warnings_block(df) -> str:
+    """The warnings of a comparison, one per line, each row's marked in the table."""
+    if "warnings" not in df.columns:
+        return ""
+    many = df["trace"].nunique() > 1
+    lines = [f"  ! {Path(t).name + ': ' if many else ''}{w}" for t, ws in zip(df["trace"], df["warnings"]) for w in ws]
+    return ("warnings (! in the table):\n" + "\n".join(lines)) if lines else ""
 
 
 def _shown_policy(r: dict) -> str:
@@ -136,6 +154,8 @@ def _has_energy(r: dict) -> bool:
 
 
 def _table(df) -> str:
+    import pandas as pd
+
     cols = {
         "trace": "trace",
         "policy": "policy",
@@ -147,6 +167,12 @@ def _table(df) -> str:
         "energy_j": "energy (J)",
     }
     d = df.copy()
+    if "warnings" in d.columns:
+        # a result that cannot show what its policy does is marked, and explained below
+        d["policy"] = [f"{p} !" if ws else p for p, ws in zip(d["policy"], d["warnings"])]
+    if "activations" in d.columns:
+        cols["acted"] = "acted"
+        d["acted"] = ["-" if pd.isna(a) else f"{int(a):,}" for a in d["activations"]]
     d["runtime_ms"] = d["runtime_ns"] / 1e6
     d["hit_pct"] = 100 * d["fast_hit_ratio"]
     d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)
@@ -196,6 +222,9 @@ def compare(
             row = df[df["trace"] == t].iloc[0]
             print(f"trace {t}: {row['accesses']:,} accesses, {row['pages']:,} pages")
         print(_table(df))
+        block = _warnings_block(df)
+        if block:
+            print(block)
     if out is not None:
         from . import report
 

@@ -157,7 +157,11 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     flat = df.copy()
     flat.attrs = {}
     written = []
-    flat.to_csv(out / "results.csv", index=False)
+    csv = flat.copy()
+    if "warnings" in csv.columns:
+        # a list per row: JSON in the CSV's one cell, a list of strings in the Parquet file
+        csv["warnings"] = [json.dumps(list(w)) for w in csv["warnings"]]
+    csv.to_csv(out / "results.csv", index=False)
     flat.to_parquet(out / "results.parquet", index=False)
     with open(out / "results.jsonl", "w") as f:
         for r in results:
@@ -201,9 +205,22 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     rep = representative(results) if results else None
     cfg = rep["config"] if rep else {}
     tiers = rep["stats"]["platform"]["tiers"] if rep else []
-    table_cols = ["trace", "policy", "runtime_ns", norm, "fast_hit_ratio", "migrations", "migrated_bytes", "migration_time_ns", "energy_j", "ipc"]
+    table_cols = ["trace", "policy", "runtime_ns", norm, "fast_hit_ratio", "migrations", "migrated_bytes", "migration_time_ns", "energy_j", "ipc",
+                  "activations"]
     table = flat[[c for c in table_cols if c and c in flat.columns]].copy()
     table["trace"] = table["trace"].map(lambda t: Path(t).name)
+    warned = [(Path(t).name, p, w) for t, p, ws in zip(flat["trace"], flat["policy"], flat.get("warnings", [[]] * len(flat))) for w in ws]
+    if "warnings" in flat.columns:
+        table["policy"] = [f"{p} (!)" if len(ws) else p for p, ws in zip(table["policy"], flat["warnings"])]
+    if "activations" in table.columns:
+        table["activations"] = table["activations"].astype(object).where(table["activations"].notna(), "-")
+    warn_html = (
+        "<h2>Warnings</h2>\n<p>Results marked (!) cannot show what their policy does; the policy's "
+        "<code>activations</code> count how often its periodic work ran.</p>\n<ul class=\"warnings\">"
+        + "".join(f"<li><b>{html.escape(t)}</b>: {html.escape(w)}</li>" for t, _, w in warned)
+        + "</ul>"
+        if warned else ""
+    )
     imgs = "\n".join(
         f'<figure><img alt="{html.escape(n)}" src="data:image/png;base64,{base64.b64encode(b).decode()}"></figure>' for n, b in pngs.items()
     )
@@ -217,6 +234,7 @@ td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
 th {{ background: #f3f3f3; }} td:first-child, td:nth-child(2) {{ text-align: left; }}
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 100%; }}
 code {{ background: #f5f5f5; padding: 0 0.2em; }}
+ul.warnings li {{ color: #8a4b00; }}
 </style></head><body>
 <h1>Tiering policies on {html.escape(plat)}</h1>
 <p>{len(flat)} runs, {flat['trace'].nunique()} trace(s), {flat['policy'].nunique()} policies,
@@ -225,6 +243,7 @@ code {{ background: #f5f5f5; padding: 0 0.2em; }}
 <ul>{''.join(f"<li>{html.escape(t['name'])}: {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'} pages</li>" for t in tiers)}</ul>
 <h2>Results</h2>
 {table.to_html(index=False, float_format=lambda v: f"{v:,.6g}", border=0)}
+{warn_html}
 <h2>Plots</h2>
 {imgs}
 <h2>Reproduce</h2>

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::mechanics::{Memory, MigrationStats, Op, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
-use crate::policy::{self, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
+use crate::policy::{self, Activity, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
 use crate::timing::{AccessEvent, DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
 use crate::trace::summary::Summary;
 use crate::trace::synth::{SynthSource, SynthSpec};
@@ -185,6 +185,13 @@ pub struct SimResult {
     pub energy_j: f64,
     pub ipc: Option<f64>,
     pub periods: u64,
+    /// How many times the policy's periodic or epoch work ran (`None`: a policy with no
+    /// periodic work: a fixed placement such as first-touch, or one that acts per access,
+    /// such as otf). See [`Activity`].
+    pub activations: Option<u64>,
+    /// Plain sentences on what this result cannot show: a policy that acted fewer than
+    /// [`MIN_ACTIVATIONS`] times, or one that can move pages and moved none.
+    pub warnings: Vec<String>,
     pub fast_capacity_pages: Option<u64>,
     pub stats: StatsTree,
     pub config: RunConfig,
@@ -317,6 +324,8 @@ struct State<'p, T> {
     paranoid: bool,
     /// migrations handed to the timing model
     charged: u64,
+    /// activations charged the platform's `per_period_ns`
+    charged_periods: u64,
 }
 
 impl<'p, T: Timing> State<'p, T> {
@@ -355,6 +364,21 @@ impl<'p, T: Timing> State<'p, T> {
         }
     }
 
+    /// Charge `per_period_ns` once for each activation of a periodic policy not charged yet:
+    /// a boundary at which the policy did nothing (the program was stopped, or its own
+    /// interval had not come) costs nothing.
+    fn charge_periods<P: Policy>(&mut self, policy: &P, period: Option<Period>) {
+        if period.is_none() {
+            return;
+        }
+        if let Some((n, _)) = activations(policy, period, self.now.period) {
+            while self.charged_periods < n {
+                self.timing.period();
+                self.charged_periods += 1;
+            }
+        }
+    }
+
     fn boundary<P: Policy>(&mut self, policy: &mut P, b: &mut Boundaries) -> Result<()> {
         let start = b.start_and_advance();
         self.track.end_period();
@@ -368,7 +392,7 @@ impl<'p, T: Timing> State<'p, T> {
         let mut ctx = self.ctx();
         policy.on_period(&mut ctx)?;
         self.drain_ops();
-        self.timing.period();
+        self.charge_periods(policy, b.unit);
         if self.paranoid {
             self.mem.check_invariants()?;
         }
@@ -449,6 +473,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         line_bytes: meta.line_size,
         paranoid: job.paranoid,
         charged: 0,
+        charged_periods: 0,
     };
 
     if needs.all_pages_upfront {
@@ -642,11 +667,13 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     }
 
     let periods = if period.is_some() { st.now.period + 1 } else { 0 };
+    // activations after the last boundary (work a policy ran from its per-access hook)
+    st.charge_periods(&policy, period);
     let counters = RunCounters {
         accesses: k,
         tiers: st.tiers.clone(),
         migrations: ms.migrations,
-        periods,
+        periods: st.charged_periods,
         line_bytes: line,
         page_bytes,
         instructions: (meta.time_insn && wants_insn).then_some(last_insn),
@@ -672,6 +699,10 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     energy += st.mem.charged_energy_j();
     let fast = st.tiers[0].reads + st.tiers[0].writes;
     let cap0 = resolved.capacity_pages[0];
+    let acts = activations(&policy, period, st.now.period);
+    let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
+    let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
+    let warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
     Ok(SimResult {
         trace: job.trace.describe(),
         platform: resolved.platform.name.clone(),
@@ -689,6 +720,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         energy_j: energy,
         ipc: report.ipc,
         periods,
+        activations: acts.map(|(n, _)| n),
+        warnings,
         fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
         stats: StatsTree {
             engine: EngineStats {
@@ -711,6 +744,91 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             platform: resolved.clone(),
         },
     })
+}
+
+/// A policy that acted fewer times than this gets a warning: one or two activations show
+/// a transient, not the policy (issue 14 §2).
+pub const MIN_ACTIVATIONS: u64 = 3;
+
+/// The policy's activations so far and the interval they are meant to run at; `None` for a
+/// policy with no periodic work.
+fn activations<P: Policy>(policy: &P, period: Option<Period>, boundaries: u64) -> Option<(u64, Period)> {
+    match policy.activity() {
+        Activity::Boundaries => period.map(|p| (boundaries, p)),
+        Activity::Ran { times, every } => Some((times, every)),
+        Activity::OnAccess => None,
+    }
+}
+
+/// How far a run went, in each unit a policy's interval may be given in.
+pub struct RunExtent {
+    pub runtime_ns: f64,
+    pub accesses: u64,
+    /// Instruction count at the last access, when the trace has them and they were read.
+    pub instructions: Option<u64>,
+}
+
+/// A duration for people: 0.25 s, 100 ms, 3.13 µs.
+pub fn human_ns(ns: f64) -> String {
+    let (v, unit) = if ns >= 1e9 {
+        (ns / 1e9, "s")
+    } else if ns >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if ns >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    // three significant digits, without trailing zeros
+    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let s = format!("{v:.digits$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+    format!("{s} {unit}")
+}
+
+fn times(n: u64) -> String {
+    format!("{n} time{}", if n == 1 { "" } else { "s" })
+}
+
+/// The warnings of issue 14 §2, in words a user understands: a policy that acted fewer than
+/// [`MIN_ACTIVATIONS`] times (and why: its interval against the run's length, or skipped
+/// intervals), and a policy able to move pages that moved none (its result is then its
+/// initial placement's, whatever its name).
+pub fn activity_warnings(label: &str, acts: Option<(u64, Period)>, moves_pages: bool, migrations: u64, ran: &RunExtent) -> Vec<String> {
+    let mut w = Vec::new();
+    const SEE: &str = "see --repeat / --time-scale";
+    if let Some((n, every)) = acts {
+        if n < MIN_ACTIVATIONS {
+            // the interval and the run, in the interval's own unit
+            let (interval, run, fits) = match every {
+                Period::Ns(i) => (format!("{} interval", human_ns(i as f64)), format!("{} of simulated time", human_ns(ran.runtime_ns)), ran.runtime_ns / i.max(1) as f64),
+                Period::Accesses(i) => (format!("period of {i} accesses"), format!("{} accesses", ran.accesses), ran.accesses as f64 / i.max(1) as f64),
+                Period::Insn(i) => match ran.instructions {
+                    Some(r) => (format!("period of {i} instructions"), format!("{r} instructions"), r as f64 / i.max(1) as f64),
+                    None => (format!("period of {i} instructions"), format!("{} accesses", ran.accesses), f64::NAN),
+                },
+            };
+            let why = if fits < 1.0 {
+                format!("its {interval} is longer than the run's {run}; {SEE}")
+            } else if fits < MIN_ACTIVATIONS as f64 {
+                format!("its {interval} fits only {fits:.2} times in the run's {run}, too few to show how it behaves; {SEE}")
+            } else if fits.is_finite() {
+                format!("its {interval} passed {} times in the run's {run}, but its work ran in only {} of them (see stats.policy for the skipped ones)", fits.floor(), n)
+            } else {
+                format!("its {interval} passed too few times in the run; {SEE}")
+            };
+            w.push(format!("{label} acted {}: {why}", times(n)));
+        }
+    }
+    // (a policy that never acted moved nothing periodically: the first warning says why)
+    if moves_pages && migrations == 0 {
+        match acts {
+            Some((0, _)) => {}
+            Some((n, _)) => w.push(format!("{label} acted {} but moved no page: its result is that of its initial placement alone", times(n))),
+            None => w.push(format!("{label} moved no page: its result is that of its initial placement alone")),
+        }
+    }
+    w
 }
 
 /// How many accesses ahead the loop prefetches per-page state.

@@ -201,6 +201,11 @@ impl Policy for ClockDwf {
         Needs::default()
     }
 
+    /// Moves pages on write faults, with no periodic work.
+    fn activity(&self) -> super::Activity {
+        super::Activity::OnAccess
+    }
+
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
         let m = &ctx.platform.platform.migration;
         if self.wp_fault_ns < 0.0 {

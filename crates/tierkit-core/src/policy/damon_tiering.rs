@@ -529,6 +529,12 @@ impl Policy for DamonTiering {
         self.damon.prefetch(page);
     }
 
+    /// One activation per application of the schemes (every apply_aggrs aggregation
+    /// intervals), not per sampling interval.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.applies, every: Period::Ns(self.aggr_ns.saturating_mul(self.apply_aggrs)) }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(Period::Ns(self.sample_ns))
     }

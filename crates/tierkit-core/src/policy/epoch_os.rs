@@ -208,6 +208,11 @@ impl Policy for EpochOs {
         }
     }
 
+    /// One activation per epoch with accesses to rank.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.epochs, every: self.epoch }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(self.epoch)
     }

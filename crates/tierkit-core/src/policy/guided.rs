@@ -420,6 +420,16 @@ impl<P: Policy> Policy for Guided<P> {
         }
     }
 
+    /// Per-phase guidance checks for a phase change at every slice boundary; static
+    /// guidance has no periodic work of its own, only its `then=` policy's.
+    fn activity(&self) -> super::Activity {
+        if self.g.per_phase {
+            super::Activity::Boundaries
+        } else {
+            self.inner.activity()
+        }
+    }
+
     fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
         if self.g.per_phase {
             self.transition(ctx)

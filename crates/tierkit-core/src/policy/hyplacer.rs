@@ -660,6 +660,12 @@ impl Policy for HyPlacer {
         super::Served::RESIDENT
     }
 
+    /// One activation per control-loop run (a row of the time series); boundaries passed
+    /// while a PageFind was pending or the program was stopped do not count.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.rows.len() as u64, every: Period::Ns(self.cfg.interval_ns) }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(Period::Ns(self.cfg.interval_ns))
     }

@@ -488,6 +488,12 @@ impl Policy for Memos {
         Served::RESIDENT
     }
 
+    /// One activation per closed cycle (classification and moves); the walks between are
+    /// its rounds.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.cycles, every: self.cycle }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(self.round_period())
     }

@@ -242,6 +242,11 @@ impl Policy for MemPod {
         Served::RESIDENT
     }
 
+    /// One activation per epoch with accesses.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.epochs, every: self.epoch }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(self.epoch)
     }

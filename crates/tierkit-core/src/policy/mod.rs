@@ -17,7 +17,8 @@
 //!    period; the tracking then holds the period just ended as `prev_*`;
 //! 5. [`Policy::on_event`] for allocation, free and marker records (only with
 //!    `needs().events`), between the accesses they sit between;
-//! 6. [`Policy::report`] once at the end, for the policy's subtree of the statistics.
+//! 6. [`Policy::report`] and [`Policy::activity`] once at the end, for the policy's subtree
+//!    of the statistics and for the result's `activations` and `warnings`.
 
 pub mod basic;
 pub mod cache_mode;
@@ -172,6 +173,25 @@ impl Ctx<'_> {
     }
 }
 
+/// How often a policy's periodic or epoch work ran ([`Policy::activity`]), for the result's
+/// `activations` and for the warning about a policy that had no chance to act.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// The engine's count: every [`Policy::on_period`] call is one activation, at the
+    /// interval of [`Policy::period`]. A policy without a period does no periodic work and
+    /// moves no page on its own (first-touch, all-fast, cache-mode): its `activations` is
+    /// `null` and it gets no warning.
+    Boundaries,
+    /// The policy's own count of the times its periodic or epoch work really ran, and the
+    /// interval that work is meant to run at (it may differ from [`Policy::period`]: DAMON
+    /// samples every 5 ms but applies its schemes every aggregation; a boundary the clock
+    /// passed while the program was stopped does not count).
+    Ran { times: u64, every: Period },
+    /// No periodic work, but the policy moves pages from its per-access hook (otf, clock-dwf):
+    /// `activations` is `null`; a run in which it moved nothing is still flagged.
+    OnAccess,
+}
+
 /// A placement and migration policy.
 pub trait Policy: Send + 'static {
     /// Whether [`Policy::on_access`] must be called on every access. Policies that do not
@@ -225,6 +245,13 @@ pub trait Policy: Send + 'static {
     /// The policy's own statistics (its subtree of the statistics tree).
     fn report(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// How many times the policy's periodic or epoch work ran (called once, at the end, and
+    /// at period boundaries to charge the platform's `per_period_ns` for each activation).
+    /// Override it when the work runs at a cadence other than every [`Policy::on_period`].
+    fn activity(&self) -> Activity {
+        Activity::Boundaries
     }
 }
 

@@ -182,6 +182,12 @@ impl Policy for Nimble {
         Served::RESIDENT
     }
 
+    /// One activation per mm_manage call (a boundary passed while the program was stopped
+    /// makes none).
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.calls, every: self.period }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(self.period)
     }

@@ -432,6 +432,11 @@ impl Policy for NumaTiering {
         Served::RESIDENT
     }
 
+    /// One activation per NUMA scan (none before scan_delay).
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.stats.scans, every: Period::Ns(self.scan_period_ns) }
+    }
+
     fn period(&self) -> Option<Period> {
         Some(Period::Ns(self.scan_period_ns))
     }

@@ -1080,6 +1080,17 @@ impl Policy for Otf {
         Needs::default()
     }
 
+    /// otf-adaptive adapts, and otf-reverse ranks groups to move back, at the end of each
+    /// threshold window: one activation per window. Plain otf moves pages as they become hot
+    /// and has no periodic work.
+    fn activity(&self) -> super::Activity {
+        if self.cfg.adaptive.is_some() || self.cfg.freeing == Freeing::Reverse {
+            super::Activity::Ran { times: self.n.windows, every: crate::units::Period::Ns(self.twindow_ns.round() as u64) }
+        } else {
+            super::Activity::OnAccess
+        }
+    }
+
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
         let ghz = ctx.platform.platform.cpu.freq_ghz;
         let cyc = |c: f64| c / ghz;

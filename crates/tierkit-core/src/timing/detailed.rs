@@ -25,7 +25,7 @@
 //!              done waits for it, then is served from the engine's buffer
 //! added      : a policy's per-access added latency (e.g. a remap lookup) delays the read
 //! charge     : a policy's charge stops the core for its time if it halts the program
-//! period     : core += per_period_ns
+//! period     : core += per_period_ns, once per activation of a periodic policy
 //! runtime    = max(core, retire of the last miss)      (posted writes still draining do not count)
 //! IPC        = instructions / (runtime · freq_ghz)
 //! loaded     : on a tier with a `loaded_latency` curve f, a read's latency is

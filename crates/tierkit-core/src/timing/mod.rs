@@ -61,6 +61,8 @@ pub struct RunCounters {
     pub accesses: u64,
     pub tiers: Vec<TierCounters>,
     pub migrations: u64,
+    /// Activations of a periodic policy, each charged `per_period_ns` (one [`Timing::period`]
+    /// call each; boundaries at which the policy did nothing are not counted).
     pub periods: u64,
     pub line_bytes: u64,
     pub page_bytes: u64,
@@ -106,7 +108,7 @@ pub trait Timing: Send {
     /// A cost a policy charged (address reconciliation...): time that stops the program, or
     /// runs alongside it.
     fn charge(&mut self, c: &Charge);
-    /// A period boundary of a periodic policy.
+    /// One activation of a periodic policy: its scheduling work ran (charged `per_period_ns`).
     fn period(&mut self);
     /// Simulated time so far, ns (drives periods given in ns).
     fn now_ns(&self) -> f64;
