@@ -768,7 +768,7 @@ pub struct RunExtent {
     pub instructions: Option<u64>,
 }
 
-/// A duration for people: 0.25 s, 100 ms, 3.13 µs.
+/// A duration for people, to three significant digits: 1 s, 250 ms, 1.5 µs.
 pub fn human_ns(ns: f64) -> String {
     let (v, unit) = if ns >= 1e9 {
         (ns / 1e9, "s")
