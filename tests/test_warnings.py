@@ -69,3 +69,14 @@ def test_simulate_prints_activations_and_warnings(cli, zipf_trace):
     rc, out, err = cli("simulate", zipf_trace, "-c", "0.2", "-P", "first-touch", "--json", "-q")
     r = json.loads(out)
     assert r["activations"] is None and r["warnings"] == []
+
+
+def test_warnings_name_the_policy_as_the_user_wrote_it():
+    # the front end makes guided:strategy=... into guided:guidance=<file>; the warning (and
+    # the result) keep the user's spec. fthp's 100 ms epoch (000 §6.4) never ends in this run
+    from conftest import VENDORED
+
+    spec = "guided:strategy=hotset,then=fthp"
+    r = tierkit.run(VENDORED / "sqlite3-orders.tkt", "hbm-ddr3", spec, fast_capacity=0.125, progress=False)
+    assert r["policy"] == spec and r["activations"] == 0
+    assert r["warnings"][0].startswith(f"{spec} acted 0 times: its 100 ms interval is longer than the run's ")
