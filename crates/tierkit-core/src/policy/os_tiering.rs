@@ -341,6 +341,15 @@ impl NumaTiering {
         Ok(false)
     }
 
+    /// How many scans ran, and the interval they are meant to run at, ns (the scan period in
+    /// force, or the scan delay before the first scan): the policy's activations (issue 14
+    /// §2). The scans start from accesses, not from engine periods (the policy declares no
+    /// period), so the engine cannot count them itself.
+    pub fn scan_activity(&self) -> (u64, f64) {
+        let every = if self.scan_period_ns > 0.0 { self.scan_period_ns } else { self.scan_delay_ns.max(self.task_scan_min_ns(0)) };
+        (self.stats.scans, every)
+    }
+
     /// `task_scan_min` for a resident set of `rss` pages, ns: scanning the whole RSS one
     /// `scan_size` at a time takes `scan_period_ms`, but the scanner never covers more than
     /// MAX_SCAN_WINDOW (2560 MB) of address space per `rate_window_ms` (the floor).
@@ -782,6 +791,30 @@ pub static TPP: PolicyInfo = PolicyInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn autonuma_with(spec: &str) -> NumaTiering {
+        let spec = crate::policy::PolicySpec::parse(spec).unwrap();
+        autonuma(&Params::parse("autonuma-tiering", AUTONUMA_PARAMS, &spec).unwrap())
+    }
+
+    /// kernel/sched/fair.c task_scan_min with 4 KiB pages: 256 MiB = 65,536 pages a window.
+    #[test]
+    fn task_scan_min_divides_the_period_by_the_rss_windows_down_to_the_floor() {
+        let mut a = autonuma_with("autonuma-tiering");
+        a.scan_pages = 65_536;
+        // an empty or small RSS is one window: the period itself
+        assert_eq!(a.task_scan_min_ns(0), 1e9);
+        assert_eq!(a.task_scan_min_ns(65_536), 1e9);
+        // 4 windows (1 GiB + 1 page rounds up to 5): 250 ms, 200 ms
+        assert_eq!(a.task_scan_min_ns(4 * 65_536), 250e6);
+        assert_eq!(a.task_scan_min_ns(4 * 65_536 + 1), 200e6);
+        // 100 windows: 10 ms, under the floor of 1000 ms / (2560 / 256) = 100 ms
+        assert_eq!(a.task_scan_min_ns(100 * 65_536), 100e6);
+        // before the first scan the activity's interval is the delay
+        assert_eq!(a.scan_activity(), (0, 1e9));
+        let b = autonuma_with("autonuma-tiering:scan_delay_ms=5,rate_window_ms=10");
+        assert_eq!(b.scan_activity(), (0, 1e9), "the period (1 s here) when longer than the delay");
+    }
 
     #[test]
     fn watermarks_of_the_dram_dcpmm_socket() {
