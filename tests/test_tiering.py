@@ -13,8 +13,9 @@ TIERING = ("hyplacer", "autonuma-tiering", "tpp", "nimble", "memos", "clock-dwf"
 # the phased trace takes a few ms of simulated time: periods of tens of µs
 SCALED = [
     "hyplacer:interval=20us,delay=2us",
-    "autonuma-tiering:scan_period_ms=0.02,scan_delay_ms=0.02,hot_threshold_ms=0.02,min_free_kbytes=4",
-    "tpp:scan_period_ms=0.02,scan_delay_ms=0.02,min_free_kbytes=4",
+    # rate_window_ms: the kernel's 1 s window, scaled like the periods (task_scan_min's floor)
+    "autonuma-tiering:scan_period_ms=0.02,scan_delay_ms=0.02,rate_window_ms=0.02,hot_threshold_ms=0.02,min_free_kbytes=4",
+    "tpp:scan_period_ms=0.02,scan_delay_ms=0.02,rate_window_ms=0.02,min_free_kbytes=4",
     "nimble:period=50us",
     "memos:period=50us,max_pages=200",
     "clock-dwf",

@@ -4,8 +4,10 @@
 //! split and determinism tests are unit tests in that file).
 //!
 //! All runs use `dram-dcpmm` with short intervals (tens of µs instead of 5 ms / 100 ms) so
-//! that tiny traces span many aggregation intervals, and `quota_reset` at half the
-//! aggregation interval so that every application of the schemes opens a new quota window.
+//! that tiny traces span many aggregation intervals, `apply_aggrs=1` (DAMOS's own default:
+//! the schemes run at every aggregation; mtier.c's 1 s, the policy's default, is checked on
+//! its own below), and `quota_reset` at half the aggregation interval so that every
+//! application of the schemes opens a new quota window.
 
 mod common;
 use common::{run, write_pages};
@@ -14,8 +16,8 @@ use tierkit_core::units::Capacity;
 
 /// DRAM holds half of the footprint.
 const HALF: [(usize, Capacity); 1] = [(0, Capacity::Fraction(0.5))];
-/// Short intervals for tiny traces; every application opens a quota window.
-const FAST: &str = "sample=20us,aggr=200us,quota_reset=100us,check_ns=50";
+/// Short intervals for tiny traces; schemes at every aggregation, each opening a quota window.
+const FAST: &str = "sample=20us,aggr=200us,apply_aggrs=1,quota_reset=100us,check_ns=50";
 
 /// `cold` pages touched once, then `rounds` passes over the `hot` pages.
 fn trace(cold: std::ops::Range<u64>, hot: std::ops::Range<u64>, rounds: usize) -> Vec<u64> {
@@ -171,4 +173,25 @@ fn deterministic_and_runs_with_defaults() {
     assert_eq!(a.stats.policy, b.stats.policy);
     let d = run(&input, "dram-cxl", &HALF, "damon-tiering");
     assert_eq!(d.accesses, 64 + 64 * 400);
+}
+
+/// samples/damon/mtier.c creates both schemes with an apply interval of 1 s (10 of its 100 ms
+/// aggregation intervals): the default `apply_aggrs` is 10, so the schemes run at every 10th
+/// aggregation. Issue 14: the default was 1 (every 100 ms) while the docs cited mtier.c.
+#[test]
+fn schemes_apply_every_second_by_default_as_mtier_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &trace(0..64, 64..128, 400), None);
+    let spec = |extra: &str| format!("damon-tiering:sample=20us,aggr=200us,quota_reset=100us,check_ns=50{extra}");
+    let r = run(&input, "dram-dcpmm", &HALF, &spec(""));
+    assert_eq!(r.stats.policy["apply_aggrs"], 10, "{}", r.stats.policy);
+    let aggregations = r.stats.policy["aggregations"].as_u64().unwrap();
+    assert!(aggregations >= 20, "{aggregations}");
+    assert_eq!(r.stats.policy["activity"]["applies"].as_u64().unwrap(), aggregations / 10, "{}", r.stats.policy);
+    // with 100 ms aggregations (the default aggr), 10 of them are mtier.c's 1 s
+    let info = tierkit_core::policy::lookup("damon-tiering").unwrap();
+    let aggr = info.params.iter().find(|p| p.name == "aggr").unwrap();
+    assert_eq!(aggr.default, "100ms");
+    let every = run(&input, "dram-dcpmm", &HALF, &spec(",apply_aggrs=1"));
+    assert_eq!(every.stats.policy["activity"]["applies"].as_u64().unwrap(), every.stats.policy["aggregations"].as_u64().unwrap());
 }

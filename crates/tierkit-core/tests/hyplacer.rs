@@ -264,6 +264,7 @@ fn walks_flushes_counter_reads_and_batches_are_charged() {
     assert_eq!((c["page-table walk (hyplacer)"].count, c["page-table walk (hyplacer)"].ns), (2, 100.0));
     assert_eq!((c["TLB flush after clearing walk (hyplacer)"].count, c["TLB flush after clearing walk (hyplacer)"].halted_ns), (2, 6000.0));
     assert_eq!((c["bandwidth counter read (hyplacer)"].count, c["bandwidth counter read (hyplacer)"].ns), (acts, 100.0 * acts as f64));
+    assert_eq!(c["bandwidth counter read (hyplacer)"].halted_ns, 0.0, "counter reads never stop the program");
     assert_eq!((c["OS entry (move_pages batch)"].count, c["OS entry (move_pages batch)"].ns), (2, 10000.0));
     assert_eq!(c["TLB shootdown (move_pages batch)"].count, 2);
     assert_eq!(stat(&r, &["ptes_visited"]).as_u64(), Some(10));
@@ -431,4 +432,22 @@ fn contracts_on_synthetic_traces() {
     for m in ["demote", "promote", "promote_int", "switch"] {
         assert!(modes_seen.contains(m), "mode {m} never chosen: {modes_seen:?}");
     }
+}
+
+/// One rule for bandwidth-counter reads (issue 14; memos follows it too, see rw_aware.rs):
+/// they are recorded but never stop the program. 004 §4.3: PCMon writes the per-node
+/// throughput to a file that Control, a user-space process of its own, reads; on 004's
+/// Cascade Lake pcm-memory reads the memory controllers' counters through PCI configuration
+/// space, which interrupts no core. The same run with reads of 1 ms each and of 0 ends at the
+/// same simulated time, bit for bit.
+#[test]
+fn counter_reads_are_recorded_and_never_halt() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_records(dir.path(), &demote_trace());
+    let spec = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,dram_target=0.5,dram_limit=0.75,write_threshold_mb_per_s=1e6";
+    let slow = run(&input, &dram(4), &format!("{spec},counters_read_ns=1000000"));
+    let free = run(&input, &dram(4), &format!("{spec},counters_read_ns=0"));
+    let c = &slow.stats.migration.charges["bandwidth counter read (hyplacer)"];
+    assert!(c.count >= 2 && c.ns == 1e6 * c.count as f64 && c.halted_ns == 0.0, "{c:?}");
+    assert_eq!(slow.runtime_ns.to_bits(), free.runtime_ns.to_bits());
 }

@@ -1,16 +1,18 @@
 //! OS-level tiering that real kernels ship: `autonuma-tiering` (Linux NUMA balancing in
 //! memory-tiering mode) and `tpp` (Maruf et al., ASPLOS 2023), on the `dram-dcpmm` platform
 //! (seed 004 §5.1: DRAM 101.5 ns reads, DCPMM 305 ns). Fixed costs are set to 0 where a test
-//! needs the clock to be the accesses alone (`hint_fault_ns`, `pte_update_ns`, `tlb_flush_ns`,
-//! `lru_scan_ns`); watermarks are made explicit with `min_free_kbytes=0` and
-//! `watermark_scale_factor`.
+//! needs the clock to be the accesses alone (`hint_fault_ns`, `pte_update_ns`, `pte_scan_ns`,
+//! `tlb_flush_ns`, `lru_scan_ns`); watermarks are made explicit with `min_free_kbytes=0` and
+//! `watermark_scale_factor`. Tests with scan periods of microseconds shrink `rate_window_ms`
+//! (the kernel's one-second window) so that task_scan_min's floor (a tenth of it at 256 MB
+//! per scan) stays under their period.
 
 mod common;
 use common::{run, write_pages};
 use tierkit_core::engine::SimResult;
 use tierkit_core::units::Capacity;
 
-const FREE: &str = "hint_fault_ns=0,pte_update_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0";
+const FREE: &str = "hint_fault_ns=0,pte_update_ns=0,pte_scan_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0";
 
 fn counter(r: &SimResult, k: &str) -> u64 {
     r.stats.policy["counters"][k].as_u64().unwrap_or_else(|| panic!("{k}: {}", r.stats.policy))
@@ -40,7 +42,7 @@ fn autonuma_tiering_promotes_under_the_threshold_only() {
     trace.extend(std::iter::repeat_n(0, 20));
     trace.push(9);
     let input = write_pages(dir.path(), &trace, None);
-    let base = format!("autonuma-tiering:scan_period_ms=0.01,scan_delay_ms=0,watermark_scale_factor=1,{FREE}");
+    let base = format!("autonuma-tiering:scan_period_ms=0.01,scan_delay_ms=0,rate_window_ms=0.1,watermark_scale_factor=1,{FREE}");
 
     let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},hot_threshold_ms=0.0015"));
     assert_eq!(counter(&r, "hint_faults"), 2, "{}", r.stats.policy);
@@ -54,8 +56,10 @@ fn autonuma_tiering_promotes_under_the_threshold_only() {
 
 /// 608 pages, DRAM holds 8: 600 slow pages. The scan at 200 µs arms all of them (256 MiB
 /// window); then each is touched once: 600 hint faults, all with latency ≪ 1 s, so all are
-/// candidates. numa_promotion_rate_limit: with 1 MB/s = 256 pages/s, a candidate is refused
-/// once the window's count reaches 256: candidates 1-255 pass, 256-600 (345) are refused.
+/// candidates. numa_promotion_rate_limit: with 1 MB/s = 256 pages per (rate) window, a
+/// candidate is refused once the window's count reaches 256: candidates 1-255 pass, 256-600
+/// (345) are refused. The window is 2 ms here (`rate_window_ms`, the kernel's 1 s shrunk so
+/// that task_scan_min's floor, 0.2 ms, allows the 0.2 ms period); the whole run fits in it.
 #[test]
 fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_way() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +67,7 @@ fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_wa
     trace.extend(std::iter::repeat_n(0, 200));
     trace.extend(8..608);
     let input = write_pages(dir.path(), &trace, None);
-    let base = format!("autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0,watermark_scale_factor=1,{FREE}");
+    let base = format!("autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0,rate_window_ms=2,watermark_scale_factor=1,{FREE}");
 
     let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1"));
     assert_eq!(counter(&r, "hint_faults"), 600, "{}", r.stats.policy);
@@ -71,12 +75,12 @@ fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_wa
     let r = run(&input, "dram-dcpmm", &DRAM8, &base);
     assert_eq!((counter(&r, "candidates"), counter(&r, "rate_limited")), (600, 0));
 
-    // numa_promotion_adjust_threshold with a 50 µs interval: against 1 MB/s the interval's
-    // expected candidates are 256 · 50e-6 ≈ 0.013, so every interval with candidates is
-    // > 110 % of it and the threshold falls by 2·1000/16 = 125 ms (the first adjustment, at
-    // the first fault, has seen none yet and raises it once); against 65536 MB/s
-    // (16.8 M pages/s, 839 per 50 µs) the ~150 candidates an interval are < 90 % and the
-    // threshold only rises, to at most 2000 ms.
+    // numa_promotion_adjust_threshold with a 50 µs interval: against 1 MB per 2 ms window the
+    // interval's expected candidates are 256 · 50/2000 = 6.4, so every interval with its ~160
+    // candidates (one per 305 ns) is > 110 % of it and the threshold falls by 2·1000/16 =
+    // 125 ms (the first adjustment, at the first fault, has seen none yet and raises it
+    // once); against 65536 MB per window (16.8 M pages, 419 k per 50 µs) they are < 90 % and
+    // the threshold only rises, to at most 2000 ms.
     let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1,scan_period_max_ms=0.05"));
     let th = r.stats.policy["threshold_ms"].as_f64().unwrap();
     assert!(counter(&r, "threshold_adjustments") >= 3, "{}", r.stats.policy);
@@ -94,7 +98,7 @@ fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_wa
 #[test]
 fn tpp_promotes_on_the_second_fault_not_the_first() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}");
+    let spec = format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,rate_window_ms=0.01,watermark_scale_factor=2000,{FREE}");
     let rounds = |n: usize| -> Vec<u64> { (0..n).flat_map(|_| 0..16u64).collect() };
 
     let input = write_pages(dir.path(), &rounds(2), None);
@@ -124,7 +128,7 @@ fn tpp_demotion_keeps_dram_free_above_the_demotion_watermark() {
     let trace: Vec<u64> = (0..40).chain(0..40).collect();
     let input = write_pages(dir.path(), &trace, None);
     let caps = [(0, Capacity::Bytes(10 * 4096))];
-    let r = run(&input, "dram-dcpmm", &caps, &format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}"));
+    let r = run(&input, "dram-dcpmm", &caps, &format!("tpp:scan_period_ms=0.001,scan_delay_ms=0,rate_window_ms=0.01,watermark_scale_factor=2000,{FREE}"));
     assert_eq!(r.stats.policy["watermarks"]["demote"], 8, "{}", r.stats.policy);
     assert!(counter(&r, "demoted") > 0);
     let rows = r.stats.policy["timeseries"]["rows"].as_array().unwrap();
@@ -133,7 +137,116 @@ fn tpp_demotion_keeps_dram_free_above_the_demotion_watermark() {
         assert!(row[6].as_u64().unwrap() >= 8, "{row}");
     }
 
-    let a = run(&input, "dram-dcpmm", &caps, &format!("autonuma-tiering:scan_period_ms=0.001,scan_delay_ms=0,watermark_scale_factor=2000,{FREE}"));
+    let a = run(&input, "dram-dcpmm", &caps, &format!("autonuma-tiering:scan_period_ms=0.001,scan_delay_ms=0,rate_window_ms=0.01,watermark_scale_factor=2000,{FREE}"));
     let rows = a.stats.policy["timeseries"]["rows"].as_array().unwrap();
     assert!(rows.iter().any(|row| row[6].as_u64().unwrap() <= 2), "{}", a.stats.policy);
+}
+
+/// Per-scan armed PTEs (the timeseries' second column).
+fn armed_per_scan(r: &SimResult) -> Vec<u64> {
+    r.stats.policy["timeseries"]["rows"].as_array().unwrap().iter().map(|row| row[1].as_u64().unwrap()).collect()
+}
+
+/// kernel/sched/fair.c `task_numa_work` (tiering mode skips top-tier pages in
+/// `change_pte_range`): a chunk of `scan_size` that changed no PTE spends only the scan's
+/// `virtpages` budget (8 × scan_size), so top-tier pages at low addresses do not use up the
+/// scan; a chunk that armed pages ends it. Issue 14: with `scan_size_mb=1` the scanner armed
+/// 0 PTEs in 46 scans on `phases` medium at 50 % fast, because every window of 256 pages was
+/// top tier.
+///
+/// 1 MiB = 256 pages a chunk. First touch fills DRAM with the lowest addresses (watermarks 0).
+/// (a) DRAM 1024 of 2048 pages: the first scan walks 4 chunks of DRAM pages (arming nothing,
+/// 1024 of its 2048 pages of virtpages left) and arms the fifth chunk, 256 slow pages: 1280
+/// PTEs covered. (b) DRAM 3072 of 4096: the first scan stops after 8 chunks (2048 pages) with
+/// nothing armed; the second covers the remaining 4 DRAM chunks and arms the next 256.
+#[test]
+fn autonuma_scan_budget_counts_changed_chunks_and_virtpages() {
+    let dir = tempfile::tempdir().unwrap();
+    // (a) first touch ≈ 1024·101.5 + 1024·305 ns = 416 µs, then 2000 hits on page 0 (203 µs):
+    // one scan, at the first access after 0.5 ms (the next is due a floor of 0.39 ms later)
+    let mut trace: Vec<u64> = (0..2048).collect();
+    trace.extend(std::iter::repeat_n(0, 2000));
+    let input = write_pages(dir.path(), &trace, None);
+    let spec = format!("autonuma-tiering:scan_size_mb=1,scan_period_ms=0.5,scan_delay_ms=0.5,watermark_scale_factor=1,{FREE}");
+    let r = run(&input, "dram-dcpmm", &[(0, Capacity::Bytes(1024 * 4096))], &spec);
+    assert_eq!(counter(&r, "scans"), 1, "{}", r.stats.policy);
+    assert_eq!((counter(&r, "ptes_armed"), counter(&r, "ptes_scanned")), (256, 1280), "{}", r.stats.policy);
+
+    // (b) first touch ≈ 3072·101.5 + 1024·305 = 624 µs; scans from 1 ms every 0.5 ms
+    // (task_scan_min: 8 ms / 16 windows of 256 pages), 10000 hits on page 0 end at ≈ 1.64 ms
+    let mut trace: Vec<u64> = (0..4096).collect();
+    trace.extend(std::iter::repeat_n(0, 10_000));
+    let input = write_pages(dir.path(), &trace, None);
+    let spec = format!("autonuma-tiering:scan_size_mb=1,scan_period_ms=8,scan_delay_ms=1,watermark_scale_factor=1,{FREE}");
+    let r = run(&input, "dram-dcpmm", &[(0, Capacity::Bytes(3072 * 4096))], &spec);
+    assert_eq!(armed_per_scan(&r), vec![0, 256], "{}", r.stats.policy);
+    assert_eq!(counter(&r, "ptes_scanned"), 2048 + 1280);
+}
+
+/// kernel/sched/fair.c `task_scan_min`: the scan period is scan_period_min divided by the RSS's
+/// windows of scan_size (`task_nr_scan_windows`), and never under the MAX_SCAN_WINDOW floor
+/// (2560 MB per second: 1000 ms × scan_size / 2560). In tiering mode it is set once, when the
+/// scan delay ends (`task_tick_numa` → `task_scan_start`), since `task_numa_fault` ignores
+/// faults on slow-tier pages and `update_task_scan_period` never runs.
+///
+/// 4096 pages of 4 KiB = 16 MiB at the end of the 1 ms delay. scan_size 1 MiB: 16 windows,
+/// 8 ms / 16 = 0.5 ms (above the floor of 1000/2560 = 0.390625 ms); 2 ms / 16 = 0.125 ms is
+/// under the floor, so the floor. scan_size 256 MiB: one window, the period itself (floor
+/// 100 ms at the kernel's 1 s rate window, 0.01 ms with rate_window_ms=0.1).
+#[test]
+fn scan_period_follows_task_scan_min() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trace: Vec<u64> = (0..4096).collect();
+    trace.extend(std::iter::repeat_n(0, 10_000));
+    let input = write_pages(dir.path(), &trace, None);
+    let caps = [(0, Capacity::Bytes(3072 * 4096))];
+    let period = |extra: &str, policy: &str| -> (f64, u64) {
+        let r = run(&input, "dram-dcpmm", &caps, &format!("{policy}:scan_delay_ms=1,watermark_scale_factor=1,{FREE},{extra}"));
+        (r.stats.policy["scan_period_ms"].as_f64().unwrap(), counter(&r, "scans"))
+    };
+    for policy in ["autonuma-tiering", "tpp"] {
+        assert_eq!(period("scan_size_mb=1,scan_period_ms=8", policy).0, 0.5, "{policy}");
+        let (p, scans) = period("scan_size_mb=1,scan_period_ms=2", policy);
+        assert_eq!(p, 1000.0 / 2560.0, "{policy}");
+        // autonuma-tiering: scans at ≈ 1.0, 1.39 ms; the run ends at ≈ 1.64 ms (tpp demotes
+        // page 0 to keep 2 % of DRAM free, and the run lasts longer)
+        if policy == "autonuma-tiering" {
+            assert_eq!(scans, 2, "{policy}");
+        }
+        assert_eq!(period("scan_period_ms=0.3,rate_window_ms=0.1", policy).0, 0.3, "{policy}");
+        // the default rate window's floor (100 ms at 256 MiB) overrides a shorter period
+        assert_eq!(period("scan_period_ms=0.3", policy).0, 100.0, "{policy}");
+    }
+}
+
+/// A hint-fault promotion needs no TLB shootdown (mm/memory.c `do_numa_page` migrates the page
+/// while its PTE is still PROT_NONE; x86 `pte_accessible` is false for such a PTE once the
+/// scan's flush is done, so the unmap in migration flushes nothing). The TLB flushes charged
+/// are the scan's (one per scan that armed PTEs, mm/mprotect.c) and kswapd's (one per
+/// demotion batch). The scenario of the threshold test above: page 8's fault finds DRAM full
+/// and wakes kswapd, which demotes; page 9's fault is promoted.
+#[test]
+fn hint_fault_promotions_pay_no_tlb_shootdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trace: Vec<u64> = (0..16).collect();
+    trace.extend(std::iter::repeat_n(0, 70));
+    trace.push(8);
+    trace.extend(std::iter::repeat_n(0, 20));
+    trace.push(9);
+    let input = write_pages(dir.path(), &trace, None);
+    for policy in ["autonuma-tiering", "tpp:activate=fault"] {
+        let costs = "hint_fault_ns=0,pte_update_ns=0,pte_scan_ns=0,tlb_flush_ns=1000,lru_scan_ns=0,min_free_kbytes=0";
+        let spec = format!("{policy},scan_period_ms=0.01,scan_delay_ms=0,rate_window_ms=0.1,watermark_scale_factor=1,{costs}");
+        let spec = spec.replacen("tiering,", "tiering:", 1);
+        let r = run(&input, "dram-dcpmm", &DRAM8, &spec);
+        let charges = &r.stats.migration.charges;
+        let count = |k: &str| charges.get(k).map(|c| c.count).unwrap_or(0);
+        let tlb_ns: f64 = charges.iter().filter(|(k, _)| k.contains("TLB")).map(|(_, c)| c.ns).sum();
+        let flushes = count("NUMA scan (TLB flush)") + count("TLB shootdown (kswapd demotion batch)");
+        assert!(count("NUMA scan (TLB flush)") > 0, "{spec}: {charges:?}");
+        assert_eq!(tlb_ns, 1000.0 * flushes as f64, "{spec}: {charges:?}");
+        if policy == "autonuma-tiering" {
+            assert!(counter(&r, "promoted") >= 1, "{}", r.stats.policy);
+        }
+    }
 }

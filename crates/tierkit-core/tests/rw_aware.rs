@@ -221,6 +221,24 @@ fn memos_promotes_write_hot_pages_first_and_caps_each_cycle() {
     assert_eq!(two.stats.migration.charges["OS entry (memos batch)"].count, 1);
 }
 
+/// One rule for bandwidth-counter reads (issue 14; hyplacer follows it too, see
+/// hyplacer.rs): recorded, never halting. 004 §4.3: PCM is its own process and writes the
+/// throughput to a file that Control reads; pcm-memory reads the memory controllers' counters
+/// through PCI configuration space on 004's Cascade Lake, which interrupts no core. One read
+/// per cycle; 1 ms reads leave the simulated time as 0 ns reads do, bit for bit.
+#[test]
+fn memos_counter_reads_are_recorded_and_never_halt() {
+    let dir = tempfile::tempdir().unwrap();
+    let platform = tiny(dir.path());
+    let input = trace(dir.path(), &[(0, R), (0, R), (1, W), (0, R), (0, R), (1, W), (0, R), (1, W), (0, R)]);
+    let slow = run(&input, &platform, &[], "memos:period=4,counter_read_ns=1000000");
+    let free = run(&input, &platform, &[], "memos:period=4,counter_read_ns=0");
+    let c = &slow.stats.migration.charges["bandwidth counter read"];
+    assert_eq!(c.count, stat(&slow, "memos", "cycles"));
+    assert!(c.count >= 1 && c.ns == 1e6 * c.count as f64 && c.halted_ns == 0.0, "{c:?}");
+    assert_eq!(slow.runtime_ns.to_bits(), free.runtime_ns.to_bits());
+}
+
 /// The balance moves read-hot pages to the slow tier only when DRAM's utilization is above
 /// the slow tier's (by more than the 0.1 margin), and never a write-hot page. DRAM holds 3
 /// pages; cycles of L accesses: w = L/11 writes to page 0, then L − w reads alternating

@@ -23,7 +23,7 @@
 //!   source tier, and the quota is charged only for those pages (what a per-node scheme
 //!   would see).
 //! * Placement: first touch into the fastest tier with a free frame.
-//! * Every `apply_aggrs` aggregation intervals (DAMOS apply interval; default: every one),
+//! * Every `apply_aggrs` aggregation intervals (DAMOS apply interval; default 10, mtier.c's 1 s),
 //!   `migrate_cold` runs first (fast-tier pages of regions with `nr_accesses == 0` and age
 //!   at least `cold_min_age` go to the fastest slower tier with room), then `migrate_hot`
 //!   (slow-tier pages of regions with `nr_accesses >= hot_min_accesses` go to tier 0 while it
@@ -740,9 +740,9 @@ const PARAMS: &[ParamSpec] = &[
         name: "apply_aggrs",
         ty: ParamType::Int { min: 1, max: 1 << 30 },
         unit: "aggregation intervals",
-        default: "1",
-        source: "DAMOS apply_interval_us = 0 means the aggregation interval (usage.rst); mtier.c uses 1 s (10)",
-        help: "the schemes run once every this many aggregation intervals",
+        default: "10",
+        source: "samples/damon/mtier.c: both schemes' apply interval is 1 s (damon_new_scheme's apply_interval_us = 1000000), 10 of its 100 ms aggregation intervals; 1 = DAMOS's own default (apply_interval_us = 0 means every aggregation interval, usage.rst)",
+        help: "the schemes run once every this many aggregation intervals (a count, so it follows aggr when that is changed or time-scaled)",
     },
     ParamSpec {
         name: "batch_pages",

@@ -58,7 +58,11 @@
 //! Costs charged to the program (halting): every PTE a walk visits (`walk_ns_per_pte`; a
 //! walk covers the process's whole address space, `walk_page_range`, whatever the tier of
 //! the pages); a TLB flush (the platform's `tlb_shootdown_ns`) after each walk that cleared
-//! bits; reading the counters (`counters_read_ns`). Moves are `move_pages` calls: with
+//! bits. Reading the counters (`counters_read_ns`) is recorded but does not stop the program:
+//! PCMon and Control are processes of their own (004 §4.3), and on 004's Cascade Lake
+//! pcm-memory reads the memory controllers' uncore counters through PCI configuration space,
+//! with no interrupt to the program's core (memos follows the same rule; docs/tracking.md,
+//! "Bandwidth counters"). Moves are `move_pages` calls: with
 //! `os_costs=batch` (default) one call per activation carries all of its moves, each page a
 //! [`MoveBy::OsBatch`] (per-page cost and copy) and the call one kernel entry (the platform's
 //! `fault_ns`) and one TLB shootdown; with `os_costs=page` every page pays fault + shootdown
@@ -690,7 +694,8 @@ impl Policy for HyPlacer {
         let write_mb = sample.write_mb_per_s(slow as usize);
         let read_ns = self.cfg.counters_read_ns;
         if read_ns > 0.0 {
-            ctx.mem.charge(Charge { what: "bandwidth counter read (hyplacer)", ns: read_ns, halts: true, energy_j: 0.0 });
+            // not halting: PCMon and Control run beside the program (see the module docs)
+            ctx.mem.charge(Charge { what: "bandwidth counter read (hyplacer)", ns: read_ns, halts: false, energy_j: 0.0 });
         }
         let cap = ctx.mem.capacity(DRAM);
         let usage = ctx.mem.used(DRAM) as f64 / cap.max(1) as f64;
@@ -801,8 +806,8 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Float { min: 0.0, max: 1e9 },
         unit: "ns per activation",
         default: "10000",
-        source: "tierkit's assumption (004 reports no figure): Control opens, reads and parses PCMon's small output file, a few system calls",
-        help: "time charged to the program for reading the bandwidth counters at each activation",
+        source: "tierkit's assumption (004 reports no figure): Control opens, reads and parses PCMon's small output file, a few system calls; the same figure as memos' counter_read_ns",
+        help: "time Control spends reading the bandwidth counters at each activation; recorded, not halting (Control and PCMon run beside the program, as for memos)",
     },
     ParamSpec {
         name: "os_costs",

@@ -52,8 +52,10 @@
 //!   A round in which the program made no access (the clock passed the boundary while the
 //!   program was stopped) is skipped: the MMU set no bits, and a walk there would only add
 //!   stopped time.
-//! * Reading the bandwidth counters: `counter_read_ns` per cycle, not halting (PCM runs as
-//!   its own process and Control reads the file it writes, 004 §4.3).
+//! * Reading the bandwidth counters: `counter_read_ns` per cycle, recorded but not halting,
+//!   the rule hyplacer follows too: PCM runs as its own process and Control reads the file
+//!   it writes (004 §4.3); pcm-memory reads the memory controllers' uncore counters through
+//!   PCI configuration space on 004's Cascade Lake, with no interrupt to the program's core.
 //! * Moves by the OS as one batch per cycle ([`MoveBy::OsBatch`]: per-page cost and copy),
 //!   with one kernel entry (the platform's `fault_ns`) and one TLB shootdown per cycle that
 //!   moves pages (as `move_pages` over the cycle's list does; see `epoch_os`).
@@ -574,8 +576,8 @@ const PARAMS: &[ParamSpec] = &[
         name: "counter_read_ns",
         ty: ParamType::Float { min: 0.0, max: 1e12 },
         unit: "ns per cycle",
-        default: "1000",
-        source: "tierkit's choice: one read of the throughput file PCM writes (004 §4.3), a few system calls; it runs beside the program",
+        default: "10000",
+        source: "tierkit's choice: one read of the throughput file PCM writes (004 §4.3): open, read and parse a small file, a few system calls; the same figure as hyplacer's counters_read_ns; it runs beside the program",
         help: "cost of reading the per-tier bandwidth counters once per cycle (does not stop the program)",
     },
 ];

@@ -81,7 +81,10 @@ use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
 use crate::tracking::hint_faults::HintFaults;
 use crate::tracking::lru::{isqrt, Lru, SWAP_CLUSTER_MAX};
-use crate::units::Period;
+
+/// kernel/sched/fair.c `MAX_SCAN_WINDOW`: the scanner covers at most this many MB of address
+/// space per second (`task_scan_min`'s floor).
+pub const MAX_SCAN_WINDOW_MB: u64 = 2560;
 
 /// Watermarks of the fast tier, pages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -122,6 +125,8 @@ pub enum Mode {
 struct Stats {
     scans: u64,
     ptes_armed: u64,
+    /// PTEs the scans covered (armed or passed over)
+    ptes_scanned: u64,
     hint_faults: u64,
     /// hint faults on pages already in the fast tier (armed, then promoted or moved)
     faults_on_fast: u64,
@@ -157,8 +162,11 @@ struct Row {
 
 pub struct NumaTiering {
     mode: Mode,
-    scan_period_ns: u64,
+    /// `numa_balancing_scan_period_min`: time to scan the whole RSS, ns
+    scan_period_min_ns: f64,
     scan_delay_ns: f64,
+    /// the kernel's one-second window of its per-second limits, ns
+    rate_window_ns: f64,
     scan_size_mb: u64,
     hot_threshold_ms: f64,
     rate_limit_mbps: u64,
@@ -170,11 +178,16 @@ pub struct NumaTiering {
     tpp_promote_above_min: bool,
     hint_fault_ns: f64,
     pte_update_ns: f64,
+    pte_scan_ns: f64,
     tlb_flush_ns: f64,
     lru_scan_ns: f64,
     kswapd_backoff_ns: f64,
     // state
     scan_pages: u64,
+    /// the task's scan period (`task_scan_start` at the end of the scan delay), ns; 0 before
+    scan_period_ns: f64,
+    /// `mm->numa_next_scan`, ns
+    next_scan_ns: f64,
     rate_limit_pages: u64,
     wm: Watermarks,
     hint: HintFaults,
@@ -279,7 +292,7 @@ impl NumaTiering {
         }
         self.th_start_ms = now_ms;
         let ref_th = self.hot_threshold_ms;
-        let ref_cand = self.rate_limit_pages as f64 * self.scan_period_max_ms / 1000.0;
+        let ref_cand = self.rate_limit_pages as f64 * self.scan_period_max_ms * 1e6 / self.rate_window_ns;
         let diff = (self.nr_cand - self.th_nr_cand) as f64;
         let unit = ref_th * 2.0 / 16.0;
         let mut th = self.threshold_ms();
@@ -297,7 +310,7 @@ impl NumaTiering {
     /// the limit.
     fn rate_limited(&mut self, now_ms: f64) -> bool {
         self.nr_cand += 1;
-        if now_ms - self.rl_start_ms > 1000.0 {
+        if now_ms - self.rl_start_ms > self.rate_window_ns / 1e6 {
             self.rl_start_ms = now_ms;
             self.rl_nr_cand = self.nr_cand;
         }
@@ -307,8 +320,10 @@ impl NumaTiering {
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
     fn try_promote(&mut self, page: PageId, mark: u64, ctx: &mut Ctx) -> Result<bool> {
         if ctx.mem.free(0) > mark + 1 {
+            // no TLB flush: the PTE is still PROT_NONE while the page migrates (do_numa_page
+            // restores it only if the migration fails), and a PROT_NONE entry cannot be in a
+            // TLB (the scan flushed it), so unmapping it flushes nothing (x86 pte_accessible)
             ctx.mem.migrate_by(page, 0, MoveBy::OsBatch)?;
-            ctx.mem.charge(Charge { what: "TLB shootdown (promotion)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
             self.lru.move_to(page, 0);
             self.stats.promoted += 1;
             self.row.promoted += 1;
@@ -324,6 +339,68 @@ impl NumaTiering {
         .max(mark + 1);
         self.kswapd(target, ctx)?;
         Ok(false)
+    }
+
+    /// How many scans ran, and the interval they are meant to run at, ns (the scan period in
+    /// force, or the scan delay before the first scan): the policy's activations (issue 14
+    /// §2). The scans start from accesses, not from engine periods (the policy declares no
+    /// period), so the engine cannot count them itself.
+    pub fn scan_activity(&self) -> (u64, f64) {
+        let every = if self.scan_period_ns > 0.0 { self.scan_period_ns } else { self.scan_delay_ns.max(self.task_scan_min_ns(0)) };
+        (self.stats.scans, every)
+    }
+
+    /// `task_scan_min` for a resident set of `rss` pages, ns: scanning the whole RSS one
+    /// `scan_size` at a time takes `scan_period_ms`, but the scanner never covers more than
+    /// MAX_SCAN_WINDOW (2560 MB) of address space per `rate_window_ms` (the floor).
+    pub fn task_scan_min_ns(&self, rss: u64) -> f64 {
+        let windows = if self.scan_size_mb < MAX_SCAN_WINDOW_MB { MAX_SCAN_WINDOW_MB / self.scan_size_mb } else { 1 };
+        let floor = self.rate_window_ns / windows as f64;
+        // task_nr_scan_windows: an empty RSS counts as one window
+        let nr_windows = rss.max(1).div_ceil(self.scan_pages.max(1));
+        (self.scan_period_min_ns / nr_windows as f64).max(floor)
+    }
+
+    /// One `task_numa_work`: arm the next part of the address space.
+    fn scan(&mut self, ctx: &mut Ctx) {
+        let now = ctx.now.ns;
+        if self.scan_period_ns == 0.0 {
+            // task_tick_numa sets the period once the task has run for the scan delay
+            // (task_scan_start = task_scan_min for a task in no NUMA group), from the RSS at
+            // that time; in tiering mode task_numa_fault ignores faults on slow-tier pages
+            // and top-tier pages are not scanned, so update_task_scan_period never runs and
+            // the period stays
+            self.scan_period_ns = self.task_scan_min_ns(ctx.pages as u64);
+        }
+        self.next_scan_ns = now + self.scan_period_ns;
+        self.grow(ctx.pages);
+        let pagemap = ctx.pagemap;
+        let mem = &*ctx.mem;
+        let pass = self.hint.scan(ctx.pages, |p| pagemap.page_addr(p), self.scan_pages, now, |p| {
+            let t = mem.tier(p);
+            t != 0 && t != UNPLACED
+        });
+        self.stats.scans += 1;
+        self.stats.ptes_armed += pass.armed;
+        self.stats.ptes_scanned += pass.scanned;
+        let passed = pass.scanned - pass.armed;
+        if passed > 0 && self.pte_scan_ns > 0.0 {
+            ctx.mem.charge(Charge { what: "NUMA scan (PTEs passed over)", ns: passed as f64 * self.pte_scan_ns, halts: true, energy_j: 0.0 });
+        }
+        if pass.armed > 0 {
+            if self.pte_update_ns > 0.0 {
+                ctx.mem.charge(Charge { what: "NUMA scan (PTE updates)", ns: pass.armed as f64 * self.pte_update_ns, halts: true, energy_j: 0.0 });
+            }
+            if self.tlb_flush_ns > 0.0 {
+                ctx.mem.charge(Charge { what: "NUMA scan (TLB flush)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
+            }
+        }
+        self.row.time_ms = now / 1e6;
+        self.row.armed = pass.armed;
+        self.row.threshold_ms = self.threshold_ms();
+        self.row.fast_free = ctx.mem.free(0);
+        self.rows.push(self.row);
+        self.row = Row::default();
     }
 
     /// A hint fault on `page` with latency `lat_ns`: promote or not. Returns whether it moved.
@@ -424,6 +501,11 @@ impl Policy for NumaTiering {
             // TPP wakes kswapd at every allocation and tick below the demotion watermark
             let _ = self.kswapd(self.wm.demote.saturating_sub(1), ctx);
         }
+        // task_numa_work runs when the task returns to user space at or after numa_next_scan
+        // (after the allocation that may have woken kswapd): before this access
+        if ctx.now.ns >= self.next_scan_ns && ctx.pages > 0 {
+            self.scan(ctx);
+        }
         if let Some(lat) = self.hint.on_access(page, ctx.now.ns) {
             if let Ok(true) = self.on_hint_fault(page, lat, ctx) {
                 return Served::by(0);
@@ -432,39 +514,10 @@ impl Policy for NumaTiering {
         Served::RESIDENT
     }
 
-    /// One activation per NUMA scan (none before scan_delay).
+    /// One activation per NUMA scan (none before scan_delay); scans start from accesses.
     fn activity(&self) -> super::Activity {
-        super::Activity::Ran { times: self.stats.scans, every: Period::Ns(self.scan_period_ns) }
-    }
-
-    fn period(&self) -> Option<Period> {
-        Some(Period::Ns(self.scan_period_ns))
-    }
-
-    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
-        self.grow(ctx.pages);
-        let now = ctx.now.ns;
-        if now < self.scan_delay_ns || ctx.pages == 0 {
-            return Ok(());
-        }
-        let pagemap = ctx.pagemap;
-        let mem = &*ctx.mem;
-        let pass = self.hint.scan(ctx.pages, |p| pagemap.page_addr(p), self.scan_pages, now, |p| { let t = mem.tier(p); t != 0 && t != UNPLACED });
-        self.stats.scans += 1;
-        self.stats.ptes_armed += pass.armed;
-        if pass.armed > 0 {
-            if self.pte_update_ns > 0.0 {
-                ctx.mem.charge(Charge { what: "NUMA scan (PTE updates)", ns: pass.armed as f64 * self.pte_update_ns, halts: true, energy_j: 0.0 });
-            }
-            ctx.mem.charge(Charge { what: "NUMA scan (TLB flush)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
-        }
-        self.row.time_ms = now / 1e6;
-        self.row.armed = pass.armed;
-        self.row.threshold_ms = self.threshold_ms();
-        self.row.fast_free = ctx.mem.free(0);
-        self.rows.push(self.row);
-        self.row = Row::default();
-        Ok(())
+        let (times, every) = self.scan_activity();
+        super::Activity::Ran { times, every: crate::units::Period::Ns(every as u64) }
     }
 
     fn report(&self) -> serde_json::Value {
@@ -472,7 +525,9 @@ impl Policy for NumaTiering {
             self.rows.iter().map(|r| json!([r.time_ms, r.armed, r.faults, r.promoted, r.demoted, r.threshold_ms, r.fast_free])).collect();
         json!({
             "name": self.name(),
-            "scan_period_ms": self.scan_period_ns as f64 / 1e6,
+            "scan_period_min_ms": self.scan_period_min_ns / 1e6,
+            "scan_delay_ms": self.scan_delay_ns / 1e6,
+            "scan_period_ms": self.scan_period_ns / 1e6,
             "scan_pages": self.scan_pages,
             "hot_threshold_ms": self.hot_threshold_ms,
             "threshold_ms": self.threshold_ms(),
@@ -496,8 +551,16 @@ const SCAN_PERIOD: ParamSpec = ParamSpec {
     ty: ParamType::Float { min: 1e-6, max: 1e9 },
     unit: "ms of simulated time",
     default: "1000",
-    source: "sysctl kernel.numa_balancing_scan_period_min_ms default 1000 (Documentation/admin-guide/sysctl/kernel.rst); tierkit keeps the period at the minimum",
-    help: "time between two scan windows of the PTE scanner",
+    source: "sysctl kernel.numa_balancing_scan_period_min_ms default 1000 (Documentation/admin-guide/sysctl/kernel.rst); kernel/sched/fair.c task_scan_min divides it by the RSS's scan windows, not less than the MAX_SCAN_WINDOW floor (see rate_window_ms); in tiering mode the period stays at that value (task_numa_fault ignores slow-tier faults, so update_task_scan_period never runs)",
+    help: "time to scan the whole resident set: the scan period is this / ceil(RSS / scan_size) at the end of the scan delay, and at least rate_window_ms × scan_size_mb / 2560",
+};
+const RATE_WINDOW: ParamSpec = ParamSpec {
+    name: "rate_window_ms",
+    ty: ParamType::Float { min: 1e-6, max: 1e9 },
+    unit: "ms of simulated time",
+    default: "1000",
+    source: "the kernel's one-second window: kernel/sched/fair.c task_scan_min (at most MAX_SCAN_WINDOW = 2560 MB scanned per second) and numa_promotion_rate_limit (candidates counted per 1 s window); a parameter so that a time scale divides it with the other periods",
+    help: "window of the per-second limits: at most 2560 MiB of address space scanned, and (autonuma-tiering) at most promote_rate_limit_MBps of promotion candidates, per window",
 };
 const SCAN_DELAY: ParamSpec = ParamSpec {
     name: "scan_delay_ms",
@@ -512,8 +575,8 @@ const SCAN_SIZE: ParamSpec = ParamSpec {
     ty: ParamType::Int { min: 1, max: 1 << 30 },
     unit: "MiB per scan window",
     default: "256",
-    source: "sysctl kernel.numa_balancing_scan_size_mb default 256",
-    help: "address space armed per scan window (pages of this many MiB)",
+    source: "sysctl kernel.numa_balancing_scan_size_mb default 256; kernel/sched/fair.c task_numa_work: a scan ends after the first chunk of this size that changed a PTE, or after 8 × this size (virtpages) that changed none",
+    help: "chunk of address space (pages of this many MiB) a scan arms; chunks that arm nothing (top-tier pages) cost only the scan's 8 × budget",
 };
 const WSF: ParamSpec = ParamSpec {
     name: "watermark_scale_factor",
@@ -547,13 +610,21 @@ const PTE: ParamSpec = ParamSpec {
     source: "tierkit's choice: one PTE read-modify-write under the page-table lock, a few cache misses; no published per-PTE figure was found",
     help: "cost of making one PTE PROT_NONE",
 };
+const PTE_SCAN: ParamSpec = ParamSpec {
+    name: "pte_scan_ns",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ns per PTE",
+    default: "10",
+    source: "tierkit's choice, as hyplacer's walk_ns_per_pte: change_pte_range reads the PTE in a sequential walk and tests it (already PROT_NONE, or its page's node is top tier) without writing; no published per-PTE figure was found",
+    help: "cost of each PTE a scan covers but leaves (a top-tier page, or one already armed)",
+};
 const TLB: ParamSpec = ParamSpec {
     name: "tlb_flush_ns",
     ty: ParamType::Float { min: -1.0, max: 1e9 },
     unit: "ns per flush",
     default: "-1",
     source: "-1 = the platform's migration.tlb_shootdown_ns (dram-dcpmm: 3 µs, seed 000 §5.1)",
-    help: "one TLB flush: per scan window that changed PTEs, per promotion, per kswapd batch",
+    help: "one TLB flush: per scan that changed PTEs and per kswapd demotion batch (a hint-fault promotion needs none: the PTE is PROT_NONE)",
 };
 pub(crate) const LRU_SCAN: ParamSpec = ParamSpec {
     name: "lru_scan_ns",
@@ -577,6 +648,7 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
     SCAN_PERIOD,
     SCAN_DELAY,
     SCAN_SIZE,
+    RATE_WINDOW,
     ParamSpec {
         name: "hot_threshold_ms",
         ty: ParamType::Float { min: 1e-9, max: 1e9 },
@@ -605,6 +677,7 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
     MIN_FREE,
     HINT_FAULT,
     PTE,
+    PTE_SCAN,
     TLB,
     LRU_SCAN,
     KSWAPD_BACKOFF,
@@ -614,6 +687,7 @@ const TPP_PARAMS: &[ParamSpec] = &[
     SCAN_PERIOD,
     SCAN_DELAY,
     SCAN_SIZE,
+    RATE_WINDOW,
     ParamSpec {
         name: "demote_scale_factor",
         ty: ParamType::Int { min: 1, max: 10000 },
@@ -642,6 +716,7 @@ const TPP_PARAMS: &[ParamSpec] = &[
     MIN_FREE,
     HINT_FAULT,
     PTE,
+    PTE_SCAN,
     TLB,
     LRU_SCAN,
     KSWAPD_BACKOFF,
@@ -651,8 +726,9 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
     let is_auto = mode == Mode::Autonuma;
     NumaTiering {
         mode,
-        scan_period_ns: (p.float("scan_period_ms") * 1e6).round().max(1.0) as u64,
+        scan_period_min_ns: p.float("scan_period_ms") * 1e6,
         scan_delay_ns: p.float("scan_delay_ms") * 1e6,
+        rate_window_ns: p.float("rate_window_ms") * 1e6,
         scan_size_mb: p.int("scan_size_mb") as u64,
         hot_threshold_ms: if is_auto { p.float("hot_threshold_ms") } else { 0.0 },
         rate_limit_mbps: if is_auto { p.int("promote_rate_limit_MBps") as u64 } else { u64::MAX >> 21 },
@@ -664,10 +740,13 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         tpp_promote_above_min: !is_auto && p.text("promote_watermark") == "min",
         hint_fault_ns: p.float("hint_fault_ns"),
         pte_update_ns: p.float("pte_update_ns"),
+        pte_scan_ns: p.float("pte_scan_ns"),
         tlb_flush_ns: p.float("tlb_flush_ns"),
         lru_scan_ns: p.float("lru_scan_ns"),
         kswapd_backoff_ns: p.float("kswapd_backoff_ms") * 1e6,
         scan_pages: 0,
+        scan_period_ns: 0.0,
+        next_scan_ns: p.float("scan_delay_ms") * 1e6,
         rate_limit_pages: 0,
         wm: Watermarks::default(),
         hint: HintFaults::new(),
@@ -718,6 +797,30 @@ pub static TPP: PolicyInfo = PolicyInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn autonuma_with(spec: &str) -> NumaTiering {
+        let spec = crate::policy::PolicySpec::parse(spec).unwrap();
+        autonuma(&Params::parse("autonuma-tiering", AUTONUMA_PARAMS, &spec).unwrap())
+    }
+
+    /// kernel/sched/fair.c task_scan_min with 4 KiB pages: 256 MiB = 65,536 pages a window.
+    #[test]
+    fn task_scan_min_divides_the_period_by_the_rss_windows_down_to_the_floor() {
+        let mut a = autonuma_with("autonuma-tiering");
+        a.scan_pages = 65_536;
+        // an empty or small RSS is one window: the period itself
+        assert_eq!(a.task_scan_min_ns(0), 1e9);
+        assert_eq!(a.task_scan_min_ns(65_536), 1e9);
+        // 4 windows (1 GiB + 1 page rounds up to 5): 250 ms, 200 ms
+        assert_eq!(a.task_scan_min_ns(4 * 65_536), 250e6);
+        assert_eq!(a.task_scan_min_ns(4 * 65_536 + 1), 200e6);
+        // 100 windows: 10 ms, under the floor of 1000 ms / (2560 / 256) = 100 ms
+        assert_eq!(a.task_scan_min_ns(100 * 65_536), 100e6);
+        // before the first scan the activity's interval is the delay
+        assert_eq!(a.scan_activity(), (0, 1e9));
+        let b = autonuma_with("autonuma-tiering:scan_delay_ms=5,rate_window_ms=10");
+        assert_eq!(b.scan_activity(), (0, 1e9), "the period (1 s here) when longer than the delay");
+    }
 
     #[test]
     fn watermarks_of_the_dram_dcpmm_socket() {
