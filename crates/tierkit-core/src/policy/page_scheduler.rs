@@ -27,27 +27,26 @@
 //!
 //! # `compat=cori-sim`
 //!
-//! Reproduces GTkernel/cori-sim (the simulator behind 003 §3.1) on two tiers, with the
-//! `simple` timing model's cori-sim accounting ([`Compat::CoriSim`]):
+//! Reproduces GTkernel/cori-sim at ca2ef92 (the simulator behind 003 §3.1) on two tiers, with
+//! the `simple` timing model's cori-sim accounting ([`Compat::CoriSim`]):
 //! * every page of the trace is placed before the first access (dense ids in order of first
 //!   appearance): page `i` goes to the fast tier if `i` is even and the fast tier holds fewer
 //!   than `l1 = capacity(0)` pages (`int(ratio · pages)`), otherwise to the slow tier; all
 //!   pages go to the fast tier when it can hold them all (cori-sim's ratio 1);
-//! * at each boundary the candidates (non-zero raw count; bins are ignored) are ranked by
-//!   count, highest first, and equal counts by page id, *highest* first (numpy's
-//!   `argsort(...)[::-1]`, which for up to 16 candidates sorts stably and then reverses);
+//! * counts are binned as cori-sim bins them ([`cori_bin`]: steps of 20 against the page's
+//!   largest count in any period of the run, found by a pass over the trace before the run,
+//!   [`CoriSimRun`]); bins are ignored;
+//! * at each boundary the candidates (non-zero binned count), listed by page id, are ranked
+//!   by numpy's `argsort(counts)[::-1]` as numpy's generic introsort orders them
+//!   ([`numpy_argsort`]; not stable, so ties follow that algorithm);
 //! * among the first `l1` ranked pages, those in the slow tier are promoted, in rank order,
 //!   each swapping with the next fast page in LRU order (never-accessed pages first, by id,
 //!   then by last access). Hot fast pages are *not* protected: cori-sim can evict a page it
 //!   has just ranked hot. Two migrations per swap.
 //!
-//! cori-sim is Python 2 code, so it runs on numpy ≤ 1.16, whose argsort insertion-sorts up
-//! to 16 elements (stable) and quicksorts longer arrays (not stable); recent numpy on
-//! AVX-512 machines (seen with numpy 2.4) is unstable even for short arrays. Where the sort
-//! is unstable, pages of equal count may be ranked in another order than ours; results then
-//! still agree when no tie is split by the `l1` cut and tied promotions are not paired with
-//! different victims. Periods must be given in accesses; the platform must have two tiers
-//! and 4 KiB pages.
+//! `compat=cori-sim-raw` ranks raw counts instead, as an older cori-sim commit (cadd151) did;
+//! it is not what cori-sim computes. Periods must be given in accesses; the platform must have
+//! two tiers and 4 KiB pages.
 //!
 //! # Differences of the default from cori-sim, and why
 //!
@@ -67,10 +66,11 @@ use super::basic::Interleave;
 use super::learned::Predictions;
 use super::params::{ParamSpec, ParamType, Params};
 use super::{Compat, Ctx, Needs, Policy, PolicyInfo};
-use crate::engine::Runnable;
+use crate::engine::{run_policy, Job, Runnable, SimResult};
 use crate::error::{Error, Result};
 use crate::mechanics::{TierId, UNPLACED};
-use crate::pagemap::PageId;
+use crate::pagemap::{PageId, PageMap};
+use crate::trace::{Batch, BATCH_RECORDS};
 use crate::units::Period;
 use serde_json::json;
 
@@ -96,6 +96,162 @@ impl Source {
             Source::Kleio => "kleio",
             Source::Kleoniki => "kleoniki",
         }
+    }
+}
+
+/// Which cori-sim the `compat` parameter reproduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoriMode {
+    /// tierkit's own rules.
+    Off,
+    /// `compat=cori-sim`: GTkernel/cori-sim at ca2ef92, counts binned in steps of
+    /// [`CORI_BIN`] against each page's whole-run maximum ([`cori_bin`]).
+    Binned,
+    /// `compat=cori-sim-raw`: raw counts, as an older cori-sim commit (cadd151) ranked them.
+    /// Not what cori-sim computes today.
+    Raw,
+}
+
+impl CoriMode {
+    fn name(self) -> &'static str {
+        match self {
+            CoriMode::Off => "none",
+            CoriMode::Binned => "cori-sim",
+            CoriMode::Raw => "cori-sim-raw",
+        }
+    }
+}
+
+/// cori-sim's bin width, in accesses per period.
+pub const CORI_BIN: u32 = 20;
+
+/// A per-period count as cori-sim ranks it: `np.digitize` over `range(0, max, 20)`, where
+/// `max` is the page's largest count in any period of the run. Counts are floored to a
+/// multiple of 20, and to at most the last bin edge *below* `max` (a page whose maximum is
+/// exactly 40 ranks that period as 20); under 20 the count is 0, i.e. not a candidate.
+#[inline]
+pub fn cori_bin(count: u32, page_max: u32) -> u32 {
+    if page_max == 0 {
+        return 0;
+    }
+    let top = (page_max - 1) / CORI_BIN * CORI_BIN;
+    (count / CORI_BIN * CORI_BIN).min(top)
+}
+
+/// `numpy.argsort(values)` (ascending) as numpy's generic, non-SIMD introsort computes it
+/// (npysort `aquicksort`: median-of-three quicksort, insertion sort for runs of up to 16,
+/// heapsort past a depth of 2·⌊log2 n⌋). It is not stable, so the order of equal values is
+/// that algorithm's, which is what cori-sim's ranking depends on. numpy builds that take an
+/// x86-simd-sort path (AVX-512 since 1.25, AVX2 in 2.x) order ties differently.
+pub fn numpy_argsort(v: &[u32]) -> Vec<usize> {
+    const SMALL: usize = 15;
+    let num = v.len();
+    let mut a: Vec<usize> = (0..num).collect();
+    if num < 2 {
+        return a;
+    }
+    let msb = (usize::BITS - 1 - num.leading_zeros()) as i64;
+    let mut cdepth = msb * 2;
+    let mut stack: Vec<(usize, usize, i64)> = Vec::new();
+    let (mut pl, mut pr) = (0usize, num - 1);
+    loop {
+        if cdepth < 0 {
+            heap_argsort(v, &mut a[pl..=pr]);
+        } else {
+            while pr - pl > SMALL {
+                let pm = pl + ((pr - pl) >> 1);
+                if v[a[pm]] < v[a[pl]] {
+                    a.swap(pm, pl);
+                }
+                if v[a[pr]] < v[a[pm]] {
+                    a.swap(pr, pm);
+                }
+                if v[a[pm]] < v[a[pl]] {
+                    a.swap(pm, pl);
+                }
+                let vp = v[a[pm]];
+                let mut pi = pl;
+                let mut pj = pr - 1;
+                a.swap(pm, pj);
+                loop {
+                    pi += 1;
+                    while v[a[pi]] < vp {
+                        pi += 1;
+                    }
+                    pj -= 1;
+                    while vp < v[a[pj]] {
+                        pj -= 1;
+                    }
+                    if pi >= pj {
+                        break;
+                    }
+                    a.swap(pi, pj);
+                }
+                a.swap(pi, pr - 1);
+                cdepth -= 1;
+                // the larger side waits on the stack
+                if pi - pl < pr - pi {
+                    stack.push((pi + 1, pr, cdepth));
+                    pr = pi - 1;
+                } else {
+                    stack.push((pl, pi - 1, cdepth));
+                    pl = pi + 1;
+                }
+            }
+            for i in pl + 1..=pr {
+                let vi = a[i];
+                let x = v[vi];
+                let mut j = i;
+                while j > pl && x < v[a[j - 1]] {
+                    a[j] = a[j - 1];
+                    j -= 1;
+                }
+                a[j] = vi;
+            }
+        }
+        match stack.pop() {
+            Some((l, r, d)) => {
+                pl = l;
+                pr = r;
+                cdepth = d;
+            }
+            None => break,
+        }
+    }
+    a
+}
+
+/// numpy's `aheapsort` over one run (1-based heap indices, as numpy writes it).
+fn heap_argsort(v: &[u32], a: &mut [usize]) {
+    let n0 = a.len();
+    let sift = |a: &mut [usize], mut i: usize, n: usize, tmp: usize| {
+        let mut j = i << 1;
+        while j <= n {
+            if j < n && v[a[j - 1]] < v[a[j]] {
+                j += 1;
+            }
+            if v[tmp] < v[a[j - 1]] {
+                a[i - 1] = a[j - 1];
+                i = j;
+                j += j;
+            } else {
+                break;
+            }
+        }
+        a[i - 1] = tmp;
+    };
+    let mut l = n0 >> 1;
+    while l > 0 {
+        let tmp = a[l - 1];
+        sift(a, l, n0, tmp);
+        l -= 1;
+    }
+    let mut n = n0;
+    while n > 1 {
+        let tmp = a[n - 1];
+        a[n - 1] = a[0];
+        n -= 1;
+        sift(a, 1, n, tmp);
     }
 }
 
@@ -298,7 +454,10 @@ pub struct PageScheduler {
     source: Source,
     period: Period,
     bins: u32,
-    compat: bool,
+    compat: CoriMode,
+    /// compat=cori-sim: each page's largest count in any one period of the whole run (the
+    /// top of its bins), from a pass over the trace before the run
+    period_max: Vec<u32>,
     place: Interleave,
     /// LRU order of every tier that can give up a page (all but the last).
     lru: Vec<LruHeap>,
@@ -320,12 +479,14 @@ pub struct PageScheduler {
 }
 
 impl PageScheduler {
+    /// `compat`: follow GTkernel/cori-sim ([`CoriMode::Binned`]); see [`Self::with_compat`].
     pub fn new(source: Source, period: Period, bins: u32, compat: bool) -> PageScheduler {
         PageScheduler {
             source,
             period,
             bins,
-            compat,
+            compat: if compat { CoriMode::Binned } else { CoriMode::Off },
+            period_max: Vec::new(),
             place: Interleave::new(Vec::new()),
             lru: Vec::new(),
             ranked: Vec::new(),
@@ -338,6 +499,49 @@ impl PageScheduler {
             pred: None,
             stats: Stats::default(),
         }
+    }
+
+    /// Choose the cori-sim reproduction (or none).
+    pub fn with_compat(mut self, mode: CoriMode) -> PageScheduler {
+        self.compat = mode;
+        self
+    }
+
+    /// compat=cori-sim's pass over the trace: each page's largest per-period count, pages
+    /// numbered in order of first access as the engine numbers them.
+    fn scan_period_maxima(&mut self, job: &Job) -> Result<()> {
+        let Period::Accesses(len) = self.period else {
+            return Err(Error::Invariant("compat=cori-sim without a period in accesses".into()));
+        };
+        let mut src = job.trace.open()?;
+        let mut pm = PageMap::new(src.meta().page_size);
+        let mut b = Batch::with_capacity(BATCH_RECORDS);
+        // per page: count in the period it was last accessed in, and that period + 1
+        let (mut count, mut seen, mut max): (Vec<u32>, Vec<u64>, Vec<u32>) = (Vec::new(), Vec::new(), Vec::new());
+        let mut k: u64 = 0;
+        while src.next_batch(&mut b)? {
+            for &a in &b.addr {
+                let p = pm.id(a) as usize;
+                if p >= count.len() {
+                    count.resize(p + 1, 0);
+                    seen.resize(p + 1, 0);
+                    max.resize(p + 1, 0);
+                }
+                let e = k / len + 1;
+                if seen[p] != e {
+                    max[p] = max[p].max(count[p]);
+                    count[p] = 0;
+                    seen[p] = e;
+                }
+                count[p] += 1;
+                k += 1;
+            }
+        }
+        for p in 0..count.len() {
+            max[p] = max[p].max(count[p]);
+        }
+        self.period_max = max;
+        Ok(())
     }
 
     /// A Kleio / Kleoniki scheduler: predictions replace the last period's counts for the
@@ -575,10 +779,12 @@ impl PageScheduler {
     fn period_cori(&mut self, ctx: &mut Ctx) -> Result<()> {
         let mut ranked = std::mem::take(&mut self.ranked);
         ranked.clear();
+        let binned = self.compat == CoriMode::Binned;
+        let period_max = &self.period_max;
         self.for_each_candidate(ctx, |_, p, count| {
-            if count != 0 {
-                // count descending, then page id descending (numpy argsort reversed)
-                ranked.push(((Reverse(count), 0, u64::MAX - p as u64), p));
+            let c = if binned { cori_bin(count, period_max.get(p as usize).copied().unwrap_or(count)) } else { count };
+            if c != 0 {
+                ranked.push(((Reverse(c), 0, p as u64), p));
             }
         })?;
         self.stats.candidates += ranked.len() as u64;
@@ -586,8 +792,13 @@ impl PageScheduler {
         // the order only matters where the l1 cut splits the candidates: every promotion
         // swaps with one of the first victims in LRU order, whatever the pairing
         if ranked.len() > l1 {
-            ranked.sort_unstable();
-            ranked.truncate(l1);
+            // cori-sim lists candidates by page id and takes numpy's argsort(counts)[::-1]
+            ranked.sort_unstable_by_key(|e| e.1);
+            let counts: Vec<u32> = ranked.iter().map(|e| (e.0).0 .0).collect();
+            let order = numpy_argsort(&counts);
+            let top: Vec<_> = order.iter().rev().take(l1).map(|&i| ranked[i]).collect();
+            ranked.clear();
+            ranked.extend(top);
         }
 
         self.ensure_want(ctx.mem.slots());
@@ -650,14 +861,14 @@ impl Policy for PageScheduler {
             counts: true,
             recency: true,
             future: self.source == Source::Oracle,
-            all_pages_upfront: self.compat,
+            all_pages_upfront: self.compat != CoriMode::Off,
             ..Default::default()
         }
     }
 
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
         self.lru = (0..ctx.mem.tiers() - 1).map(|_| LruHeap::default()).collect();
-        if self.compat {
+        if self.compat != CoriMode::Off {
             self.init_cori(ctx)?;
         }
         Ok(())
@@ -674,7 +885,7 @@ impl Policy for PageScheduler {
     fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
         self.stats.boundaries += 1;
         self.refresh_lru(ctx);
-        if self.compat {
+        if self.compat != CoriMode::Off {
             self.period_cori(ctx)?;
         } else {
             self.period_default(ctx)?;
@@ -686,7 +897,8 @@ impl Policy for PageScheduler {
     }
 
     fn compat(&self) -> Compat {
-        if self.compat {
+        // both variants keep cori-sim's accounting
+        if self.compat != CoriMode::Off {
             Compat::CoriSim
         } else {
             Compat::None
@@ -698,8 +910,9 @@ impl Policy for PageScheduler {
             "name": self.source.name(),
             "future_knowledge": self.source == Source::Oracle,
             "period": self.period.describe(),
-            "bins": if self.compat { 0 } else { self.bins },
-            "compat": if self.compat { "cori-sim" } else { "none" },
+            "bins": if self.compat == CoriMode::Off { self.bins } else { 0 },
+            "bin_step": if self.compat == CoriMode::Binned { Some(CORI_BIN) } else { None },
+            "compat": self.compat.name(),
             "scheduler": self.stats,
             "predictions": self.pred.as_ref().map(|p| p.report()),
         })
@@ -720,29 +933,46 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Int { min: 0, max: 32 },
         unit: "log2 count classes",
         default: "16",
-        source: "tierkit (003 §3.1 gives no binning; cori-sim ranks raw counts)",
-        help: "rank by log2 class of the period's count, capped at this many classes (1 = touched or not); 0 = raw counts. Ignored with compat=cori-sim",
+        source: "tierkit (003 §3.1 gives no binning; cori-sim bins in steps of 20)",
+        help: "rank by log2 class of the period's count, capped at this many classes (1 = touched or not); 0 = raw counts. Ignored with compat=cori-sim and cori-sim-raw",
     },
     ParamSpec {
         name: "compat",
-        ty: ParamType::Choice { options: &["none", "cori-sim"] },
+        ty: ParamType::Choice { options: &["none", "cori-sim", "cori-sim-raw"] },
         unit: "",
         default: "none",
-        source: "GTkernel/cori-sim, the simulator of 003 §3.1",
-        help: "cori-sim: reproduce that simulator's placement, ranking, swaps and (with --timing simple) its accounting exactly",
+        source: "GTkernel/cori-sim (ca2ef92), the simulator of 003 §3.1",
+        help: "cori-sim: reproduce that simulator (counts binned in steps of 20, numpy's argsort for ties, its placement, swaps and, with --timing simple, its accounting) exactly; cori-sim-raw: the same but ranking raw counts, as an older cori-sim commit did (NOT cori-sim)",
     },
 ];
 
 fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
     let period = p.period("period");
-    let compat = p.text("compat") == "cori-sim";
-    if compat && !matches!(period, Period::Accesses(_)) {
+    let mode = match p.text("compat") {
+        "cori-sim" => CoriMode::Binned,
+        "cori-sim-raw" => CoriMode::Raw,
+        _ => CoriMode::Off,
+    };
+    if mode != CoriMode::Off && !matches!(period, Period::Accesses(_)) {
         return Err(Error::config(
             format!("{}:period", source.name()),
-            format!("compat=cori-sim counts periods in memory accesses; give period as a number of accesses (e.g. period=1000), not {}", period.describe()),
+            format!("compat={} counts periods in memory accesses; give period as a number of accesses (e.g. period=1000), not {}", mode.name(), period.describe()),
         ));
     }
-    Ok(Box::new(PageScheduler::new(source, period, p.int("bins") as u32, compat)) as Box<dyn Runnable>)
+    let s = PageScheduler::new(source, period, p.int("bins") as u32, false).with_compat(mode);
+    Ok(if mode == CoriMode::Binned { Box::new(CoriSimRun(s)) } else { Box::new(s) })
+}
+
+/// compat=cori-sim needs each page's whole-run maximum before the run starts (cori-sim bins
+/// against it), so it reads the trace once more first.
+pub struct CoriSimRun(PageScheduler);
+
+impl Runnable for CoriSimRun {
+    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult> {
+        let mut s = self.0;
+        s.scan_period_maxima(job)?;
+        run_policy(s, job)
+    }
 }
 
 pub static HISTORY: PolicyInfo = PolicyInfo {
@@ -765,7 +995,16 @@ pub static ORACLE: PolicyInfo = PolicyInfo {
 
 #[cfg(test)]
 mod tests {
-    use super::count_class;
+    use super::{cori_bin, count_class};
+
+    #[test]
+    fn cori_sim_bins() {
+        // GTkernel/cori-sim (ca2ef92): np.digitize(count, range(0, page_max, 20)), bin edge kept
+        assert_eq!([0, 1, 19, 20, 39].map(|c| cori_bin(c, 20)), [0, 0, 0, 0, 0]);
+        assert_eq!([19, 20, 39, 40].map(|c| cori_bin(c, 40)), [0, 20, 20, 20]);
+        assert_eq!([40, 41, 59, 60, 61].map(|c| cori_bin(c, 61)), [40, 40, 40, 60, 60]);
+        assert_eq!(cori_bin(5, 0), 0);
+    }
 
     #[test]
     fn log2_classes_and_raw_counts() {

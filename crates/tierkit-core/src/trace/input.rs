@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|hma4|lackey|dramsim3`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
@@ -19,6 +19,10 @@ pub enum Format {
     Hex,
     /// Ramulator CPU trace: `<bubble-count> <read-addr> [<writeback-addr>]`.
     Ramulator,
+    /// The same files read without their writeback addresses: one read per line, as
+    /// GTkernel/cori-sim's hex traces hold them. Never detected; named explicitly.
+    #[serde(rename = "ramulator-nowb")]
+    RamulatorNoWb,
     /// The adaptive-migration Ramulator fork: `<bubble-count> <addr> <pc> <1=R|2=W>`.
     Hma4,
     /// Valgrind lackey `--trace-mem=yes` output.
@@ -28,13 +32,14 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    pub const ALL: [Format; 7] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3];
 
     pub fn name(&self) -> &'static str {
         match self {
             Format::Tkt => "tkt",
             Format::Hex => "hex",
             Format::Ramulator => "ramulator",
+            Format::RamulatorNoWb => "ramulator-nowb",
             Format::Hma4 => "hma4",
             Format::Lackey => "lackey",
             Format::Dramsim3 => "dramsim3",

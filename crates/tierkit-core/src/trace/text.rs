@@ -129,6 +129,7 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
     Ok(match format {
         Format::Hex => Box::new(TextSource::open(path, HexParser, format)?),
         Format::Ramulator => Box::new(TextSource::open(path, RamulatorParser::default(), format)?),
+        Format::RamulatorNoWb => Box::new(TextSource::open(path, RamulatorParser::without_writebacks(), format)?),
         Format::Hma4 => Box::new(TextSource::open(path, Hma4Parser::default(), format)?),
         Format::Lackey => Box::new(TextSource::open(path, LackeyParser::default(), format)?),
         Format::Dramsim3 => Box::new(TextSource::open(path, Dramsim3Parser::default(), format)?),
@@ -148,6 +149,7 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
     Some(match format {
         Format::Hex => Box::new(HexParser),
         Format::Ramulator => Box::new(RamulatorParser::default()),
+        Format::RamulatorNoWb => Box::new(RamulatorParser::without_writebacks()),
         Format::Hma4 => Box::new(Hma4Parser::default()),
         Format::Lackey => Box::new(LackeyParser::default()),
         Format::Dramsim3 => Box::new(Dramsim3Parser::default()),
@@ -178,7 +180,8 @@ pub fn sniff(head: &[u8]) -> std::result::Result<Format, String> {
         return Err("the file holds no records".into());
     }
     let sample = &lines[..lines.len().min(SNIFF_LINES)];
-    let candidates = Format::ALL.iter().filter_map(|&f| parser_for(f).map(|p| (f, p))).collect();
+    // ramulator-nowb reads the same files as ramulator: only ever chosen by name
+    let candidates = Format::ALL.iter().filter(|&&f| f != Format::RamulatorNoWb).filter_map(|&f| parser_for(f).map(|p| (f, p))).collect();
     sniff_among(sample, candidates)
 }
 
@@ -299,9 +302,20 @@ const RAMULATOR_SYNTAX: &str = "<bubble-count> <read-address> [<writeback-addres
 /// decimal or `0x` hexadecimal. Each line is one more memory instruction after `bubble`
 /// non-memory ones: a read, then (if present) the write of the evicted dirty line, both at the
 /// line's cumulative instruction count.
+///
+/// [`RamulatorParser::without_writebacks`] (format `ramulator-nowb`) checks the writeback
+/// field the same way but emits only the read: the stream GTkernel/cori-sim simulates, whose
+/// hex traces hold one LLC-miss address per line and no writebacks.
 #[derive(Default)]
 pub struct RamulatorParser {
     insn: u64,
+    drop_writebacks: bool,
+}
+
+impl RamulatorParser {
+    pub fn without_writebacks() -> RamulatorParser {
+        RamulatorParser { insn: 0, drop_writebacks: true }
+    }
 }
 
 impl LineParser for RamulatorParser {
@@ -326,7 +340,7 @@ impl LineParser for RamulatorParser {
         let insn = advance(self.insn, bubble)?;
         self.insn = insn;
         out.push(&Access { addr: read, write: false, insn, size: 64, ..Default::default() });
-        if let Some(addr) = wb {
+        if let Some(addr) = wb.filter(|_| !self.drop_writebacks) {
             out.push(&Access { addr, write: true, insn, size: 64, ..Default::default() });
         }
         Ok(())
@@ -543,6 +557,19 @@ mod tests {
         let m = p.meta();
         assert!(m.time_insn && m.post_cache && !m.time_ns && !m.has_pc);
         assert_eq!((m.line_size, m.page_size), (64, 4096));
+    }
+
+    #[test]
+    fn ramulator_without_writebacks_keeps_the_reads_only() {
+        // format ramulator-nowb: what GTkernel/cori-sim's hex traces hold (no writebacks), with
+        // the same instruction counts and the same checks of the writeback field
+        let mut p = RamulatorParser::without_writebacks();
+        let got = parse_all(&mut p, &["0 9618752", "3 89528192 140734746854976", "  12\t0x1000  "]).unwrap();
+        assert_eq!(got, vec![a(9618752, false, 1, 0, 64, 0), a(89528192, false, 5, 0, 64, 0), a(0x1000, false, 18, 0, 64, 0)]);
+        let e = RamulatorParser::without_writebacks().parse("1 100 07", &mut Batch::default()).unwrap_err();
+        assert!(e.contains("writeback address"), "{e}");
+        // never sniffed: the same lines are ramulator
+        assert_eq!(sniff(b"0 9618752\n3 89528192 140734746854976\n"), Ok(Format::Ramulator));
     }
 
     #[test]
