@@ -419,7 +419,7 @@ impl PeriodicDecider for PyDecider {
 /// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
 /// PeriodicPolicy object. Returns the result as JSON.
 #[pyfunction]
-#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false))]
+#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -434,6 +434,8 @@ fn simulate(
     summary: Option<&str>,
     progress: Option<Py<PyAny>>,
     paranoid: bool,
+    repeat: u32,
+    time_scale: f64,
 ) -> PyResult<String> {
     let pending: Pending = Arc::new(Mutex::new(None));
     // a policy object: read its name and period here, while we hold the GIL
@@ -469,6 +471,8 @@ fn simulate(
         job.capacity = caps;
         job.timing = TimingKind::parse(timing)?;
         job.paranoid = paranoid || cfg!(debug_assertions);
+        job.repeat = repeat;
+        job.time_scale = time_scale;
         if let Some(s) = summary {
             job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
         }

@@ -294,14 +294,16 @@ impl NumaTiering {
     }
 
     /// `numa_promotion_rate_limit`: count one candidate; whether the window's candidates reach
-    /// the limit.
-    fn rate_limited(&mut self, now_ms: f64) -> bool {
+    /// the limit. The kernel's window is one second: under `--time-scale K` it lasts 1/K s and
+    /// the limit (a rate, which time scaling multiplied by K) allows the same pages per window.
+    fn rate_limited(&mut self, now_ms: f64, time_scale: f64) -> bool {
         self.nr_cand += 1;
-        if now_ms - self.rl_start_ms > 1000.0 {
+        if now_ms - self.rl_start_ms > 1000.0 / time_scale {
             self.rl_start_ms = now_ms;
             self.rl_nr_cand = self.nr_cand;
         }
-        self.nr_cand - self.rl_nr_cand >= self.rate_limit_pages
+        let limit = if time_scale == 1.0 { self.rate_limit_pages } else { (self.rate_limit_pages as f64 / time_scale).round() as u64 };
+        self.nr_cand - self.rl_nr_cand >= limit
     }
 
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
@@ -354,7 +356,7 @@ impl NumaTiering {
                     return Ok(false);
                 }
                 self.stats.candidates += 1;
-                if self.rate_limited(now_ms) {
+                if self.rate_limited(now_ms, ctx.time_scale) {
                     self.stats.rate_limited += 1;
                     return Ok(false);
                 }
