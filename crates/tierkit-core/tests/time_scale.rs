@@ -170,7 +170,7 @@ fn time_scale_divides_every_cost_exactly() {
     let armed: u64 = r.stats.policy["counters"]["ptes_armed"].as_u64().unwrap_or_else(|| panic!("{}", r.stats.policy));
     assert_eq!(pte.ns, armed as f64 * 5.0);
     assert_eq!(r.config.time_scale, 10.0);
-    assert_eq!(r.config.policy.contains("scan_period_ms=2,"), true, "the config keeps the policy as given: {}", r.config.policy);
+    assert!(r.config.policy.contains("scan_period_ms=2,"), "the config keeps the policy as given: {}", r.config.policy);
     let scaled = r.config.scaled_policy.clone().unwrap();
     assert!(scaled.contains("scan_period_ms=0.2,") && scaled.contains("promote_rate_limit_MBps=655360,"), "{scaled}");
 
