@@ -266,3 +266,28 @@ fn bad_scales_are_errors() {
     let e = simulate(&mut job, &PolicySpec::parse("first-touch").unwrap()).unwrap_err().to_string();
     assert!(e.contains("--repeat"), "{e}");
 }
+
+/// The kernel's promotion rate limit (kernel/sched/fair.c `numa_promotion_rate_limit`) counts
+/// candidates in a one-second window against a limit in MB/s. Under `--time-scale 10` the
+/// window (code, not a parameter) lasts 100 ms and the limit (a rate) is 10 MB/s: the same
+/// 256 pages per window. The scenario of tests/os_tiering.rs: 600 candidates in one window,
+/// 1 MB/s = 256 pages per window: 345 refused, at K = 1 written 10 times slower by hand, and
+/// at K = 10.
+#[test]
+fn time_scale_keeps_the_rate_limit_per_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut trace: Vec<u64> = (0..608).collect();
+    trace.extend(std::iter::repeat_n(0, 200));
+    trace.extend(8..608);
+    let input = common::write_pages(dir.path(), &trace, None);
+    let spec = "autonuma-tiering:scan_period_ms=2,scan_delay_ms=0,watermark_scale_factor=1,hint_fault_ns=0,pte_update_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0,promote_rate_limit_MBps=1";
+    let limited = |k: f64| {
+        let mut job = Job::new(&input, Platform::load("dram-dcpmm").unwrap());
+        job.capacity = vec![(0, Capacity::Bytes(8 * 4096))];
+        job.time_scale = k;
+        let r = simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap();
+        let c = &r.stats.policy["counters"];
+        (c["candidates"].as_u64().unwrap(), c["rate_limited"].as_u64().unwrap())
+    };
+    assert_eq!(limited(10.0), (600, 345));
+}
