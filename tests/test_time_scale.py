@@ -55,3 +55,20 @@ def test_compare_applies_both_to_every_run(zipf_trace):
     assert ft["accesses"] == 2 * one["accesses"].iloc[0]
     # simple model, no migration: two passes take exactly twice one pass
     assert ft["runtime_ns"] == pytest.approx(2 * one[one["policy"] == "first-touch"]["runtime_ns"].iloc[0], rel=1e-12)
+
+
+def test_python_policies_replay_but_cannot_be_time_scaled(zipf_trace):
+    class Nothing(tierkit.PeriodicPolicy):
+        name = "nothing"
+        period = 5000
+
+        def decide(self, view):
+            self.calls = getattr(self, "calls", 0) + 1
+            return []
+
+    p = Nothing()
+    r = tierkit.run(zipf_trace, "dram-dcpmm", p, 0.3, progress=False, repeat=2)
+    # 50,000 accesses twice, a period every 5,000: 19 boundaries
+    assert r["accesses"] == 100_000 and p.calls == 19
+    with pytest.raises(tierkit.TierkitError, match="--time-scale"):
+        tierkit.run(zipf_trace, "dram-dcpmm", Nothing(), 0.3, progress=False, time_scale=10)
