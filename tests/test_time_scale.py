@@ -72,3 +72,17 @@ def test_python_policies_replay_but_cannot_be_time_scaled(zipf_trace):
     assert r["accesses"] == 100_000 and p.calls == 19
     with pytest.raises(tierkit.TierkitError, match="--time-scale"):
         tierkit.run(zipf_trace, "dram-dcpmm", Nothing(), 0.3, progress=False, time_scale=10)
+
+
+def test_policies_list_says_what_time_scaling_does(cli):
+    rc, out, err = cli("policies", "--json")
+    assert rc == 0, err
+    import json
+
+    ps = {p["name"]: {a["name"]: a.get("time_scale") for a in p["params"]} for p in json.loads(out)}
+    assert ps["autonuma-tiering"]["hint_fault_ns"] == "divided by K"
+    assert ps["autonuma-tiering"]["promote_rate_limit_MBps"] == "multiplied by K"
+    assert ps["hyplacer"]["interval"] == "divided by K when given in time"
+    assert ps["hyplacer"]["write_threshold_mb_per_s"] is None  # a measured bandwidth: the platform's
+    assert ps["otf"]["remap_lookup_cycles"] is None  # paid per access
+    assert ps["hyplacer"]["max_pages"] is None

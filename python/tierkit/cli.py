@@ -632,7 +632,8 @@ def list_policies(json_out: JsonOpt = False) -> None:
                 ty = f"{ty} in [{a['ty']['min']}, {a['ty']['max']}]"
             unit = f" {a['unit']}" if a["unit"] else ""
             default = a["default"] if a["default"] != "" else "(empty)"
-            print(f"    {a['name']} = {default}{unit}  ({ty}; default from {a['source']})\n        {a['help']}")
+            scaled = f"; --time-scale K: {a['time_scale']}" if a.get("time_scale") else ""
+            print(f"    {a['name']} = {default}{unit}  ({ty}; default from {a['source']}{scaled})\n        {a['help']}")
         print()
 
 

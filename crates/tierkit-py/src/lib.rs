@@ -494,9 +494,24 @@ fn policies() -> PyResult<String> {
     let v: Vec<_> = policy::REGISTRY
         .iter()
         .map(|p| {
+            // with each parameter, what --time-scale K does to it (docs/models.md)
+            let params: Vec<serde_json::Value> = p
+                .params
+                .iter()
+                .map(|d| {
+                    let mut v = serde_json::to_value(d).unwrap();
+                    v["time_scale"] = match (policy::time_dim(d), d.ty) {
+                        (policy::TimeDim::Time, policy::ParamType::Period) => "divided by K when given in time".into(),
+                        (policy::TimeDim::Time, _) => "divided by K".into(),
+                        (policy::TimeDim::Rate, _) => "multiplied by K".into(),
+                        (policy::TimeDim::None, _) => serde_json::Value::Null,
+                    };
+                    v
+                })
+                .collect();
             serde_json::json!({
                 "name": p.name, "summary": p.summary, "source": p.source,
-                "future_knowledge": p.future_knowledge, "params": p.params,
+                "future_knowledge": p.future_knowledge, "params": params,
             })
         })
         .collect();
