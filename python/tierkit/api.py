@@ -180,6 +180,8 @@ def _row(r: Mapping[str, Any]) -> dict:
     row["warnings"] = list(r.get("warnings") or [])
     row["trace_digest"] = r["config"].get("trace_digest")
     row["policy_config"] = r["config"].get("policy")
+    row["repeat"] = r["config"].get("repeat", 1)
+    row["time_scale"] = r["config"].get("time_scale", 1.0)
     return row
 
 
@@ -187,13 +189,19 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
         timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
         progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False,
-        guide_from: Optional[PathLike] = None) -> dict:
+        guide_from: Optional[PathLike] = None, repeat: int = 1, time_scale: float = 1.0) -> dict:
     """One simulation; returns the full result (top-level figures, ``stats`` tree with
     platform/tier/policy/migration/timing subtrees, and the exact ``config``).
 
     ``guided:strategy=S,...`` is made into guidance here: the profile of ``guide_from`` (by
     default the simulated trace itself), the strategy, and the capacity (``capacity=``, or
-    the fast tier's fraction, or 12.5%); see ``docs/guidance.md``."""
+    the fast tier's fraction, or 12.5%); see ``docs/guidance.md``.
+
+    ``repeat``: replay the trace this many times as one continuous run (time, pages,
+    placement and policy state carry over). ``time_scale``: divide every time constant and
+    per-event cost of the policy, and the platform's migration costs, by this; latencies and
+    bandwidths stay (see ``docs/models.md``, "Long-period policies on short traces")."""
+    repeat, time_scale = check_scale(repeat, time_scale)
     caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     label = policy if isinstance(policy, str) else policy.name
     guidance = None
@@ -204,10 +212,12 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     if spec and spec["name"] in ("kleio", "kleoniki") and not any(k == "predictions" for k, _ in spec["args"]):
         from . import kleio as _kleio
 
+        if repeat != 1:
+            raise _core.TierkitError(f"--repeat: policy '{label}' predicts the periods of one pass of the trace; run it with --repeat 1")
         policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
-                             None if summary is None else json.dumps(summary), bar.callback, paranoid)
+                             None if summary is None else json.dumps(summary), bar.callback, paranoid, repeat, time_scale)
     r = json.loads(out)
     if r["policy"] != label:
         # the warnings name the run as the user wrote it, not the spec it was made into
@@ -221,6 +231,30 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         r["policy"] = label
         r["config"]["models"] = learned
     return r
+
+
+def check_scale(repeat: Any, time_scale: Any) -> tuple[int, float]:
+    """``repeat`` as a whole number >= 1 and ``time_scale`` as a finite number > 0, or a
+    :class:`TierkitError` naming the option."""
+    import math
+
+    if isinstance(repeat, str) and repeat.strip().isdigit():
+        r = int(repeat)
+    elif isinstance(repeat, (int, np.integer)) and not isinstance(repeat, bool):
+        r = int(repeat)
+    else:
+        raise _core.TierkitError(f"--repeat: '{repeat}' is not a whole number")
+    if r < 1:
+        raise _core.TierkitError(f"--repeat: {r}: give at least 1 (1 = the trace once)")
+    if r > 2**32 - 1:
+        raise _core.TierkitError(f"--repeat: {r} is too large")
+    try:
+        k = float(time_scale)
+    except (TypeError, ValueError):
+        raise _core.TierkitError(f"--time-scale: '{time_scale}' is not a number") from None
+    if not (k > 0 and math.isfinite(k)):
+        raise _core.TierkitError(f"--time-scale: {time_scale}: give a positive number (1 = no scaling)")
+    return r, k
 
 
 #: ``guided`` parameters the Python front end turns into a guidance file
@@ -297,11 +331,13 @@ def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, for
 def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
              fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
              timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
-             progress: Optional[bool] = None) -> pd.DataFrame:
-    """One simulation as a one-row DataFrame; the full result is in ``df.attrs['results']``."""
+             progress: Optional[bool] = None, repeat: int = 1, time_scale: float = 1.0) -> pd.DataFrame:
+    """One simulation as a one-row DataFrame; the full result is in ``df.attrs['results']``.
+    ``repeat`` and ``time_scale`` as in :func:`run`."""
     import pandas as pd
 
-    r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress)
+    r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress,
+            repeat=repeat, time_scale=time_scale)
     df = pd.DataFrame([_row(r)])
     df["activations"] = df["activations"].astype("Int64")
     df.attrs["results"] = [r]
@@ -335,12 +371,15 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             policies: Union[str, Iterable[PolicyLike]] = "all", fast_capacity: Union[None, float, str] = None,
             capacities: Optional[Mapping[str, Union[float, str]]] = None, timing: str = "simple",
             format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
-            baseline: str = "all-slow", guide_from: Optional[PathLike] = None) -> pd.DataFrame:
+            baseline: str = "all-slow", guide_from: Optional[PathLike] = None, repeat: int = 1,
+            time_scale: float = 1.0) -> pd.DataFrame:
     """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
     baseline policy's runtime on the same trace; the baseline is run if not listed) and
-    ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``."""
+    ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``. ``repeat`` and
+    ``time_scale`` (as in :func:`run`) apply to every run, the baseline's included."""
     import pandas as pd
 
+    repeat, time_scale = check_scale(repeat, time_scale)
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     pols = parse_policies(policies)
@@ -353,7 +392,7 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
         summ = trace_info(t, format, cache, progress)["summary"]
         for p in pols:
             r = run(t, platform, p, fast_capacity, capacities, timing, format, cache, progress, summ,
-                    guide_from=guide_from)
+                    guide_from=guide_from, repeat=repeat, time_scale=time_scale)
             results.append(r)
             rows.append(_row(r))
     _flag_identical(results, rows)

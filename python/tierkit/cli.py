@@ -41,6 +41,8 @@ CapOpt = Annotated[Optional[List[str]], typer.Option("--capacity", help="capacit
 TimingOpt = Annotated[str, typer.Option("--timing", "-t", help="timing model: simple or detailed")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")]
+RepeatOpt = Annotated[int, typer.Option("--repeat", help="replay the trace N times as one continuous run (time, pages, placement and policy state carry over), so that policies with long periods act on a short trace")]
+TimeScaleOpt = Annotated[float, typer.Option("--time-scale", help="divide every time constant and per-event cost of the policy (and the platform's migration costs) by K; latencies and bandwidths stay (docs/models.md)")]
 GuideFromOpt = Annotated[Optional[Path], typer.Option("--guide-from", help="make the guidance of 'guided:strategy=...' policies from this trace's profile (a training input) instead of the simulated trace's")]
 
 
@@ -86,13 +88,15 @@ def simulate(
     timeseries: Annotated[Optional[Path], typer.Option("--timeseries", help="write the policy's per-window time series (e.g. MBQ, migrations, threshold) as CSV")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite the --timeseries file")] = False,
     guide_from: GuideFromOpt = None,
+    repeat: RepeatOpt = 1,
+    time_scale: TimeScaleOpt = 1.0,
     quiet: QuietOpt = False,
 ) -> None:
     """Simulate one policy on one trace."""
     if timeseries is not None:
         api.check_new_file(timeseries, force)
     r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
-                guide_from=guide_from)
+                guide_from=guide_from, repeat=repeat, time_scale=time_scale)
     if timeseries is not None:
         ts = api.timeseries(r)
         if ts is None:
@@ -105,9 +109,11 @@ def simulate(
     tiers = r["stats"]["platform"]["tiers"]
     cap = " | ".join(f"{t['name']} {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'} pages" for t in tiers)
     lines = [
-        ("trace", f"{r['trace']}  ({r['accesses']:,} accesses, {r['pages']:,} pages, digest {str(r['config']['trace_digest'])[:12]})"),
+        ("trace", f"{r['trace']}  ({r['accesses']:,} accesses, {r['pages']:,} pages, digest {str(r['config']['trace_digest'])[:12]})"
+                  + _scale_note(r)),
         ("platform", f"{r['platform']}  ({cap})"),
         ("policy", _shown_policy(r)),
+        *([("  ran as", f"{r['config']['scaled_policy']}  (times / {r['config']['time_scale']:g})")] if r["config"].get("scaled_policy") else []),
         ("runtime", f"{_fmt_ns(r['runtime_ns'])}  ({r['timing']} model)" + (f", IPC {r['ipc']:.3f}" if r.get("ipc") else "")),
         ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
         ("migrations", f"{r['migrations']:,} pages, {_fmt_bytes(r['migrated_bytes'])}, {_fmt_ns(r['migration_time_ns'])}"),
@@ -136,6 +142,17 @@ def _warnings_block(df) -> str:
     many = df["trace"].nunique() > 1
     lines = [f"  ! {Path(t).name + ': ' if many else ''}{w}" for t, ws in zip(df["trace"], df["warnings"]) for w in ws]
     return ("warnings (! in the table):\n" + "\n".join(lines)) if lines else ""
+
+
+def _scale_note(r: dict) -> str:
+    """How the run stretched or scaled time, if it did."""
+    c = r["config"]
+    parts = []
+    if c.get("repeat", 1) != 1:
+        parts.append(f"replayed {c['repeat']} times")
+    if c.get("time_scale", 1.0) != 1.0:
+        parts.append(f"policy times / {c['time_scale']:g}")
+    return f", {', '.join(parts)}" if parts else ""
 
 
 def _shown_policy(r: dict) -> str:
@@ -199,6 +216,8 @@ def compare(
     force: Annotated[bool, typer.Option("--force", help="overwrite files in --out")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object per run")] = False,
     guide_from: GuideFromOpt = None,
+    repeat: RepeatOpt = 1,
+    time_scale: TimeScaleOpt = 1.0,
     quiet: QuietOpt = False,
 ) -> None:
     """Compare policies on one or more traces (runtime normalized to all-slow).
@@ -210,14 +229,14 @@ def compare(
 
         report.check_out_dir(out, force)
     df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
-                     guide_from=guide_from)
+                     guide_from=guide_from, repeat=repeat, time_scale=time_scale)
     if json_out:
         for r in df.attrs["results"]:
             print(json.dumps(r))
     else:
         tiers = api.representative(df.attrs["results"])["stats"]["platform"]["tiers"]
         cap = ", ".join(f"{t['name']} {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'}" for t in tiers)
-        print(f"platform {df['platform'].iloc[0]} (pages: {cap}), {timing} timing model")
+        print(f"platform {df['platform'].iloc[0]} (pages: {cap}), {timing} timing model" + _scale_note(df.attrs["results"][0]))
         for t in dict.fromkeys(df["trace"]):
             row = df[df["trace"] == t].iloc[0]
             print(f"trace {t}: {row['accesses']:,} accesses, {row['pages']:,} pages")
@@ -642,7 +661,8 @@ def list_policies(json_out: JsonOpt = False) -> None:
                 ty = f"{ty} in [{a['ty']['min']}, {a['ty']['max']}]"
             unit = f" {a['unit']}" if a["unit"] else ""
             default = a["default"] if a["default"] != "" else "(empty)"
-            print(f"    {a['name']} = {default}{unit}  ({ty}; default from {a['source']})\n        {a['help']}")
+            scaled = f"; --time-scale K: {a['time_scale']}" if a.get("time_scale") else ""
+            print(f"    {a['name']} = {default}{unit}  ({ty}; default from {a['source']}{scaled})\n        {a['help']}")
         print()
 
 

@@ -17,7 +17,9 @@ use crate::trace::synth::{SynthSource, SynthSpec};
 use crate::trace::{Batch, RecordSource, TraceInput, BATCH_RECORDS};
 use crate::tracking::{FutureCounts, Tracking};
 use crate::units::{Capacity, Period};
+use crate::trace::repeat::RepeatSource;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Something that can be opened as a trace, possibly several times.
 pub trait TraceOpener: Sync {
@@ -25,6 +27,38 @@ pub trait TraceOpener: Sync {
     fn summary(&self) -> Result<Summary>;
     fn describe(&self) -> String;
     fn format_name(&self) -> String;
+    /// An owned handle that opens the same trace (a replayed trace opens it again from a
+    /// reader thread, after the borrow that named it is gone).
+    fn shared(&self) -> Arc<dyn TraceOpener + Send>;
+}
+
+/// A trace replayed `passes` times as one continuous run (`--repeat`, see
+/// [`crate::trace::repeat`]). Every reader of a run opens it, so the main loop, the
+/// look-ahead of oracles and the page pre-pass all see the same repeated stream.
+#[derive(Clone)]
+pub struct Repeated {
+    pub inner: Arc<dyn TraceOpener + Send>,
+    pub passes: u32,
+}
+
+impl TraceOpener for Repeated {
+    fn open(&self) -> Result<Box<dyn RecordSource>> {
+        let inner = self.inner.clone();
+        Ok(Box::new(RepeatSource::new(self.passes, Box::new(move || inner.open()))?))
+    }
+    /// The summary of the whole repeated stream (N times the accesses, the same pages).
+    fn summary(&self) -> Result<Summary> {
+        crate::trace::summary::scan(self.open()?.as_mut())
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn format_name(&self) -> String {
+        self.inner.format_name()
+    }
+    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
+        Arc::new(self.clone())
+    }
 }
 
 impl TraceOpener for TraceInput {
@@ -40,6 +74,9 @@ impl TraceOpener for TraceInput {
     fn format_name(&self) -> String {
         self.resolved_format().map(|f| f.name().to_string()).unwrap_or_default()
     }
+    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
+        Arc::new(self.clone())
+    }
 }
 
 impl TraceOpener for SynthSpec {
@@ -54,6 +91,9 @@ impl TraceOpener for SynthSpec {
     }
     fn format_name(&self) -> String {
         "synth".into()
+    }
+    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
+        Arc::new(self.clone())
     }
 }
 
@@ -78,6 +118,13 @@ pub struct Job<'a> {
     /// Filled by [`simulate`]: the policy as the user wrote it, and its full parameters.
     pub policy_label: String,
     pub params: Option<Params>,
+    /// Filled by [`simulate`] when `time_scale != 1`: the parameters the policy ran with.
+    pub scaled_params: Option<Params>,
+    /// Replay the trace this many times as one continuous run (`--repeat`, 1 = once).
+    pub repeat: u32,
+    /// Divide every time constant and per-event cost of the policy, and the platform's
+    /// migration costs, by this (`--time-scale`, 1 = none; see docs/models.md).
+    pub time_scale: f64,
 }
 
 impl<'a> Job<'a> {
@@ -93,6 +140,9 @@ impl<'a> Job<'a> {
             progress: None,
             policy_label: String::new(),
             params: None,
+            scaled_params: None,
+            repeat: 1,
+            time_scale: 1.0,
         }
     }
 
@@ -138,7 +188,14 @@ pub struct RunConfig {
     pub policy: String,
     pub timing: &'static str,
     pub page_size: u64,
+    /// The platform as given (before `time_scale`).
     pub platform: Resolved,
+    /// Replays of the trace in the run (`--repeat`).
+    pub repeat: u32,
+    /// `--time-scale`: `policy` and `platform` are as given; the run divided their times by it.
+    pub time_scale: f64,
+    /// The policy's parameters after time scaling, as it ran (absent when `time_scale` is 1).
+    pub scaled_policy: Option<String>,
 }
 
 /// The statistics tree, mirroring the components.
@@ -199,10 +256,22 @@ pub struct SimResult {
 
 /// Parse a policy spec, build it and run it.
 pub fn simulate(job: &mut Job, spec: &PolicySpec) -> Result<SimResult> {
-    let (runnable, params) = policy::build(spec)?;
+    check_scale(job)?;
+    let (runnable, params, scaled) = policy::build_scaled(spec, job.time_scale)?;
     job.policy_label = spec.to_string_short();
     job.params = Some(params);
+    job.scaled_params = (job.time_scale != 1.0).then_some(scaled);
     runnable.run(job)
+}
+
+fn check_scale(job: &Job) -> Result<()> {
+    if job.repeat == 0 {
+        return Err(Error::config("--repeat", "0 replays: give at least 1"));
+    }
+    if !(job.time_scale > 0.0 && job.time_scale.is_finite()) {
+        return Err(Error::config("--time-scale", format!("{}: give a positive number (1 = no scaling)", job.time_scale)));
+    }
+    Ok(())
 }
 
 /// Run an already-built policy (Rust API and Python policies).
@@ -326,6 +395,7 @@ struct State<'p, T> {
     charged: u64,
     /// activations charged the platform's `per_period_ns`
     charged_periods: u64,
+    time_scale: f64,
 }
 
 impl<'p, T: Timing> State<'p, T> {
@@ -347,6 +417,7 @@ impl<'p, T: Timing> State<'p, T> {
             line_bytes: self.line_bytes,
             pagemap: &self.pm,
             first_write: false,
+            time_scale: self.time_scale,
         }
     }
 
@@ -421,8 +492,20 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let period = policy.period();
     let compat = policy.compat();
     let label = if job.policy_label.is_empty() { "policy".to_string() } else { job.policy_label.clone() };
+    check_scale(job)?;
+    if job.time_scale != 1.0 && job.params.is_none() {
+        return Err(Error::config("--time-scale", format!("policy '{label}' has no declared parameters to scale: give its times already scaled and leave --time-scale at 1")));
+    }
+    // every reader of the run (main loop, look-ahead, pre-pass) opens the same stream
+    let repeated;
+    let opener: &dyn TraceOpener = if job.repeat > 1 {
+        repeated = Repeated { inner: job.trace.shared(), passes: job.repeat };
+        &repeated
+    } else {
+        job.trace
+    };
 
-    let mut src = job.trace.open()?;
+    let mut src = opener.open()?;
     let meta = src.meta().clone();
     // decode instruction counts only when something reads them
     let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
@@ -449,6 +532,20 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         overrides = (0..job.platform.tiers.len()).map(|i| (i, Capacity::Unlimited)).collect();
     }
     let resolved = job.platform.resolve(footprint, page_bytes, &overrides)?;
+    // what the run uses: the platform's migration costs are OS work per event, scaled like
+    // the policy's; latencies and bandwidths (and so the copy of a page) are not
+    let mut scaled_platform = None;
+    if job.time_scale != 1.0 {
+        let mut r = resolved.clone();
+        let m = &mut r.platform.migration;
+        let k = job.time_scale;
+        m.fault_ns /= k;
+        m.tlb_shootdown_ns /= k;
+        m.per_page_ns /= k;
+        m.per_period_ns /= k;
+        scaled_platform = Some(r);
+    }
+    let run_platform = scaled_platform.as_ref().unwrap_or(&resolved);
 
     let setup = TimingSetup {
         compat,
@@ -466,18 +563,19 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         track: Tracking::new(needs.counts, needs.rw_counts, needs.recency),
         future: FutureCounts::default(),
         look: None,
-        timing: make_timing(&resolved, setup),
+        timing: make_timing(run_platform, setup),
         tiers: vec![TierCounters::default(); n_tiers],
         now: Now::default(),
-        resolved: &resolved,
+        resolved: run_platform,
         line_bytes: meta.line_size,
         paranoid: job.paranoid,
         charged: 0,
         charged_periods: 0,
+        time_scale: job.time_scale,
     };
 
     if needs.all_pages_upfront {
-        let mut pre = job.trace.open()?;
+        let mut pre = opener.open()?;
         let mut b = Batch::with_capacity(BATCH_RECORDS);
         while pre.next_batch(&mut b)? {
             for &a in &b.addr {
@@ -486,7 +584,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         }
     }
     if needs.future {
-        st.look = Some(Lookahead { src: job.trace.open()?, batch: Batch::default(), pos: 0, index: 0, done: false });
+        st.look = Some(Lookahead { src: opener.open()?, batch: Batch::default(), pos: 0, index: 0, done: false });
     }
     let n = st.pm.len();
     st.mem.grow(n);
@@ -658,8 +756,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         return Err(Error::Invariant(format!("{k} accesses read but {served} served")));
     }
     if let Some(s) = &summary {
-        if s.accesses != k {
-            return Err(Error::Invariant(format!("the trace summary counts {} accesses, the run read {k}", s.accesses)));
+        // the summary is of one pass; the run read every replay
+        if s.accesses * job.repeat as u64 != k {
+            return Err(Error::Invariant(format!("the trace summary counts {} accesses ({} replays), the run read {k}", s.accesses, job.repeat)));
         }
     }
     if st.charged != ms.migrations {
@@ -742,6 +841,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             timing: job.timing.name(),
             page_size: page_bytes,
             platform: resolved.clone(),
+            repeat: job.repeat,
+            time_scale: job.time_scale,
+            scaled_policy: job.scaled_params.as_ref().map(|p| p.canonical()),
         },
     })
 }

@@ -202,6 +202,7 @@ mod tests {
     use crate::trace::{Access, TraceMeta, VecSource};
 
     /// A trace given as a list of pages (4 KiB apart); writes on odd pages.
+    #[derive(Clone)]
     struct Pages(Vec<u64>);
     impl TraceOpener for Pages {
         fn open(&self) -> Result<Box<dyn crate::trace::RecordSource>> {
@@ -222,6 +223,9 @@ mod tests {
         }
         fn format_name(&self) -> String {
             "test".into()
+        }
+        fn shared(&self) -> std::sync::Arc<dyn TraceOpener + Send> {
+            std::sync::Arc::new(self.clone())
         }
     }
 

@@ -419,7 +419,7 @@ impl PeriodicDecider for PyDecider {
 /// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
 /// PeriodicPolicy object. Returns the result as JSON.
 #[pyfunction]
-#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false))]
+#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -434,6 +434,8 @@ fn simulate(
     summary: Option<&str>,
     progress: Option<Py<PyAny>>,
     paranoid: bool,
+    repeat: u32,
+    time_scale: f64,
 ) -> PyResult<String> {
     let pending: Pending = Arc::new(Mutex::new(None));
     // a policy object: read its name and period here, while we hold the GIL
@@ -469,6 +471,8 @@ fn simulate(
         job.capacity = caps;
         job.timing = TimingKind::parse(timing)?;
         job.paranoid = paranoid || cfg!(debug_assertions);
+        job.repeat = repeat;
+        job.time_scale = time_scale;
         if let Some(s) = summary {
             job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
         }
@@ -490,9 +494,24 @@ fn policies() -> PyResult<String> {
     let v: Vec<_> = policy::REGISTRY
         .iter()
         .map(|p| {
+            // with each parameter, what --time-scale K does to it (docs/models.md)
+            let params: Vec<serde_json::Value> = p
+                .params
+                .iter()
+                .map(|d| {
+                    let mut v = serde_json::to_value(d).unwrap();
+                    v["time_scale"] = match (policy::time_dim(d), d.ty) {
+                        (policy::TimeDim::Time, policy::ParamType::Period) => "divided by K when given in time".into(),
+                        (policy::TimeDim::Time, _) => "divided by K".into(),
+                        (policy::TimeDim::Rate, _) => "multiplied by K".into(),
+                        (policy::TimeDim::None, _) => serde_json::Value::Null,
+                    };
+                    v
+                })
+                .collect();
             serde_json::json!({
                 "name": p.name, "summary": p.summary, "source": p.source,
-                "future_knowledge": p.future_knowledge, "params": p.params,
+                "future_knowledge": p.future_knowledge, "params": params,
             })
         })
         .collect();

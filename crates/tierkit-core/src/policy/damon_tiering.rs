@@ -371,7 +371,9 @@ impl DamonTiering {
             if n_src == 0 {
                 continue;
             }
-            let hot = hot_score(r.nr_accesses, r.age, max_nr, self.aggr_ns, s.w_nr, s.w_age);
+            // the score's age is in seconds of the unscaled run (--time-scale)
+            let aggr_ns = if ctx.time_scale == 1.0 { self.aggr_ns } else { (self.aggr_ns as f64 * ctx.time_scale).round() as u64 };
+            let hot = hot_score(r.nr_accesses, r.age, max_nr, aggr_ns, s.w_nr, s.w_age);
             let score = match s.action {
                 Action::Hot => hot,
                 Action::Cold => MAX_SCORE - hot,

@@ -780,7 +780,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec {
         name: "write_threshold_mb_per_s",
         ty: ParamType::Float { min: 0.0, max: 1e9 },
-        unit: "MB/s (10^6 bytes per second)",
+        unit: "MB/s of measured DCPMM write bandwidth (10^6 bytes per second)",
         default: "10",
         source: "004 §5.1 (DCPMM bandwidth threshold of 10 MB/s)",
         help: "DCPMM write throughput above which intensive pages are promoted (PROMOTE_INT) or switched (SWITCH)",

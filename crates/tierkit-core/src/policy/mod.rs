@@ -38,7 +38,7 @@ pub mod os_tiering;
 pub mod page_scheduler;
 pub mod params;
 
-pub use params::{ParamSpec, ParamType, Params, PolicySpec, Value};
+pub use params::{time_dim, ParamSpec, ParamType, Params, PolicySpec, TimeDim, Value};
 
 use crate::error::{Error, Result};
 use crate::mechanics::{Memory, TierId};
@@ -164,6 +164,10 @@ pub struct Ctx<'a> {
     /// In [`Policy::place`]: whether the first access to the page is a store (a partitioned
     /// policy puts written pages and read pages in different tiers). False in other hooks.
     pub first_write: bool,
+    /// The run's time scale K (`--time-scale`, 1 by default). Parameters and the platform's
+    /// migration costs come already divided by it; a policy divides by it the time constants
+    /// and per-event costs it holds in code rather than in parameters.
+    pub time_scale: f64,
 }
 
 impl Ctx<'_> {
@@ -306,8 +310,34 @@ pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {
 
 /// Parse a policy spec and build the policy.
 pub fn build(spec: &PolicySpec) -> Result<(Box<dyn crate::engine::Runnable>, Params)> {
+    let (runnable, params, _) = build_scaled(spec, 1.0)?;
+    Ok((runnable, params))
+}
+
+/// Parse a policy spec and build the policy with its times scaled by `k`
+/// ([`Params::time_scaled`]). Returns the policy, the parameters as given (what replays the
+/// run, with the scale) and the parameters it was built from. The parameters a guided policy
+/// passes to its inner policy (`then.KEY=VALUE`) are scaled by the inner policy's
+/// declarations.
+pub fn build_scaled(spec: &PolicySpec, k: f64) -> Result<(Box<dyn crate::engine::Runnable>, Params, Params)> {
     let info = lookup(&spec.name)?;
     let params = Params::parse(info.name, info.params, spec)?;
-    let runnable = (info.build)(&params)?;
-    Ok((runnable, params))
+    let mut scaled = params.time_scaled(info.params, k);
+    if k != 1.0 {
+        if let Some(Value::Text(inner)) = params.values.get("then").filter(|_| info.params.iter().any(|d| d.name == "then")) {
+            // an unknown inner policy or parameter is the guided policy's to report
+            let inner_spec = PolicySpec { name: inner.clone(), args: params.then_args() };
+            let parsed = lookup(inner).ok().and_then(|i| Params::parse(i.name, i.params, &inner_spec).ok().map(|p| (i, p)));
+            if let Some((inner_info, ip)) = parsed {
+                let is = ip.time_scaled(inner_info.params, k);
+                for (key, v) in &is.values {
+                    if ip.values.get(key) != Some(v) {
+                        scaled.values.insert(format!("then.{key}"), Value::Text(v.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    let runnable = (info.build)(&scaled)?;
+    Ok((runnable, params, scaled))
 }

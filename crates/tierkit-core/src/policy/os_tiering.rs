@@ -286,13 +286,14 @@ impl NumaTiering {
     }
 
     /// `numa_promotion_adjust_threshold`.
-    fn adjust_threshold(&mut self, now_ms: f64) {
+    fn adjust_threshold(&mut self, now_ms: f64, time_scale: f64) {
         if now_ms - self.th_start_ms <= self.scan_period_max_ms {
             return;
         }
         self.th_start_ms = now_ms;
         let ref_th = self.hot_threshold_ms;
-        let ref_cand = self.rate_limit_pages as f64 * self.scan_period_max_ms * 1e6 / self.rate_window_ns;
+        // the limit per rate window (see rate_limited) over the scan_period_max interval
+        let ref_cand = self.rate_limit_pages as f64 / time_scale * self.scan_period_max_ms * 1e6 / self.rate_window_ns;
         let diff = (self.nr_cand - self.th_nr_cand) as f64;
         let unit = ref_th * 2.0 / 16.0;
         let mut th = self.threshold_ms();
@@ -307,14 +308,17 @@ impl NumaTiering {
     }
 
     /// `numa_promotion_rate_limit`: count one candidate; whether the window's candidates reach
-    /// the limit.
-    fn rate_limited(&mut self, now_ms: f64) -> bool {
+    /// the limit. The kernel's window is one second (`rate_window_ms`), and the limit is
+    /// `promote_rate_limit_MBps` per window: under `--time-scale K` the window lasts 1/K s and
+    /// the limit (a rate, which time scaling multiplied by K) allows the same pages per window.
+    fn rate_limited(&mut self, now_ms: f64, time_scale: f64) -> bool {
         self.nr_cand += 1;
         if now_ms - self.rl_start_ms > self.rate_window_ns / 1e6 {
             self.rl_start_ms = now_ms;
             self.rl_nr_cand = self.nr_cand;
         }
-        self.nr_cand - self.rl_nr_cand >= self.rate_limit_pages
+        let limit = if time_scale == 1.0 { self.rate_limit_pages } else { (self.rate_limit_pages as f64 / time_scale).round() as u64 };
+        self.nr_cand - self.rl_nr_cand >= limit
     }
 
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
@@ -425,13 +429,13 @@ impl NumaTiering {
                     self.stats.promoted_free_space += moved as u64;
                     return Ok(moved);
                 }
-                self.adjust_threshold(now_ms);
+                self.adjust_threshold(now_ms, ctx.time_scale);
                 if lat_ns / 1e6 >= self.threshold_ms() {
                     self.stats.over_threshold += 1;
                     return Ok(false);
                 }
                 self.stats.candidates += 1;
-                if self.rate_limited(now_ms) {
+                if self.rate_limited(now_ms, ctx.time_scale) {
                     self.stats.rate_limited += 1;
                     return Ok(false);
                 }

@@ -1101,7 +1101,8 @@ impl Policy for Otf {
         let lines = (ctx.mem.page_bytes() / ctx.line_bytes.max(1)) as f64;
         let c = &self.cfg;
         self.ar_page_ns = match c.freeing {
-            Freeing::OsAr => c.flush_us * 1e3 + cyc(c.rmap_cycles + c.page_walk_cycles) + tlb_shootdown_us(c.cores) * 1e3,
+            // the shootdown curve is code, not a parameter: scaled here (--time-scale)
+            Freeing::OsAr => c.flush_us * 1e3 + cyc(c.rmap_cycles + c.page_walk_cycles) + tlb_shootdown_us(c.cores) * 1e3 / ctx.time_scale,
             Freeing::HwAr => cyc(c.rmap_cycles + c.page_walk_cycles + c.tlb_dir_cycles + lines * c.inval_cycles_per_line),
             _ => 0.0,
         };
@@ -1204,7 +1205,7 @@ const fn float(name: &'static str, unit: &'static str, default: &'static str, so
 
 const THRESHOLD: ParamSpec = int("threshold", 1, 1 << 30, "accesses", "128", "001 §2.4 (128; 32, 64 and 128 studied)", "a page outside the fast tier is migrated when its access count reaches this (the starting threshold of the adaptive policies)");
 const REMAP: ParamSpec = int("remap", 2, 1 << 32, "entries", "1024", "001 §2.1, §4.1 (1024-entry table); §5.5 also studies 16384 and 65536", "ReMap table entries: one per moved page, two per swap");
-const LOOKUP: ParamSpec = int("remap_lookup_cycles", 0, 1 << 20, "CPU cycles", "10", "001 Table 3, §4.1", "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency");
+const LOOKUP: ParamSpec = int("remap_lookup_cycles", 0, 1 << 20, "CPU cycles per access", "10", "001 Table 3, §4.1", "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency");
 const AR_START: ParamSpec = ParamSpec { name: "ar_start", ty: ParamType::Float { min: 0.0, max: 1.0 }, unit: "ratio of the table", default: "0.5", source: "001 §2.1, §2.4 (reconcile once the table is 50% full)", help: "reconcile while the table holds at least this fraction of its entries" };
 const CORES: ParamSpec = int("cores", 1, 1 << 16, "cores", "16", "001 §4.1 (16 cores)", "sets the TLB shootdown of ar=os: 4/5/8/13 µs for 4/8/16/32 cores (§2.3.1)");
 const FLUSH: ParamSpec = float("flush_us", "µs per page", "4", "001 §2.3.1 (CLFLUSH of a page's lines, measured)", "ar=os: cache flush of a reconciled page (halts the program)");

@@ -257,6 +257,80 @@ impl Params {
     }
 }
 
+/// How a parameter's value changes when a run's time is scaled by K (`--time-scale K`,
+/// docs/models.md "Time scaling"). Decided from the declared type and unit, so that a new
+/// parameter is scaled as soon as its unit says it is a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeDim {
+    /// Not a time: counts, sizes, fractions, energies, and two kinds of times that are not
+    /// the policy's: latencies paid on every access (`per access`), which grow with the run
+    /// by themselves, and thresholds on a measured bandwidth (`bandwidth`), which the
+    /// platform fixes.
+    None,
+    /// A duration or a per-event cost (units ns, us, µs, ms, s, CPU cycles; a period given
+    /// in time): divided by K. Negative values are "use the platform's figure" and stay;
+    /// the platform's migration costs are divided instead.
+    Time,
+    /// A budget per unit of time (`MiB/s`, `per second`): multiplied by K, so that each
+    /// interval, K times shorter, allows the same amount of work as before.
+    Rate,
+}
+
+/// The [`TimeDim`] of a declared parameter.
+pub fn time_dim(spec: &ParamSpec) -> TimeDim {
+    match spec.ty {
+        // a period in accesses or instructions is not a time: only `Period::Ns` values scale
+        ParamType::Period => return TimeDim::Time,
+        ParamType::Int { .. } | ParamType::Float { .. } => {}
+        _ => return TimeDim::None,
+    }
+    let u = spec.unit.trim();
+    if u.contains("per access") || u.contains("bandwidth") {
+        return TimeDim::None;
+    }
+    if u.contains("/s") || u.contains("per second") {
+        return TimeDim::Rate;
+    }
+    let first = u.split(|c: char| c.is_whitespace() || c == '/' || c == '(').next().unwrap_or("");
+    match first {
+        "ns" | "us" | "µs" | "ms" | "s" => TimeDim::Time,
+        _ if u.starts_with("CPU cycles") || u.starts_with("cycles") => TimeDim::Time,
+        _ => TimeDim::None,
+    }
+}
+
+impl Params {
+    /// These parameters with every time divided by `k` and every rate budget multiplied by
+    /// it ([`time_dim`]); integers are rounded and every value is kept inside its declared
+    /// range (a period stays at least 1 ns). `k == 1` returns them unchanged, bit for bit.
+    pub fn time_scaled(&self, decl: &[ParamSpec], k: f64) -> Params {
+        let mut out = self.clone();
+        if k == 1.0 {
+            return out;
+        }
+        for d in decl {
+            let dim = time_dim(d);
+            if dim == TimeDim::None {
+                continue;
+            }
+            let Some(v) = out.values.get_mut(d.name) else { continue };
+            let f = if dim == TimeDim::Time { 1.0 / k } else { k };
+            *v = match (&*v, d.ty) {
+                (Value::Period(Period::Ns(n)), _) => Value::Period(Period::Ns(((*n as f64 / k).round() as u64).max(1))),
+                (Value::Float(x), ParamType::Float { min, max }) if *x >= 0.0 => {
+                    Value::Float(if dim == TimeDim::Time { x / k } else { x * k }.clamp(min.max(0.0), max))
+                }
+                (Value::Int(x), ParamType::Int { min, max }) if *x >= 0 => {
+                    Value::Int(((*x as f64 * f).round() as i64).clamp(min.max(0), max))
+                }
+                _ => continue,
+            };
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +368,37 @@ mod tests {
         let l = PolicySpec::parse_list("all-slow,history:period=1000,bins=0,oracle;cache-mode").unwrap();
         let names: Vec<_> = l.iter().map(|p| p.to_string_short()).collect();
         assert_eq!(names, ["all-slow", "history:period=1000,bins=0", "oracle", "cache-mode"]);
+    }
+
+    #[test]
+    fn time_scaling_divides_times_multiplies_rates_and_leaves_the_rest() {
+        // issue 14 §3: --time-scale K divides every time constant and per-event cost of a
+        // policy by K; budgets per second keep the same amount per (scaled) interval
+        const D: &[ParamSpec] = &[
+            ParamSpec { name: "interval", ty: ParamType::Period, unit: "simulated time", default: "1s", source: "t", help: "" },
+            ParamSpec { name: "period", ty: ParamType::Period, unit: "accesses", default: "1000", source: "t", help: "" },
+            ParamSpec { name: "scan_ms", ty: ParamType::Float { min: 1e-6, max: 1e9 }, unit: "ms of simulated time", default: "1000", source: "t", help: "" },
+            ParamSpec { name: "fault_ns", ty: ParamType::Float { min: -1.0, max: 1e9 }, unit: "ns per hint fault", default: "-1", source: "t", help: "" },
+            ParamSpec { name: "walk", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "CPU cycles per page", default: "4480", source: "t", help: "" },
+            ParamSpec { name: "lookup", ty: ParamType::Int { min: 0, max: 1 << 20 }, unit: "CPU cycles per access", default: "10", source: "t", help: "" },
+            ParamSpec { name: "rate", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "MiB/s", default: "65536", source: "t", help: "" },
+            ParamSpec { name: "bw", ty: ParamType::Float { min: 0.0, max: 1e9 }, unit: "MB/s of write bandwidth (10^6 bytes per second)", default: "10", source: "t", help: "" },
+            ParamSpec { name: "pages", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "pages per activation", default: "131072", source: "t", help: "" },
+        ];
+        let p = Params::parse("x", D, &PolicySpec::parse("x").unwrap()).unwrap();
+        let s = p.time_scaled(D, 1000.0);
+        assert_eq!(s.period("interval"), Period::Ns(1_000_000));
+        assert_eq!(s.period("period"), Period::Accesses(1000));
+        assert_eq!(s.float("scan_ms"), 1.0);
+        assert_eq!(s.float("fault_ns"), -1.0, "the platform's figure: the platform is scaled instead");
+        assert_eq!(s.int("walk"), 4, "4480 / 1000 rounded");
+        assert_eq!(s.int("lookup"), 10, "a per-access latency is not a per-event cost");
+        assert_eq!(s.int("rate"), 65_536_000);
+        assert_eq!(s.float("bw"), 10.0, "a measured bandwidth is the platform's");
+        assert_eq!(s.int("pages"), 131072);
+        // K = 1: the same values, bit for bit
+        assert_eq!(p.time_scaled(D, 1.0).canonical(), p.canonical());
+        // a period never reaches 0
+        assert_eq!(p.time_scaled(D, 1e12).period("interval"), Period::Ns(1));
     }
 }

@@ -11,6 +11,7 @@ pub mod convert;
 pub mod export;
 pub mod input;
 pub mod raw;
+pub mod repeat;
 pub mod summary;
 pub mod synth;
 pub mod text;
