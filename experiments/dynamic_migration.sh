@@ -18,12 +18,15 @@ synth friendly zipf -n 20M --pages 64K --theta 1.1
 synth zipf09 zipf -n 60M --pages 256K --theta 0.9
 synth phases phases -n 40M --pages 64K --phases 8
 synth unfriendly uniform -n 100M --pages 64K
+# issue 14: a fast tier under 256 pages (10% of 4 K pages), where the ReMap table used to pin
+# every fast frame before reconciliation or reverse migration could start
+synth small zipf -n 2M --pages 4K --theta 0.9
 common=(--platform hbm-pcm -c 0.25 --timing detailed -q --force)
 S=twindow=64M,migwindow=1600M
 
 echo "== 1. the issue's comparison (defaults) =="
 tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "$out"/unfriendly.tkt "${common[@]}" --out "$out/main" \
-  --policies interleave:weights=4/4,otf,otf-adaptive:algorithm=3,otf-reverse,hma-epoch,mempod,fthp,otf:threshold=1000000000
+  --policies interleave:weights=4/4,otf,otf-adaptive:algorithm=3,otf-reverse,hma-epoch,hma-epoch:ar_costs=platform,mempod,fthp,otf:threshold=1000000000
 
 echo "== 2. address reconciliation: hardware, OS, none =="
 tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "${common[@]}" --out "$out/ar" \
@@ -31,7 +34,7 @@ tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "${common[@]}" --out "$out/ar" 
 
 echo "== 3. adaptive algorithms =="
 tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "$out"/phases.tkt "$out"/unfriendly.tkt "${common[@]}" --out "$out/adaptive" \
-  --policies interleave:weights=4/4,otf,otf-adaptive:algorithm=1,otf-adaptive:algorithm=2,otf-adaptive:algorithm=3
+  --policies interleave:weights=4/4,otf,otf-adaptive:algorithm=1,otf-adaptive:algorithm=2,otf-adaptive:algorithm=3,otf-adaptive:algorithm=2,rule=prose,otf-adaptive:algorithm=3,rule=prose
 
 echo "== 4. reverse migration by ReMap table size, paper windows and windows x16 =="
 tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "$out"/phases.tkt "${common[@]}" --out "$out/reverse" \
@@ -40,3 +43,7 @@ tk compare "$out"/friendly.tkt "$out"/zipf09.tkt "$out"/phases.tkt "${common[@]}
 echo "== 5. MemPod's epoch on a PCM slow tier =="
 tk compare "$out"/friendly.tkt "$out"/unfriendly.tkt "${common[@]}" --out "$out/mempod" \
   --policies interleave:weights=4/4,otf,mempod,mempod:epoch=1ms,mempod:epoch=10ms
+
+echo "== 6. a fast tier under 256 pages (issue 14: the ReMap table pins every fast frame) =="
+tk compare "$out"/small.tkt --platform hbm-pcm -c 0.1 --timing detailed -q --force --out "$out/small" \
+  --policies interleave:weights=4/4,otf:ar=hw,otf:ar=none,otf-adaptive:algorithm=3,otf-reverse,otf-reverse:remap=65536

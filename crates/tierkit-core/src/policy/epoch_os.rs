@@ -26,7 +26,11 @@
 //! fault, TLB shootdown and per-page cost each (000 §5.1); `epoch` moves the epoch's pages as
 //! one OS batch ([`MoveBy::OsBatch`]: per-page cost and copy only) and charges one kernel
 //! entry (`fault_ns`) and one TLB shootdown (`tlb_shootdown_ns`) for the batch, the
-//! amortization 001 §2.4 credits epoch-based reconciliation with. The authors' model charges
+//! amortization 001 §2.4 credits epoch-based reconciliation with. `hma-epoch` also pays
+//! 001's own OS reconciliation figures by default (`ar_costs=001`, issue 14): a 4 µs cache
+//! flush per moved page and an IPI TLB shootdown for `cores` cores (8 µs on 16) in place of
+//! the platform's shootdown (§2.3.1); `ar_costs=platform` charges the platform's figures
+//! only. The authors' model charges
 //! no time for its epoch migrations (the cost code of `hma_default_policy` is disabled) and
 //! no time for scanning the counters, so neither policy charges a scan.
 //!
@@ -147,8 +151,20 @@ type RankKey = (Reverse<u32>, TierId, PageId);
 /// Order of victims, smallest first.
 type VictimKey = (u64, u64, PageId);
 
+/// 001's own figures for OS address reconciliation (§2.3.1), charged by `hma-epoch` on top of
+/// the platform's per-page OS cost and kernel entry.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OsReconcile {
+    /// `flush_cache_page()` of each moved page, halting: 4 µs (CLFLUSH of a page's lines).
+    pub flush_ns: f64,
+    /// One TLB shootdown by IPI, halting (4/5/8/13 µs on 4/8/16/32 cores).
+    pub shootdown_ns: f64,
+}
+
 pub struct EpochOs {
     kind: Kind,
+    /// `Some`: 001's reconciliation costs (`hma-epoch:ar_costs=001`); `None`: the platform's.
+    reconcile: Option<OsReconcile>,
     epoch: Period,
     threshold: u32,
     limit: u64,
@@ -172,6 +188,7 @@ impl EpochOs {
     pub fn new(kind: Kind, epoch: Period, threshold: u32, limit: u64, costs: OsCosts, initial: Initial) -> EpochOs {
         EpochOs {
             kind,
+            reconcile: None,
             epoch,
             threshold,
             limit,
@@ -186,6 +203,12 @@ impl EpochOs {
             top: Vec::new(),
             bumped: Vec::new(),
         }
+    }
+
+    /// Charge 001's OS reconciliation costs instead of the platform's shootdown.
+    pub fn with_reconcile(mut self, r: Option<OsReconcile>) -> EpochOs {
+        self.reconcile = r;
+        self
     }
 
     fn name(&self) -> &'static str {
@@ -296,35 +319,49 @@ impl Policy for EpochOs {
             self.victims.sort_unstable();
         }
 
-        let by = match self.costs {
-            OsCosts::Page => MoveBy::Os,
-            OsCosts::Epoch => MoveBy::OsBatch,
+        // With 001's costs every page moves as part of an OS visit (per-page cost and copy)
+        // and the entry and shootdown are charged here, so that the shootdown is 001's.
+        let by = match (self.costs, self.reconcile) {
+            (OsCosts::Page, None) => MoveBy::Os,
+            _ => MoveBy::OsBatch,
         };
         let batch = self.costs == OsCosts::Epoch && !self.promote.is_empty();
         let m = &ctx.platform.platform.migration;
+        let (fault_ns, shootdown_ns) = (m.fault_ns, self.reconcile.map_or(m.tlb_shootdown_ns, |r| r.shootdown_ns));
         if batch {
             // the OS is entered once for the whole batch ...
-            ctx.mem.charge(Charge { what: "OS entry (epoch batch)", ns: m.fault_ns, halts: true, energy_j: 0.0 });
+            ctx.mem.charge(Charge { what: "OS entry (epoch batch)", ns: fault_ns, halts: true, energy_j: 0.0 });
         }
+        let per_page = self.costs == OsCosts::Page && self.reconcile.is_some();
         let mut next_victim = 0;
         for &p in &self.promote {
-            if ctx.mem.free(0) > 0 {
+            let moved = if ctx.mem.free(0) > 0 {
                 ctx.mem.migrate_by(p, 0, by)?;
-                row.migrations += 1;
                 self.stats.into_free_frames += 1;
+                1
             } else {
                 let Some(&(_, v)) = self.victims.get(next_victim) else { break };
                 next_victim += 1;
                 ctx.mem.swap_by(p, v, by)?;
-                row.migrations += 2;
                 self.stats.swaps += 1;
-            }
+                2
+            };
+            row.migrations += moved;
             row.promoted += 1;
+            if per_page {
+                let n = moved as f64;
+                ctx.mem.charge(Charge { what: "OS entry (per page)", ns: n * fault_ns, halts: true, energy_j: 0.0 });
+                ctx.mem.charge(Charge { what: "TLB shootdown (per page)", ns: n * shootdown_ns, halts: true, energy_j: 0.0 });
+            }
         }
         self.stats.promoted += row.promoted;
+        if let (Some(r), true) = (self.reconcile, row.migrations > 0) {
+            // every moved page's cache lines are flushed: no batching saves this (001 §2.3.1)
+            ctx.mem.charge(Charge { what: "cache flush (OS reconciliation)", ns: row.migrations as f64 * r.flush_ns, halts: true, energy_j: 0.0 });
+        }
         if batch {
             // ... and shoots down the TLBs once, after the last page
-            ctx.mem.charge(Charge { what: "TLB shootdown (epoch batch)", ns: m.tlb_shootdown_ns, halts: true, energy_j: 0.0 });
+            ctx.mem.charge(Charge { what: "TLB shootdown (epoch batch)", ns: shootdown_ns, halts: true, energy_j: 0.0 });
             self.stats.batches += 1;
         }
         for &(_, p) in &self.ranked[..n_top] {
@@ -346,6 +383,11 @@ impl Policy for EpochOs {
         if self.kind == Kind::Hma {
             r["threshold"] = json!(self.threshold);
             r["limit_pages"] = json!(self.limit);
+            r["ar_costs"] = json!(if self.reconcile.is_some() { "001" } else { "platform" });
+            if let Some(c) = self.reconcile {
+                r["flush_ns_per_page"] = json!(c.flush_ns);
+                r["tlb_shootdown_ns"] = json!(c.shootdown_ns);
+            }
         }
         r
     }
@@ -402,6 +444,30 @@ const HMA_PARAMS: &[ParamSpec] = &[
         source: "001 §4.1 (4 pages to the fast tier, then 4 to the slow one, while the fast tier has room)",
         help: "placement on first touch: interleave (4/4) or first-touch (fill the fast tier first)",
     },
+    ParamSpec {
+        name: "ar_costs",
+        ty: ParamType::Choice { options: &["001", "platform"] },
+        unit: "",
+        default: "001",
+        source: "001 §2.3.1 (OS reconciliation: flush_cache_page() 4 µs per page, TLB shootdown by IPI 4/5/8/13 µs on 4/8/16/32 cores, both halting) and Table 3 (reverse mapping and page walk: the hbm-pcm platform's per-page OS cost)",
+        help: "001: each moved page also pays flush_us and the shootdown is 001's for `cores` cores; platform: the platform's migration costs only (before issue 14)",
+    },
+    ParamSpec {
+        name: "flush_us",
+        ty: ParamType::Float { min: 0.0, max: 1e9 },
+        unit: "us per page",
+        default: "4",
+        source: "001 §2.3.1 (CLFLUSH of a page's lines, 4 µs measured at 2.26 GHz)",
+        help: "ar_costs=001: cache flush of every moved page (halts the program)",
+    },
+    ParamSpec {
+        name: "cores",
+        ty: ParamType::Int { min: 1, max: 1 << 16 },
+        unit: "cores",
+        default: "16",
+        source: "001 §4.1 (16 cores), §2.3.1 (shootdown 4/5/8/13 µs for 4/8/16/32 cores)",
+        help: "ar_costs=001: sets the TLB shootdown (8 µs on 16 cores), once per epoch batch or once per page with os_costs=page",
+    },
 ];
 
 const FTHP_PARAMS: &[ParamSpec] = &[
@@ -435,7 +501,11 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
 /// `hma-epoch` from its parameters, as a value (the registry boxes the same).
 pub fn hma(p: &Params) -> Result<EpochOs> {
     let costs = os_costs("hma-epoch:os_costs", p.text("os_costs"))?;
-    Ok(EpochOs::new(Kind::Hma, p.period("epoch"), p.int("threshold") as u32, p.int("limit_pages") as u64, costs, Initial::parse(p.text("initial"))))
+    let reconcile = (p.text("ar_costs") == "001").then(|| OsReconcile {
+        flush_ns: p.float("flush_us") * 1e3,
+        shootdown_ns: super::otf::tlb_shootdown_us(p.int("cores") as u32) * 1e3,
+    });
+    Ok(EpochOs::new(Kind::Hma, p.period("epoch"), p.int("threshold") as u32, p.int("limit_pages") as u64, costs, Initial::parse(p.text("initial"))).with_reconcile(reconcile))
 }
 
 /// `fthp` from its parameters, as a value.

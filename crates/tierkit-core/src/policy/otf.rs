@@ -24,7 +24,12 @@
 //!   the page's old tier, as MigC waits for issued reads before copying), or as soon as it is
 //!   free again. It does not start while migrations are paused (adaptive), or while the
 //!   ReMap table lacks the entries the move needs (one for a one-way move, two for a swap):
-//!   the candidate then waits, and the wait is counted as a full-table stall.
+//!   the candidate then waits, and the wait is counted as a full-table stall. A swap that
+//!   finds no victim because every fast page holds an entry (`no_victim`) frees entries on
+//!   demand (001 §3.3: "on demand or when the ReMap table fills up"): it starts a
+//!   reconciliation or a move back whatever the occupancy. Without this, a fast tier of
+//!   fewer than `ar_start × remap / 2` pages (or `remap / 2` for reverse migration) was
+//!   pinned by the table before the trigger was reached and migration stopped for good.
 //! * **One-way or two-way** (001 §2.2): into a free fast frame if there is one, else swapped
 //!   with the least-recently-used fast page that holds no ReMap entry and is not under
 //!   reconciliation (LRU by fast-tier accesses; pages skipped for holding an entry are moved
@@ -37,7 +42,7 @@
 //!   pair flag), allocated when the move starts. Every access pays a lookup of
 //!   `remap_lookup_cycles` at the platform's CPU frequency ([`Served::delayed`]).
 //! * **Address reconciliation** (`ar=os|hw`, 001 §2.3): when the table holds at least
-//!   `ar_start × remap` entries (or a move is stalled for room), the oldest entry whose move
+//!   `ar_start × remap` entries (or a move is stalled for room or for a victim), the oldest entry whose move
 //!   has completed is reconciled, with its pair partner if it has one; one reconciliation at
 //!   a time, alongside migrations. Its entries are freed when it completes, at
 //!   `start + pages × cost per page` in simulated time. `ar=os` charges, per page, the
@@ -48,7 +53,9 @@
 //!   and halts the program for that time. `ar=hw` charges, per page, the OS reverse mapping
 //!   and page walk that §2.3.2 still needs, the TLB-directory invalidation
 //!   (`tlb_dir_cycles` 300, Table 3) and one write-invalidate per line of the page
-//!   (`inval_cycles_per_line` 2, the authors' model), and runs alongside the program.
+//!   (`inval_cycles_per_line` 2, the authors' model). The reverse mapping and page walk are
+//!   OS functions (§2.3.2) and halt the program; only the invalidations run alongside it
+//!   (§2.3.1: "without interrupting the core").
 //!   `ar=none` is the unbounded table of OTF_no_AR: nothing is reconciled.
 //! * **Windows.** Time is cut into threshold windows of `twindow` CPU cycles. As in the
 //!   authors' model, a window closes at the first access at or after its end at which the
@@ -67,7 +74,8 @@
 //! cycles, counted from the first migration) from the mean of the window MBQs in it. The
 //! rules start once the first migration has started (the authors' `onfly_started`); before
 //! that the windows are only recorded. Where the prose and the listings disagree, the
-//! listings are followed:
+//! listings are followed by default (the authors' model's combined rule agrees with
+//! Algorithm 3's listing); `rule=prose` follows the prose of Algorithms 2 and 3 ([`Rule`]):
 //!
 //! * Alg. 1: the prose pauses below an MBQ of 90; the listing uses `min_MBQ` 50 (and resumes
 //!   at `max_MBQ` 70). Its `min_min_count` is read as `min_mig_count`.
@@ -99,7 +107,7 @@
 //! * The model charges a fixed controller set-up (remap searches, a 150-cycle OS query that
 //!   halts two cores) before each migration; here a migration costs its copy only.
 //! * In the model, hardware AR halts the page's core during the reverse-mapping and PTE
-//!   stages; here `ar=hw` runs entirely alongside the program, as 001 §2.3.1 describes.
+//!   stages; so does `ar=hw` here (one program, so the program halts).
 //! * The model's adaptive code counts MBQ cumulatively (`migrated_hbm_access /
 //!   pages_migrated`); we use the per-window MBQ of 001 §3.2 over the ReMap table's pages.
 //! * Its reverse migration (disabled in the published code) picks the least recently used
@@ -164,6 +172,29 @@ pub struct Bounds {
     pub max_mbq: f64,
     /// Alg. 3 doubles only when the MBQ is at or below this.
     pub upper_mbq: f64,
+    /// Which of 001's two statements of Algorithms 2 and 3 is followed.
+    pub rule: Rule,
+    /// Alg. 2, prose rule: the MBQ above which the threshold halves (§3.2: 130).
+    pub high_mbq: f64,
+    /// Alg. 2, prose rule: migrations halt after more than this many consecutive windows
+    /// with an MBQ below `min_mbq` (§3.2: 25).
+    pub halt_windows: u32,
+}
+
+/// 001 states Algorithms 2 and 3 twice, and the two disagree: the listings, and the prose
+/// (§3.2 for Algorithm 2; §5.4 and §7 for Algorithm 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The listings (the default): Alg. 2 doubles at MBQ ≤ max_MBQ, else halves at
+    /// MBQ ≥ min_MBQ, and pauses from the migration window's mean MBQ; Alg. 3 halves only
+    /// when the MBQ is at most max_MBQ. The authors' model's combined rule halves at an MBQ
+    /// below 70 as well.
+    Listing,
+    /// The prose: Alg. 2 halves above `high_mbq` (130), doubles below `min_mbq` (50) and
+    /// halts after more than `halt_windows` (25) consecutive low windows (§3.2); Alg. 3
+    /// halves when few pages moved "and MBQ is high" (§7), high meaning above `upper_mbq`,
+    /// the level at which §5.4 calls the MBQ high enough not to double.
+    Prose,
 }
 
 impl Bounds {
@@ -178,6 +209,9 @@ impl Bounds {
             min_mbq: 50.0,
             max_mbq: 70.0,
             upper_mbq: 100.0,
+            rule: Rule::Listing,
+            high_mbq: 130.0,
+            halt_windows: 25,
         }
     }
 }
@@ -187,6 +221,14 @@ impl Bounds {
 pub struct AdaptState {
     pub threshold: u32,
     pub paused: bool,
+    /// Consecutive windows with an MBQ below `min_mbq` (Alg. 2, prose rule).
+    pub low_windows: u32,
+}
+
+impl AdaptState {
+    pub fn new(threshold: u32, paused: bool) -> AdaptState {
+        AdaptState { threshold, paused, low_windows: 0 }
+    }
 }
 
 /// What one threshold window observed.
@@ -206,6 +248,26 @@ pub fn adapt(alg: Algorithm, b: &Bounds, w: &WindowObs, s: AdaptState) -> AdaptS
     let (m, q, t) = (w.migrations, w.mbq, s.threshold);
     let up = || t.saturating_mul(2).min(b.max_threshold);
     let down = || (t / 2).max(b.min_threshold);
+    let prose = b.rule == Rule::Prose;
+    if prose && alg == Algorithm::Mbq {
+        // §3.2's prose: halve when high, double when low, halt after a run of low windows
+        let threshold = if q > b.high_mbq && t > b.min_threshold {
+            down()
+        } else if q < b.min_mbq && t < b.max_threshold {
+            up()
+        } else {
+            t
+        };
+        let mut low_windows = if q < b.min_mbq { s.low_windows.saturating_add(1) } else { 0 };
+        let mut paused = s.paused || low_windows > b.halt_windows;
+        // the prose names no resume level; §7 resumes "if the MBQ increases": the
+        // listing's resume at the end of a migration window
+        if s.paused && w.migwindow_mbq.is_some_and(|mq| mq >= b.max_mbq) {
+            paused = false;
+            low_windows = 0;
+        }
+        return AdaptState { threshold, paused, low_windows };
+    }
     let threshold = match alg {
         Algorithm::MigrationCount => {
             if m >= b.max_mig_count && t < b.max_threshold {
@@ -228,7 +290,7 @@ pub fn adapt(alg: Algorithm, b: &Bounds, w: &WindowObs, s: AdaptState) -> AdaptS
         Algorithm::Combined => {
             if m >= b.max_mig_count && t < b.max_threshold && q <= b.upper_mbq {
                 up()
-            } else if m <= b.min_mig_count && t > b.min_threshold && q <= b.max_mbq {
+            } else if m <= b.min_mig_count && t > b.min_threshold && if prose { q > b.upper_mbq } else { q <= b.max_mbq } {
                 down()
             } else {
                 t
@@ -243,7 +305,7 @@ pub fn adapt(alg: Algorithm, b: &Bounds, w: &WindowObs, s: AdaptState) -> AdaptS
             paused = false;
         }
     }
-    AdaptState { threshold, paused }
+    AdaptState { threshold, paused, low_windows: 0 }
 }
 
 /// TLB shootdown time for `cores` cores, µs: 4, 5, 8 and 13 µs for 4, 8, 16 and 32 cores
@@ -274,7 +336,8 @@ pub enum Freeing {
     NoAr,
     /// Address reconciliation by the OS (halts the program).
     OsAr,
-    /// Address reconciliation by MigC (alongside the program).
+    /// Address reconciliation by MigC (the OS reverse mapping and page walk halt the program;
+    /// the invalidations run alongside it).
     HwAr,
     /// Reverse migration (`otf-reverse`).
     Reverse,
@@ -468,6 +531,7 @@ pub struct Otf {
     pg: Vec<Pg>,
     threshold: u32,
     paused: bool,
+    low_windows: u32,
     /// Table capacity in entries (`u64::MAX` when unbounded) and entries held.
     capacity: u64,
     entries: u64,
@@ -520,6 +584,8 @@ pub struct Otf {
     migwindow_ns: f64,
     min_residency_ns: f64,
     ar_page_ns: f64,
+    /// `ar=hw`: the part of `ar_page_ns` that runs in the OS and halts the program.
+    ar_os_page_ns: f64,
     lookup_j: f64,
     last_ns: f64,
     n: Counters,
@@ -533,6 +599,7 @@ impl Otf {
             pg: Vec::new(),
             threshold: cfg.threshold,
             paused: false,
+            low_windows: 0,
             capacity,
             entries: 0,
             promoted: 0,
@@ -568,6 +635,7 @@ impl Otf {
             migwindow_ns: 0.0,
             min_residency_ns: 0.0,
             ar_page_ns: 0.0,
+            ar_os_page_ns: 0.0,
             lookup_j: cfg.lookup_energy_pj * 1e-12,
             last_ns: 0.0,
             n: Counters::default(),
@@ -769,7 +837,15 @@ impl Otf {
             match self.pick_victim(ctx) {
                 Some(v) => v,
                 None => {
+                    // Every fast page holds an entry (or is busy): the table pins the whole
+                    // fast tier, which only freeing entries can undo. Free them on demand
+                    // (001 §3.3), whatever the occupancy: reconcile (`maybe_start_ar` runs
+                    // next in `service`) or move a group back.
                     self.n.no_victim += 1;
+                    self.room_stall = true;
+                    if self.cfg.freeing == Freeing::Reverse && self.start_back(ctx, now) {
+                        return;
+                    }
                     self.blocked = true;
                     return;
                 }
@@ -970,8 +1046,18 @@ impl Otf {
                 self.pg[q as usize].add_flags(BUSY);
             }
         }
-        let ns = self.ar_page_ns * g.pages() as f64;
-        ctx.mem.charge(Charge { what: "address reconciliation", ns, halts, energy_j: 0.0 });
+        let pages = g.pages() as f64;
+        let ns = self.ar_page_ns * pages;
+        if halts {
+            ctx.mem.charge(Charge { what: "address reconciliation", ns, halts: true, energy_j: 0.0 });
+        } else {
+            // MigC's path still calls the OS for the reverse mapping and the PTE update
+            // (001 §2.3.2, Table 3), which stop the program; only the invalidations run
+            // without interrupting the cores (§2.3.1).
+            let os_ns = self.ar_os_page_ns * pages;
+            ctx.mem.charge(Charge { what: "address reconciliation", ns: os_ns, halts: true, energy_j: 0.0 });
+            ctx.mem.charge(Charge { what: "address reconciliation (MigC invalidations)", ns: ns - os_ns, halts: false, energy_j: 0.0 });
+        }
         self.ar = Some(ArJob { slot, done_ns: now + ns });
     }
 
@@ -1014,7 +1100,8 @@ impl Otf {
                 None
             };
             let obs = WindowObs { migrations: self.w.migrations, mbq, migwindow_mbq };
-            let s = adapt(alg, &b, &obs, AdaptState { threshold: self.threshold, paused: self.paused });
+            let s = adapt(alg, &b, &obs, AdaptState { threshold: self.threshold, paused: self.paused, low_windows: self.low_windows });
+            self.low_windows = s.low_windows;
             self.n.threshold_increases += (s.threshold > self.threshold) as u64;
             self.n.threshold_decreases += (s.threshold < self.threshold) as u64;
             self.n.pauses += (s.paused && !self.paused) as u64;
@@ -1106,6 +1193,10 @@ impl Policy for Otf {
             Freeing::HwAr => cyc(c.rmap_cycles + c.page_walk_cycles + c.tlb_dir_cycles + lines * c.inval_cycles_per_line),
             _ => 0.0,
         };
+        self.ar_os_page_ns = match c.freeing {
+            Freeing::HwAr => cyc(c.rmap_cycles + c.page_walk_cycles),
+            _ => 0.0,
+        };
         self.w = Window { idx: 0, start_ns: 0.0, end_ns: self.twindow_ns, hot_acc: 0, migrations: 0 };
         self.wake_ns = self.twindow_ns;
         self.lru_slack = ctx.mem.capacity(0).min(1 << 40) / 64;
@@ -1177,6 +1268,7 @@ impl Policy for Otf {
         json!({
             "name": c.name,
             "algorithm": c.adaptive.map(|a| a.0.number()),
+            "rule": c.adaptive.map(|a| if a.1.rule == Rule::Prose { "prose" } else { "listing" }),
             "address_reconciliation": c.freeing.name(),
             "remap_entries": if self.bounded() { Some(self.capacity) } else { None },
             "initial_threshold": c.threshold,
@@ -1184,6 +1276,7 @@ impl Policy for Otf {
             "paused": self.paused,
             "remap_held": self.entries,
             "ar_ns_per_page": self.ar_page_ns,
+            "ar_halted_ns_per_page": if c.freeing == Freeing::HwAr { self.ar_os_page_ns } else { self.ar_page_ns },
             "remap_lookup_ns": self.lookup_ns,
             "counters": n,
             "timeseries": {
@@ -1208,7 +1301,7 @@ const REMAP: ParamSpec = int("remap", 2, 1 << 32, "entries", "1024", "001 §2.1,
 const LOOKUP: ParamSpec = int("remap_lookup_cycles", 0, 1 << 20, "CPU cycles per access", "10", "001 Table 3, §4.1", "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency");
 const AR_START: ParamSpec = ParamSpec { name: "ar_start", ty: ParamType::Float { min: 0.0, max: 1.0 }, unit: "ratio of the table", default: "0.5", source: "001 §2.1, §2.4 (reconcile once the table is 50% full)", help: "reconcile while the table holds at least this fraction of its entries" };
 const CORES: ParamSpec = int("cores", 1, 1 << 16, "cores", "16", "001 §4.1 (16 cores)", "sets the TLB shootdown of ar=os: 4/5/8/13 µs for 4/8/16/32 cores (§2.3.1)");
-const FLUSH: ParamSpec = float("flush_us", "µs per page", "4", "001 §2.3.1 (CLFLUSH of a page's lines, measured)", "ar=os: cache flush of a reconciled page (halts the program)");
+const FLUSH: ParamSpec = float("flush_us", "us per page", "4", "001 §2.3.1 (CLFLUSH of a page's lines, measured)", "ar=os: cache flush of a reconciled page (halts the program)");
 const RMAP: ParamSpec = int("rmap_cycles", 0, 1 << 30, "CPU cycles per page", "4480", "001 Table 3 (OS reverse mapping, ftrace), §2.3.2", "both ar modes: the OS reverse mapping that finds a page's virtual addresses");
 const WALK: ParamSpec = int("page_walk_cycles", 0, 1 << 30, "CPU cycles per page", "150", "001 Table 3", "both ar modes: page walk to update the PTE");
 const TLB_DIR: ParamSpec = int("tlb_dir_cycles", 0, 1 << 30, "CPU cycles per page", "300", "001 Table 3 (light-weight TLB invalidation through the shared TLB directory)", "ar=hw: TLB invalidation");
@@ -1225,6 +1318,16 @@ const MIN_MIG: ParamSpec = int("min_mig_count", 0, 1 << 40, "pages per window", 
 const MAX_MIG: ParamSpec = int("max_mig_count", 0, 1 << 40, "pages per window", "240", "001 Algorithm 1 and §3.1 (Algorithm 3 uses it undefined; the authors' model uses 240)", "Algorithms 1 and 3 double at or above");
 const MIN_T: ParamSpec = int("min_threshold", 0, 1 << 30, "accesses", "0", "001 Algorithms 1-2: 64, Algorithm 3: 32 (0 = the algorithm's listing)", "lowest threshold; 0 takes the listing's");
 const MAX_T: ParamSpec = int("max_threshold", 1, 1 << 30, "accesses", "256", "001 Algorithms 1-3 (max_threshold = 256)", "highest threshold");
+const RULE: ParamSpec = ParamSpec {
+    name: "rule",
+    ty: ParamType::Choice { options: &["listing", "prose"] },
+    unit: "",
+    default: "listing",
+    source: "001 Algorithms 2-3 (listing; the authors' model's combined rule agrees) vs §3.2 (Algorithm 2's prose) and §5.4/§7 (Algorithm 3's prose)",
+    help: "which statement of Algorithms 2 and 3 to follow: listing (Alg. 3 halves only at MBQ <= max_mbq) or prose (Alg. 2 halves above high_mbq, doubles below min_mbq, halts after halt_windows low windows; Alg. 3 halves only at MBQ > upper_mbq)",
+};
+const HIGH_MBQ: ParamSpec = float("high_mbq", "accesses per page", "130", "001 §3.2 (prose: halve when the MBQ is greater than 130)", "rule=prose, Algorithm 2: halve above");
+const HALT_WINDOWS: ParamSpec = int("halt_windows", 0, 1 << 30, "windows", "25", "001 §3.2 (prose: halt when the MBQ is low for more than 25 consecutive windows)", "rule=prose, Algorithm 2: pause after more than this many consecutive windows with MBQ below min_mbq");
 const RESIDENCY: ParamSpec = int("min_residency_cycles", 0, 1 << 50, "CPU cycles", "1M", "001 §5.5 (one million cycles)", "a migrated page stays at least this long before it can be moved back");
 
 const AR: ParamSpec = ParamSpec {
@@ -1233,7 +1336,7 @@ const AR: ParamSpec = ParamSpec {
     unit: "",
     default: "hw",
     source: "001 §2.3-2.4 (OTF_no_AR, OTF_OS_AR, OTF_HW_AR); §5.2-5.4 adapt OTF_HW_AR",
-    help: "address reconciliation: none (unbounded table, OTF_no_AR), os (halts the program), hw (MigC, alongside the program)",
+    help: "address reconciliation: none (unbounded table, OTF_no_AR), os (halts the program), hw (MigC: the OS reverse mapping and page walk halt the program, the invalidations do not)",
 };
 const ALGORITHM: ParamSpec = int("algorithm", 1, 3, "", "3", "001 §3.1 (1: migration count), §3.2 (2: MBQ), §5.4 (3: combined, the paper's best)", "which adaptive technique");
 
@@ -1298,6 +1401,9 @@ fn bounds(p: &Params, alg: Algorithm) -> Bounds {
         min_mbq: p.float("min_mbq"),
         max_mbq: p.float("max_mbq"),
         upper_mbq: if p.values.contains_key("upper_mbq") { p.float("upper_mbq") } else { l.upper_mbq },
+        rule: if p.values.contains_key("rule") && p.text("rule") == "prose" { Rule::Prose } else { Rule::Listing },
+        high_mbq: if p.values.contains_key("high_mbq") { p.float("high_mbq") } else { l.high_mbq },
+        halt_windows: int_or("halt_windows", l.halt_windows as u64) as u32,
     }
 }
 
@@ -1344,7 +1450,7 @@ pub static OTF_ADAPTIVE: PolicyInfo = PolicyInfo {
     source: "001 §3.1-3.2, §5.2-5.4 (Algorithms 1-3, OTF_HW_AR_adaptive_N)",
     future_knowledge: false,
     params: &[
-        ALGORITHM, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
+        ALGORITHM, RULE, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
         TLB_DIR, INVAL, INITIAL, MIG_E, LOOKUP_E,
     ],
     build: |p| Ok(Box::new(Otf::new(config("otf-adaptive", p)?)) as Box<dyn Runnable>),
@@ -1355,7 +1461,7 @@ pub static OTF_REVERSE: PolicyInfo = PolicyInfo {
     summary: "otf without address reconciliation: when the ReMap table is full, the migrated page (or swapped pair) with the fewest accesses in the window goes back to its original frame; MBQ-adaptive threshold (Algorithm 2)",
     source: "001 §3.3, §5.5 (OTF_RM_adaptive)",
     future_knowledge: false,
-    params: &[REMAP, RESIDENCY, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
+    params: &[REMAP, RESIDENCY, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, RULE, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
     build: |p| Ok(Box::new(Otf::new(config("otf-reverse", p)?)) as Box<dyn Runnable>),
 };
 
