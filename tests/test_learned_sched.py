@@ -170,20 +170,25 @@ def test_kleio_learns_what_history_misses(alternating_trace, cli):
     pytest.importorskip("torch")
     h = _runtime(cli, alternating_trace, "history:period=40")
     o = _runtime(cli, alternating_trace, "oracle:period=40")
-    k = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")
+    k = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,holdout=0")
     assert h["runtime_ns"] > o["runtime_ns"]
     gap = kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"])
     assert gap >= 90, gap
     m = k["config"]["models"]
     assert m["models"] == 8 and m["pages_selected"] == 8 and m["accuracy"] > 0.95
     assert m["history_accuracy"] < 0.05  # last period's class is always wrong here
+    # out of sample (the default): trained on periods 0-29, predicting only 30-59, so the
+    # first half follows history and about half of the gap is left
+    ko = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")
+    assert 45 <= kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], ko["runtime_ns"]) < 60
+    assert ko["config"]["models"]["accuracy"] > 0.95 and ko["config"]["models"]["out_of_sample"]
     # same inputs and seed, same result
-    assert _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")["runtime_ns"] == k["runtime_ns"]
+    assert _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")["runtime_ns"] == ko["runtime_ns"]
 
 
 def test_kleoniki_groups_identical_patterns(alternating_trace, cli):
     pytest.importorskip("torch")
-    k = _runtime(cli, alternating_trace, "kleoniki:pages=1,period=40,history=4,tol=0")
+    k = _runtime(cli, alternating_trace, "kleoniki:pages=1,period=40,history=4,tol=0,holdout=0")
     m = k["config"]["models"]
     # the four pages of each set share one pattern: two models for eight pages
     assert m["models"] == 2 and m["pages_per_model"] == 4.0 and m["distinct_patterns"] == 2
@@ -222,8 +227,11 @@ def test_simulate_shows_what_the_front_end_made(alternating_trace, cli):
     rc, out, err = cli("simulate", alternating_trace, "--policy", "kleoniki:pages=1,period=40,history=4,tol=0", "-c", "0.5", "-q")
     assert rc == 0, err
     line = next(l for l in out.splitlines() if l.startswith("policy"))
-    # the user's spec, then the scheduler's parameters and the predictions it read; no empty keys
-    assert "kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,period=40,predictions=" in line
+    # the user's spec, then every parameter, the training ones included (issue 14: they were
+    # recorded blank), and the predictions it read; no empty keys
+    assert ("kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,epochs=60,fallback=on,hidden=16,"
+            "history=4,holdout=0.5,pages=1.0,period=40,predictions=") in line
+    assert ",seed=0,threads=1,tol=0.0,weight=none" in line
     assert "=," not in line
 
 
@@ -239,3 +247,169 @@ def test_models_trained_on_another_run_apply_by_address(alternating_trace, cli, 
     m = k["config"]["models"]
     assert m["train_trace"] == str(alternating_trace) and m["models"] == 8 and m["pages_predicted"] == 8
     assert kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"]) >= 80
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 14 §4: Kleoniki's default period, PyTorch threads, collapse, out of sample, fallback
+
+
+def test_kleoniki_default_period_works_on_an_ordinary_trace(cli):
+    """003 §4 runs Kleoniki at Cori's period; with K = 8 periods of model input, Cori's
+    (long) period left the 50k-access 403.gcc with 7 periods: "too few periods". The default
+    now shortens it and says so."""
+    pytest.importorskip("torch")
+    from conftest import VENDORED
+
+    gcc = VENDORED / "403.gcc.gz"
+    r = tierkit.run(gcc, "dram-pmem", "kleoniki:pages=0.05,epochs=5", fast_capacity=0.2, progress=False)
+    m = r["config"]["models"]
+    assert m["cori_period"] is not None and m["period"] < m["cori_period"]
+    assert "shortened" in m["period_chosen"] and f"{m['period']:,}" in m["period_chosen"]
+    assert r["accesses"] // m["period"] >= kleio.MIN_PERIODS_PER_INPUT * 9
+    # a Cori period that leaves enough periods is kept as is
+    assert kleio.learned_period(1_000_000, 5000, 8) == (5000, "Cori's period for history (5,000 accesses)")
+    assert kleio.learned_period(50_000, 7420, 8)[0] == 500  # 50,000 / 72 = 694 -> 500
+
+
+def test_torch_threads_are_set_and_results_do_not_depend_on_them(monkeypatch):
+    """PyTorch's default (a thread per core) made `tierkit kleio` 18x slower on a loaded
+    2-core machine (issue 14); tierkit sets 1 thread unless told, and the trained models are
+    the same bit for bit."""
+    torch = pytest.importorskip("torch")
+    from tierkit import learn
+
+    monkeypatch.delenv(learn.THREADS_ENV, raising=False)
+    assert learn.threads() == 1 and torch.get_num_threads() == 1
+    monkeypatch.setenv(learn.THREADS_ENV, "2")
+    assert learn.threads() == 2 and torch.get_num_threads() == 2
+    monkeypatch.setenv(learn.THREADS_ENV, "zero")
+    with pytest.raises(tierkit.TierkitError, match=learn.THREADS_ENV):
+        learn.threads()
+    rng = np.random.default_rng(3)
+    series = rng.integers(0, 4, size=(40, 30)).astype(np.uint8)
+    cfg = learn.TrainConfig(history=4, hidden=8, epochs=5, bins=3, device="cpu")
+    learn.threads(1)
+    a = learn.train(series, cfg)
+    learn.threads(2)
+    b = learn.train(series, cfg)
+    learn.threads(1)
+    assert torch.equal(a.state["w_gates"], b.state["w_gates"]) and torch.equal(a.state["w_out"], b.state["w_out"])
+
+
+def test_scores_show_a_collapse_to_no_access():
+    """Issue 14: models predicting "no access" in most accessed periods can look more accurate
+    than history; the accessed recall shows it."""
+    actual = np.array([[0, 3, 3, 0, 0, 0, 3, 3, 0, 0]])
+    collapsed = np.zeros_like(actual)
+    s = kleio.scores(collapsed, actual)
+    assert s["accuracy"] == 0.6 and s["accessed_recall"] == 0.0 and s["idle_recall"] == 1.0
+    assert s["balanced_accuracy"] == 0.5 and s["class_mae"] == 1.2
+    hist = np.array([[-1, 0, 3, 3, 0, 0, 0, 3, 3, 0]])  # last period's class; none for period 0
+    h = kleio.scores(hist, actual)
+    # history is less accurate (5 of 9) but catches half of the accessed periods
+    assert h["scored"] == 9 and h["accuracy"] == 5 / 9 < s["accuracy"] and h["accessed_recall"] == 0.5
+
+
+@pytest.fixture(scope="module")
+def drift_trace(tmp_path_factory):
+    """Pages 0-3 and 4-7 alternate for 40 periods, then pages 0-3 stay hot and 4-7 go cold:
+    models trained in sample learn the alternation; out of sample they would mispredict."""
+    seq = [(0 if t % 2 == 0 else 4) + i % 4 for t in range(40) for i in range(40)]
+    seq += [i % 4 if i % 2 == 0 else 8 + i % 4 for t in range(20) for i in range(40)]
+    return pages_trace(tmp_path_factory.mktemp("t") / "drift.tkt", seq)
+
+
+def test_models_are_scored_out_of_sample_and_lose_to_history_fall_back(alternating_trace, drift_trace):
+    """Issue 14: scores and the run use only periods the models did not train on (the last
+    half by default), and a page whose model loses to history there follows history."""
+    pytest.importorskip("torch")
+    made = kleio.predictions(alternating_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, progress=False)
+    m = made.info
+    assert m["train_periods"] == 30 and m["eval_start_period"] == 30 and m["eval_periods"] == 30 and m["out_of_sample"]
+    rows = json.loads(open(made.path).read())["rows"]
+    # no prediction in the training periods: the scheduler follows history there
+    assert all(r[:30] == "-" * 30 and "-" not in r[30:] for r in rows.values())
+    assert m["accuracy"] > 0.95 and m["fallback_pages"] == 0
+    # in sample (holdout=0): predictions from period K on
+    ins = kleio.predictions(alternating_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, holdout=0,
+                            progress=False).info
+    assert ins["eval_start_period"] == 4 and not ins["out_of_sample"]
+    # the pattern changes in the held-out periods: the models of pages 4-7 keep predicting
+    # the alternation, lose to history, and fall back
+    d = kleio.predictions(drift_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, holdout=1 / 3,
+                          progress=False, also_without_fallback=True)
+    assert d.info["pages_losing_to_history"] == d.info["fallback_pages"] > 0
+    doc = json.loads(open(d.path).read())
+    fell = [p for p, r in doc["rows"].items() if set(r) == {"-"}]
+    assert len(fell) == d.info["fallback_pages"]
+    nofb = json.loads(open(d.info["no_fallback_path"]).read())
+    assert all(set(r) != {"-"} for r in nofb["rows"].values())
+    assert d.info["scores"]["used"]["class_mae"] <= d.info["scores"]["history"]["class_mae"]
+
+
+def test_kleio_fallback_is_never_worse_than_history_on_a_real_trace(cli):
+    """Issue 14 (003 §3.2 hybrid scheduler): with the fallback, Kleio on 403.gcc is at least
+    as fast as history in this setting, and the study reports the collapse metric."""
+    pytest.importorskip("torch")
+    from conftest import VENDORED
+
+    s = kleio.study(VENDORED / "403.gcc.gz", "kleio", (0.1,), period=1000, epochs=20, progress=False,
+                    class_weight="balanced")
+    x = s["rows"][0]
+    assert x["accessed_recall"] is not None and x["history_accessed_recall"] is not None
+    assert x["fallback_pages"] > 0
+    # balanced weighting makes models worse than history here; the fallback undoes that
+    assert x["gap_bridged_no_fallback_pct"] < 0 <= x["gap_bridged_pct"] + 0.5
+
+
+def test_kleio_cli_reports_recall_and_fallbacks(alternating_trace, cli):
+    pytest.importorskip("torch")
+    rc, out, err = cli("kleio", alternating_trace, "--pages", "1", "--period", "40", "--history", "4",
+                       "-c", "0.5", "-q")
+    assert rc == 0, err
+    assert "acc. recall" in out and "fallbacks" in out and "held-out periods 30..59" in out
+    rc, _, err = cli("kleio", alternating_trace, "--period", "40", "--holdout", "1.5", "-q")
+    assert rc == 2 and "--holdout" in err and err.count("\n") == 1
+
+
+def test_kleio_result_replays_bit_for_bit(alternating_trace, cli, tmp_path):
+    """Issue 14: a kleio result carries its predictions (by SHA-256) and its training
+    parameters, and `tierkit replay` reproduces every figure, after the temporary
+    predictions file is gone."""
+    pytest.importorskip("torch")
+    import os
+
+    r = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,epochs=30")
+    cfg = r["config"]
+    # the training parameters are recorded, not blank
+    assert "history=4" in cfg["policy"] and "epochs=30" in cfg["policy"] and "pages=1" in cfg["policy"]
+    assert "holdout=0.5" in cfg["policy"] and "fallback=on" in cfg["policy"]
+    emb = cfg["inputs"]["predictions"]
+    assert emb["sha256"] == cfg["models"]["predictions_sha256"]
+    assert not os.path.exists(emb["path"])  # the CLI process that made it has exited
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(r))
+    rc, out, err = cli("replay", f, "--json", "-q")
+    assert rc == 0, err
+    again = json.loads(out)
+    for k in ("runtime_ns", "fast_hit_ratio", "migrations", "migrated_bytes", "periods"):
+        assert again[k] == r[k], k
+    # a tampered embedded file is refused
+    emb["sha256"] = "0" * 64
+    f.write_text(json.dumps(r))
+    rc, _, err = cli("replay", f, "-q")
+    assert rc == 2 and "SHA-256" in err and err.count("\n") == 1
+
+
+def test_fallback_on_the_shared_spec_traces(shared_traces):
+    """Issue 14 on the three real SPEC traces: the accessed recall is reported for the models
+    and history, and with the fallback what the scheduler uses errs no more than history on
+    the held-out periods (pages whose models lose follow history)."""
+    pytest.importorskip("torch")
+    for name in ("403.gcc.gz", "444.namd.gz", "447.dealII.gz"):
+        m = kleio.predictions(shared_traces / name, "kleio", pages=0.05, period=1000, epochs=10, progress=False).info
+        assert m["out_of_sample"] and m["eval_periods"] > 0
+        assert m["accessed_recall"] is not None and m["history_accessed_recall"] is not None
+        used, hist = m["scores"]["used"], m["scores"]["history"]
+        assert used["class_mae"] <= hist["class_mae"], name
+        assert used["scored"] == hist["scored"]

@@ -193,3 +193,30 @@ def test_per_phase_guidance_follows_the_stages(cli, tmp_path):
     assert rs["per-phase"]["stats"]["policy"]["phase_transitions"] >= 3
     assert rs["per-phase"]["fast_hit_ratio"] > 2 * rs["static"]["fast_hit_ratio"]
     assert rs["per-phase"]["runtime_ns"] < rs["static"]["runtime_ns"]
+
+
+def test_guided_result_replays_bit_for_bit(cli, tmp_path):
+    """Issue 14: a guided run made its guidance in a temporary directory; the result now
+    embeds the guidance (by SHA-256) and `tierkit replay` reproduces every figure."""
+    rc, out, err = cli("simulate", SQLITE, "-p", "hbm-ddr3", "-c", "0.125", "--policy", "guided:strategy=thermos",
+                       "--json", "-q")
+    assert rc == 0, err
+    r = json.loads(out)
+    emb = r["config"]["inputs"]["guidance"]
+    assert len(emb["sha256"]) == 64
+    assert r["config"]["guidance"]["made_with"]["strategy"] == "thermos"
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(r))
+    rc, out, err = cli("replay", f, "-q")
+    assert rc == 0, err
+    assert "same figures, bit for bit" in out
+    from tierkit import replay as rp
+
+    again = rp.replay(r)
+    assert rp.differences(r, again) == []
+    assert again["runtime_ns"] == r["runtime_ns"] and again["stats"]["policy"] == r["stats"]["policy"]
+    # a result whose figures were changed is reported, exit code 1
+    r["runtime_ns"] += 1
+    f.write_text(json.dumps(r))
+    rc, out, _ = cli("replay", f, "-q")
+    assert rc == 1 and "DIFFERENT: runtime_ns" in out

@@ -45,6 +45,10 @@ def test_repeat_and_time_scale_are_recorded_and_replay(zipf_trace):
     again = tierkit.run(zipf_trace, "dram-dcpmm", c["policy"], 0.3, timing=c["timing"], progress=False,
                         repeat=c["repeat"], time_scale=c["time_scale"])
     assert again["runtime_ns"] == r["runtime_ns"] and again["stats"] == r["stats"]
+    # and so does `tierkit replay`, which reads both from the config
+    from tierkit import replay as rp
+
+    assert rp.differences(r, rp.replay(r, progress=False)) == []
 
 
 def test_compare_applies_both_to_every_run(zipf_trace):

@@ -223,14 +223,27 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         # the warnings name the run as the user wrote it, not the spec it was made into
         run_as = r["policy"]
         r["warnings"] = [label + w[len(run_as):] if w.startswith(run_as + " ") else w for w in r.get("warnings", [])]
+    if cache is not None:
+        r["config"]["cache"] = cache  # the filter the trace was read through: replay needs it
     if guidance is not None:
         # the user's spec names the run; the config records what the guidance was made from
         r["policy"] = label
         r["config"]["guidance"] = guidance
     if learned is not None:
+        from .replay import with_args
+
         r["policy"] = label
         r["config"]["models"] = learned
-    return r
+        # the training parameters the front end consumed, in the recorded spec (not blank)
+        t = learned["training"]
+        r["config"]["policy"] = with_args(str(r["config"]["policy"]), {
+            "pages": t["pages"], "history": t["history"], "hidden": t["hidden"], "epochs": t["epochs"],
+            "seed": t["seed"], "tol": t["tol"], "train": t["train_trace"], "holdout": t["holdout"],
+            "fallback": "on" if t["fallback"] else "off", "weight": t["class_weight"], "threads": learned["threads"]})
+    # the guidance and predictions files it read travel with the result (by digest)
+    from .replay import keep_inputs
+
+    return keep_inputs(r)
 
 
 def check_scale(repeat: Any, time_scale: Any) -> tuple[int, float]:
@@ -324,7 +337,10 @@ def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, for
     rest = [f"{k}={v}" for k, v in spec["args"] if k not in _GUIDE_KEYS]
     info = {"from_trace": os.fspath(source), "from_digest": prof["trace"]["digest"], "strategy": g["strategy"],
             "mode": g["mode"], "capacity_bytes": g["capacity_bytes"], "context": g["context"],
-            "sites": len(g["sites"]), "arenas": len(g["arenas"])}
+            "sites": len(g["sites"]), "arenas": len(g["arenas"]),
+            # how it was made, in full (the spec's strategy=, capacity=, ... are consumed here)
+            "made_with": {"strategy": args["strategy"], "capacity": args.get("capacity", cap), "context": context,
+                          "phases": phases, "slice": args.get("slice"), "per_phase": per_phase}}
     return "guided:" + ",".join([f"guidance={path}", *rest]), info
 
 

@@ -122,6 +122,7 @@ def simulate(
     ]
     for t in tiers:
         lines.append((f"  {t['name']}", f"{t['reads']:,} reads, {t['writes']:,} writes, {_fmt_bytes(t['bytes_read'] + t['bytes_written'])} moved, {t['used_pages']:,} pages at end"))
+    lines += _models_lines(r)
     lines += [("warning", x) for x in r.get("warnings", [])]
     w = max(len(k) for k, _ in lines)
     for k, v in lines:
@@ -153,6 +154,49 @@ def _scale_note(r: dict) -> str:
     if c.get("time_scale", 1.0) != 1.0:
         parts.append(f"policy times / {c['time_scale']:g}")
     return f", {', '.join(parts)}" if parts else ""
+
+
+def _models_lines(r: dict) -> list:
+    """What a learned policy's front end made: period, models, scores, fallbacks."""
+    m = r["config"].get("models")
+    if not m:
+        return []
+    pc = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    out = []
+    if m.get("period_chosen"):
+        out.append(("period", m["period_chosen"]))
+    where = (f"held-out periods {m['eval_start_period']:,}.. (trained on 0..{m['train_periods'] - 1:,})"
+             if m.get("holdout") is not None or m["training"].get("holdout") else
+             "every period" + ("" if m["out_of_sample"] else ", in sample"))
+    out.append(("models", f"{m['models']:,} for {m['pages_predicted']:,} pages; {m['fallback_pages']:,} pages fell back "
+                          f"to history (their model lost to it on the held-out periods)"))
+    out.append(("  scores", f"on {where}: accuracy {pc(m['accuracy'])} (history {pc(m['history_accuracy'])}), "
+                            f"accessed recall {pc(m['accessed_recall'])} (history {pc(m['history_accessed_recall'])})"))
+    return out
+
+
+@app.command()
+def replay(
+    result: Annotated[Path, typer.Argument(help="a result: simulate --json output, or compare --out's results.jsonl")],
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="the trace, if it has moved (its digest must match)")] = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Run a recorded result's configuration again (with the guidance and predictions it
+    carries) and check that every figure comes out the same. Exit code 1 if one differs."""
+    from . import replay as rp
+
+    bad = 0
+    for old in rp.load(result):
+        new = rp.replay(old, trace, _progress(quiet))
+        diff = rp.differences(old, new)
+        bad += bool(diff)
+        if json_out:
+            print(json.dumps(new))
+        else:
+            print(f"{old.get('policy')}: " + ("same figures, bit for bit" if not diff else "DIFFERENT: " + "; ".join(diff)))
+    if bad:
+        raise typer.Exit(1)
 
 
 def _shown_policy(r: dict) -> str:
@@ -516,16 +560,21 @@ def tune_cmd(
 
 def _learned_study(policy: str, trace: Path, pages: str, period: Optional[int], platform: str, fast_capacity: str,
                    timing: str, history: int, hidden: int, epochs: int, tol: float, seed: int, train: Optional[Path],
-                   format, cache, quiet: bool) -> dict:
+                   format, cache, quiet: bool, holdout: float = 0.5, weight: str = "none",
+                   threads: Optional[int] = None) -> dict:
     from . import kleio
 
     fractions = [_fraction("--pages", x.strip()) for x in pages.split(",") if x.strip()]
     if not fractions:
         raise TierkitError("--pages: give at least one fraction")
     cap = _fraction("--fast-capacity", fast_capacity)
+    if not 0 <= holdout < 1:
+        raise TierkitError(f"--holdout: {holdout} is not a fraction in [0, 1)")
+    if threads is not None and threads < 1:
+        raise TierkitError(f"--threads: {threads} is not a whole number of threads >= 1")
     return kleio.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
                        epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
-                       progress=_progress(quiet))
+                       progress=_progress(quiet), holdout=holdout, class_weight=weight, threads=threads)
 
 
 def _print_study(r: dict) -> None:
@@ -533,15 +582,25 @@ def _print_study(r: dict) -> None:
           f"{r['platform']}, fast capacity {r['fast_capacity']}")
     print(f"history {_ms(r['history_runtime_ns'])} ({100 * r['history_fast_hit_ratio']:.1f}% fast hits), "
           f"oracle {_ms(r['oracle_runtime_ns'])} ({100 * r['oracle_fast_hit_ratio']:.1f}%)")
+    x0 = r["rows"][0] if r["rows"] else None
+    if x0 is not None:
+        where = (f"held-out periods {x0['eval_start_period']:,}..{r['periods'] - 1:,} (models trained on periods "
+                 f"0..{x0['train_periods'] - 1:,})" if r.get("holdout") else
+                 "every period of this trace (trained on another run)" if x0["out_of_sample"] else
+                 "every period: IN SAMPLE (--holdout 0)")
+        print(f"scores on {where}; accessed recall: share of the periods in which a page is accessed that are "
+              f"predicted accessed; fallback: pages whose model loses to history there follow history")
     print(f"{'pages':>7} {'with models':>11} {'models':>7} {'pages/model':>11} {'train s':>8} {'accuracy':>8} "
-          f"{'(history)':>9} {'runtime':>14} {'gap bridged':>11}")
+          f"{'(history)':>9} {'acc. recall':>11} {'(history)':>9} {'fallbacks':>9} {'runtime':>14} {'gap bridged':>11} "
+          f"{'(no fallback)':>13}")
+    pc = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    gp = lambda v: "no gap" if v is None else f"{v:.1f}%"  # noqa: E731
     for x in r["rows"]:
-        gap = "no gap" if x["gap_bridged_pct"] is None else f"{x['gap_bridged_pct']:.1f}%"
-        acc = "-" if x["accuracy"] is None else f"{100 * x['accuracy']:.1f}%"
-        hacc = "-" if x["history_accuracy"] is None else f"{100 * x['history_accuracy']:.1f}%"
         ppm = "-" if x["pages_per_model"] is None else f"{x['pages_per_model']:.2f}"
         print(f"{100 * x['pages_fraction']:>6.1f}% {x['pages_selected']:>11,} {x['models']:>7,} {ppm:>11} "
-              f"{x['train_seconds']:>8.2f} {acc:>8} {hacc:>9} {_ms(x['runtime_ns']):>14} {gap:>11}")
+              f"{x['train_seconds']:>8.2f} {pc(x['accuracy']):>8} {pc(x['history_accuracy']):>9} "
+              f"{pc(x['accessed_recall']):>11} {pc(x['history_accessed_recall']):>9} {x['fallback_pages']:>9,} "
+              f"{_ms(x['runtime_ns']):>14} {gp(x['gap_bridged_pct']):>11} {gp(x['gap_bridged_no_fallback_pct']):>13}")
 
 
 LearnOpts = dict(
@@ -550,6 +609,9 @@ LearnOpts = dict(
     epochs=typer.Option("--epochs", help="training epochs"),
     seed=typer.Option("--seed", help="seed of the models' initial weights"),
     train=typer.Option("--train", help="train on this trace of the same program (pages matched by address)"),
+    holdout=typer.Option("--holdout", help="share of the last periods held out: models train on the periods before and are scored and used on these only (0: in sample)"),
+    weight=typer.Option("--weight", help="class weighting of training windows: none, sqrt or balanced (idle vs accessed targets)"),
+    threads=typer.Option("--threads", help="PyTorch threads [default: $TIERKIT_TORCH_THREADS, else 1]"),
 )
 
 
@@ -566,6 +628,9 @@ def kleio_cmd(
     epochs: Annotated[int, LearnOpts["epochs"]] = 60,
     seed: Annotated[int, LearnOpts["seed"]] = 0,
     train: Annotated[Optional[Path], LearnOpts["train"]] = None,
+    holdout: Annotated[float, LearnOpts["holdout"]] = 0.5,
+    weight: Annotated[str, LearnOpts["weight"]] = "none",
+    threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -574,7 +639,7 @@ def kleio_cmd(
     """Kleio: per-page LSTMs for the pages history misplaces (003 §3.2). Prints the share of
     the history-to-oracle gap bridged against the share of pages given models."""
     r = _learned_study("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5,
-                       seed, train, format, cache, quiet)
+                       seed, train, format, cache, quiet, holdout, weight, threads)
     if json_out:
         print(json.dumps(r))
         return
@@ -595,6 +660,9 @@ def kleoniki_cmd(
     epochs: Annotated[int, LearnOpts["epochs"]] = 60,
     seed: Annotated[int, LearnOpts["seed"]] = 0,
     train: Annotated[Optional[Path], LearnOpts["train"]] = None,
+    holdout: Annotated[float, LearnOpts["holdout"]] = 0.5,
+    weight: Annotated[str, LearnOpts["weight"]] = "none",
+    threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -604,19 +672,23 @@ def kleoniki_cmd(
     at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
     from . import cori
 
-    chosen = None
+    from . import kleio
+
+    chosen = note = None
     if period is None:
         t = cori.tune(trace, "history", platform, _fraction("--fast-capacity", fast_capacity), timing, exhaustive=False,
                       format=format, cache=cache, progress=_progress(quiet))
-        period = chosen = t["chosen_period"]
+        chosen = t["chosen_period"]
+        period, note = kleio.learned_period(int(t["accesses"]), chosen, history)
     r = _learned_study("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol,
-                       seed, train, format, cache, quiet)
+                       seed, train, format, cache, quiet, holdout, weight, threads)
     r["cori_period"] = chosen
+    r["period_chosen"] = note
     if json_out:
         print(json.dumps(r))
         return
-    if chosen is not None:
-        print(f"Cori's period for history: {chosen:,} accesses")
+    if note is not None:
+        print(f"period: {note}")
     _print_study(r)
 
 

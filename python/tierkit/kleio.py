@@ -139,17 +139,64 @@ def _rows(pred: np.ndarray) -> list[str]:
     return [bytes(r).decode("ascii") for r in chars]
 
 
+#: share of the periods held out by default: models train on the periods before, and are
+#: judged (and used) only on the held-out periods after
+HOLDOUT = 0.5
+
+
+def scores(pred: np.ndarray, actual: np.ndarray) -> dict:
+    """How well predicted classes match the actual ones (arrays of the same shape; entries
+    with pred < 0 are left out): ``accuracy`` (exact class), ``accessed_recall`` (of the
+    periods in which the page is accessed, the share predicted accessed: a model that
+    collapses to "no access" scores low here while its accuracy can look good),
+    ``idle_recall``, ``balanced_accuracy`` (their mean) and ``class_mae`` (mean absolute
+    error in classes). None where there is nothing to score."""
+    ok = pred >= 0
+    p, a = pred[ok].astype(np.int64), actual[ok].astype(np.int64)
+    acc_ = a > 0
+    out: dict = {"accuracy": None, "accessed_recall": None, "idle_recall": None, "balanced_accuracy": None,
+                 "class_mae": None, "scored": int(len(a))}
+    if not len(a):
+        return out
+    out["accuracy"] = float((p == a).mean())
+    out["class_mae"] = float(np.abs(p - a).mean())
+    if acc_.any():
+        out["accessed_recall"] = float((p[acc_] > 0).mean())
+    if (~acc_).any():
+        out["idle_recall"] = float((p[~acc_] == 0).mean())
+    parts = [x for x in (out["accessed_recall"], out["idle_recall"]) if x is not None]
+    out["balanced_accuracy"] = float(np.mean(parts))
+    return out
+
+
+def file_digest(path: PathLike) -> str:
+    """SHA-256 of a file's bytes (how results name the guidance and predictions they used)."""
+    import hashlib
+
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, period: int = 1000, bins: int = 16,
                 fast_capacity: float = 0.2, history: int = 8, hidden: int = 16, epochs: int = 60, tol: float = 0.5,
                 seed: int = 0, train_trace: Optional[PathLike] = None, out: Optional[PathLike] = None,
                 format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
-                device: str = "auto") -> Made:
+                device: str = "auto", holdout: float = HOLDOUT, fallback: bool = True,
+                class_weight: str = "none", threads: Optional[int] = None,
+                also_without_fallback: bool = False) -> Made:
     """Select pages, train the models and write the predictions file for ``trace``.
 
     ``policy`` is ``kleio`` (one model per page) or ``kleoniki`` (one per group).
     ``train_trace``: train on this trace of the same program (pages matched by address);
-    the selection is made there too. Returns the file and the numbers of the run (pages,
-    models, training time, ...)."""
+    the selection is made there too, and every period of ``trace`` is out of sample.
+    Otherwise ``holdout`` (a fraction in [0, 1)) of the trace's last periods is held out:
+    pages are selected and models trained on the periods before, and the models predict
+    only the held-out periods (earlier ones follow history); ``holdout=0`` trains and
+    predicts on every period (in sample). ``fallback``: a page whose model predicts the
+    held-out periods worse than history does (larger mean class error) gets no predictions,
+    so it follows history. ``class_weight``: see :class:`tierkit.learn.TrainConfig`.
+    ``threads``: PyTorch threads (:func:`tierkit.learn.threads`).
+    Returns the file and the numbers of the run (pages, models, training time, scores, ...)."""
     from . import learn
 
     if policy not in ("kleio", "kleoniki"):
@@ -160,17 +207,28 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         raise _core.TierkitError(f"{policy}: the fast capacity {fast_capacity} is not a fraction in (0, 1]")
     if history < 1 or hidden < 1 or epochs < 0 or not 1 <= bins <= 32:
         raise _core.TierkitError(f"{policy}: history, hidden must be >= 1, epochs >= 0 and bins 1..32")
+    if not 0 <= holdout < 1:
+        raise _core.TierkitError(f"{policy}:holdout: {holdout} is not a fraction in [0, 1)")
+    if class_weight not in learn.CLASS_WEIGHTS:
+        raise _core.TierkitError(f"{policy}:weight: '{class_weight}' is not one of {', '.join(learn.CLASS_WEIGHTS)}")
     ev = counts(trace, period, format, cache, progress)
     tr = ev if train_trace is None else counts(train_trace, period, format, cache, progress)
-    if tr.periods <= history + 1:
+    # the periods models learn from: all of another run's, or the first part of this one's
+    same = train_trace is None
+    train_end = tr.periods - int(holdout * tr.periods) if same else tr.periods
+    if train_end <= history + 1:
+        held = f" ({tr.periods - train_end} of {tr.periods} held out for evaluation)" if same and holdout else ""
         raise _core.TierkitError(
-            f"{policy}: {tr.trace} has {tr.periods} periods of {period} accesses, too few to learn from {history} "
-            f"periods of history: give a shorter period or history=")
+            f"{policy}: {tr.trace} has {train_end} periods of {period} accesses to train on{held}, too few to learn "
+            f"from {history} periods of history: give a shorter period or history=")
+    n_threads = learn.threads(threads)
     t0 = time.perf_counter()
-    misplaced, _ = select_pages(tr, fast_pages(tr, fast_capacity))
+    tr_sel = tr if train_end == tr.periods else _truncate(tr, train_end)
+    misplaced, _ = select_pages(tr_sel, fast_pages(tr, fast_capacity))
     sel = misplaced[:min(len(misplaced), max(1, int(round(pages * tr.pages))))]
-    series = tr.dense(sel, bins)
-    cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed, device=device)
+    series = tr.dense(sel, bins)[:, :train_end]
+    cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed, device=device,
+                            class_weight=class_weight)
     if policy == "kleoniki":
         labels, reps = learn.group_patterns(series, tol=tol, seed=seed)
         train_series = reps
@@ -181,7 +239,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     with Bar(f"{policy} training", progress, unit="model") as bar:
         models = learn.train(train_series, cfg, progress=bar.callback) if len(sel) else None
     # the evaluated trace's pages: the same ids, or the same addresses of the training trace
-    if train_trace is None:
+    if same:
         ev_pages = sel
         ev_labels = labels
     else:
@@ -194,13 +252,36 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     t1 = time.perf_counter()
     pred = learn.predict(models, inputs, np.asarray(ev_labels)) if len(ev_pages) else np.zeros((0, ev.periods), np.int16)
     infer_s = time.perf_counter() - t1
-    # accuracy of the predictions (on the evaluated trace, every period from K on, where
-    # every page has one), against history's guess (the last period's class)
-    acc = hist_acc = None
-    if len(ev_pages) and ev.periods > history:
-        acc = float((pred[:, history:] == inputs[:, history:]).mean())
-        hist_acc = float((inputs[:, history - 1:-1] == inputs[:, history:]).mean())
+    # scored periods: the held-out ones (every period from K on when trained on another run,
+    # or in sample with holdout=0); history's guess is the last period's class
+    eval_start = max(history, train_end if same and holdout else history)
+    if eval_start < ev.periods:
+        pred[:, :eval_start] = -1
+    prev = np.full(inputs.shape, -1, dtype=np.int16)
+    prev[:, 1:] = inputs[:, :-1]
+    prev[:, :eval_start] = -1
+    model_scores = scores(pred, inputs)
+    hist_scores = scores(prev, inputs)
+    # fallback: pages whose model, on the scored periods, under-predicts by more classes in
+    # all than history (a page predicted cooler than it is goes to the slow tier when used:
+    # the collapse to "no access"), or whose mean class error is not below history's (a tie
+    # changes predictions without evidence that they are better)
+    fell = np.zeros(len(ev_pages), dtype=bool)
+    if len(ev_pages) and eval_start < ev.periods:
+        act = inputs[:, eval_start:].astype(np.int64)
+        pm, ph = pred[:, eval_start:].astype(np.int64), prev[:, eval_start:].astype(np.int64)
+        under_m, under_h = np.maximum(act - pm, 0).sum(1), np.maximum(act - ph, 0).sum(1)
+        fell = (under_m > under_h) | (np.abs(pm - act).sum(1) >= np.abs(ph - act).sum(1))
+    used = pred.copy()
+    if fallback:
+        used[fell] = -1
+    used_scores = scores(np.where(used >= 0, used, prev), inputs)
     n_models = models.count if models is not None else 0
+    training = {"policy": policy, "pages": pages, "period": int(period), "bins": bins, "history": history,
+                "hidden": hidden, "epochs": epochs, "lr": cfg.lr, "tol": tol if policy == "kleoniki" else None,
+                "seed": seed, "fast_capacity": fast_capacity, "holdout": holdout if same else None,
+                "fallback": bool(fallback), "class_weight": class_weight, "device": device,
+                "train_trace": tr.trace if not same else None, "train_digest": tr.digest if not same else None}
     info = {
         "policy": policy, "trace": ev.trace, "digest": ev.digest, "train_trace": tr.trace, "period": period,
         "bins": bins, "history": history, "hidden": hidden, "epochs": epochs, "seed": seed,
@@ -210,18 +291,49 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         "pages_per_model": (len(sel) / n_models) if n_models else None,
         "distinct_patterns": int(distinct), "tol": tol if policy == "kleoniki" else None,
         "train_seconds": models.train_seconds if models is not None else 0.0,
-        "train_device": models.device if models is not None else None,
+        "train_device": models.device if models is not None else None, "threads": n_threads,
         "select_and_train_seconds": time.perf_counter() - t0 - infer_s,
         "inference_seconds": infer_s, "inference_per_period_ms": 1e3 * infer_s / max(1, ev.periods),
-        "accuracy": acc, "history_accuracy": hist_acc,
+        # what was held out and scored: periods [eval_start, periods) of the evaluated trace
+        "train_periods": int(train_end), "eval_start_period": int(min(eval_start, ev.periods)),
+        "eval_periods": int(max(0, ev.periods - eval_start)),
+        "out_of_sample": bool(not same or holdout > 0),
+        "accuracy": model_scores["accuracy"], "history_accuracy": hist_scores["accuracy"],
+        "accessed_recall": model_scores["accessed_recall"], "history_accessed_recall": hist_scores["accessed_recall"],
+        "balanced_accuracy": model_scores["balanced_accuracy"],
+        "history_balanced_accuracy": hist_scores["balanced_accuracy"],
+        "scores": {"models": model_scores, "history": hist_scores, "used": used_scores},
+        "fallback": bool(fallback), "fallback_pages": int(fell.sum()) if fallback else 0,
+        "pages_losing_to_history": int(fell.sum()),
+        "class_weight": class_weight, "training": training,
     }
     doc = {"format": "tierkit-predictions", "version": 1, "policy": policy, "period": int(period), "bins": int(bins),
            "models": int(n_models), "trace_digest": ev.digest, "made": info,
-           "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(pred))}}
+           "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(used))}}
     path = os.fspath(out) if out is not None else _tmp_path(policy)
+    # no timings in the file: the same inputs and seed write the same bytes (same digest)
+    doc["made"] = {k: v for k, v in info.items() if not k.endswith("seconds") and k != "inference_per_period_ms"}
     with open(path, "w") as f:
-        json.dump(doc, f)
+        json.dump(doc, f, sort_keys=True)
+    info["predictions_sha256"] = file_digest(path)
+    if also_without_fallback:
+        # the same models' predictions with every page kept (what fallback=off would write)
+        alt = path[:-5] + "-nofallback.json" if path.endswith(".json") else path + "-nofallback"
+        no_fb = {**doc, "made": {**doc["made"], "fallback": False, "fallback_pages": 0,
+                                 "training": {**training, "fallback": False}},
+                 "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(pred))}}
+        no_fb["made"]["scores"] = {**doc["made"]["scores"], "used": scores(np.where(pred >= 0, pred, prev), inputs)}
+        with open(alt, "w") as f:
+            json.dump(no_fb, f, sort_keys=True)
+        info["no_fallback_path"] = alt
     return Made(path, info)
+
+
+def _truncate(c: Counts, periods: int) -> Counts:
+    """The first ``periods`` periods of ``c`` (same page ids)."""
+    e = int(c.starts[periods])
+    return Counts(c.period, periods, int(c.count[:e].sum()), c.page_addr, c.period_of[:e], c.page[:e], c.count[:e],
+                  c.digest, c.trace)
 
 
 _tmp_dir: Optional[str] = None
@@ -240,7 +352,41 @@ def _tmp_path(policy: str) -> str:
 
 
 #: parameters of kleio / kleoniki that the Python front end turns into a predictions file
-TRAIN_KEYS = ("pages", "history", "hidden", "epochs", "train", "seed", "tol")
+TRAIN_KEYS = ("pages", "history", "hidden", "epochs", "train", "seed", "tol", "holdout", "fallback", "weight",
+              "threads")
+#: the fewest periods a trace is cut into by default, per period of model input (K + 1):
+#: with half held out, K = 8 leaves 4 (K + 1) = 36 periods to train on
+MIN_PERIODS_PER_INPUT = 8
+
+
+def _nice_floor(x: int) -> int:
+    """The largest 1, 2 or 5 times a power of ten not above x (at least 1)."""
+    x = max(1, int(x))
+    mag = 10 ** int(np.floor(np.log10(x)))
+    return int(max(m * mag for m in (1, 2, 5) if m * mag <= x))
+
+
+def learned_period(accesses: int, cori_period: int, history: int = 8) -> tuple[int, str]:
+    """Kleoniki's default period: Cori's choice for history, unless it cuts the trace into
+    fewer than MIN_PERIODS_PER_INPUT (K + 1) periods (Cori favours long periods; 003 §4's
+    traces run for billions of accesses, ordinary ones for millions, and K = 8 periods of
+    input then leave nothing to learn from); then the longest 1-2-5 period that makes that
+    many. Returns the period and a sentence saying how it was picked."""
+    need = MIN_PERIODS_PER_INPUT * (history + 1)
+    if accesses // max(1, cori_period) >= need:
+        return int(cori_period), f"Cori's period for history ({cori_period:,} accesses)"
+    p = _nice_floor(max(1, accesses // need))
+    return p, (f"Cori's period for history ({cori_period:,} accesses) makes {accesses // max(1, cori_period):,} "
+               f"periods, too few for history={history}; shortened to {p:,} accesses "
+               f"({accesses // p:,} periods, at least {need} = {MIN_PERIODS_PER_INPUT} x (history + 1))")
+
+
+def on_off(name: str, key: str, v: str) -> bool:
+    if v in ("on", "true", "1", "yes"):
+        return True
+    if v in ("off", "false", "0", "no"):
+        return False
+    raise _core.TierkitError(f"{name}:{key}: '{v}' is not on or off")
 
 
 def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format: Optional[str], cache: Optional[str],
@@ -248,7 +394,8 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     """``kleio:pages=F,...`` / ``kleoniki:...`` → trained predictions and the spec that reads them.
 
     Kleio's period defaults to ``history``'s (1,000 accesses); Kleoniki's to Cori's choice
-    for ``history`` on the same platform and capacity."""
+    for ``history`` on the same platform and capacity, shortened when it leaves too few
+    periods (:func:`learned_period`)."""
     name = spec["name"]
     args = dict(spec["args"])
 
@@ -265,22 +412,31 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     except ValueError:
         raise _core.TierkitError(f"{name}: the fast capacity must be a fraction of the footprint "
                                  f"(e.g. --fast-capacity 0.2) to select pages, not '{fast_capacity}'") from None
+    history = num("history", 8, int)
     cori_period = None
+    period_note = None
     if name == "kleoniki" and "period" not in args:
         from .cori import tune
 
-        cori_period = tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
-                           progress=progress)["chosen_period"]
-    period = num("period", cori_period or 1000, int)
+        t = tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
+                 progress=progress)
+        cori_period = t["chosen_period"]
+        period, period_note = learned_period(int(t["accesses"]), cori_period, history)
+    else:
+        period = num("period", 1000, int)
     made = predictions(trace, name, pages=num("pages", 0.1 if name == "kleio" else 0.2), period=period,
-                       bins=num("bins", 16, int), fast_capacity=cap, history=num("history", 8, int),
+                       bins=num("bins", 16, int), fast_capacity=cap, history=history,
                        hidden=num("hidden", 16, int), epochs=num("epochs", 60, int), tol=num("tol", 0.5),
                        seed=num("seed", 0, int), train_trace=args.get("train"), format=format, cache=cache,
-                       progress=progress)
+                       progress=progress, holdout=num("holdout", HOLDOUT),
+                       fallback=on_off(name, "fallback", args.get("fallback", "on")),
+                       class_weight=args.get("weight", "none"),
+                       threads=num("threads", None, int) if "threads" in args else None)
     rest = [f"{k}={v}" for k, v in spec["args"] if k not in TRAIN_KEYS]
     if "period" not in args:
         rest.append(f"period={period}")
-    return f"{name}:" + ",".join([f"predictions={made.path}", *rest]), {**made.info, "cori_period": cori_period}
+    return f"{name}:" + ",".join([f"predictions={made.path}", *rest]), {
+        **made.info, "cori_period": cori_period, "period_chosen": period_note}
 
 
 def gap_bridged(history_ns: float, oracle_ns: float, x_ns: float) -> Optional[float]:
@@ -295,9 +451,12 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
           period: Optional[int] = None, platform: str = "dram-pmem", fast_capacity: float = 0.2,
           timing: str = "simple", bins: int = 16, history: int = 8, hidden: int = 16, epochs: int = 60,
           tol: float = 0.5, seed: int = 0, train_trace: Optional[PathLike] = None, format: Optional[str] = None,
-          cache: Optional[str] = None, progress: Optional[bool] = None) -> dict:
+          cache: Optional[str] = None, progress: Optional[bool] = None, holdout: float = HOLDOUT,
+          class_weight: str = "none", threads: Optional[int] = None) -> dict:
     """History, oracle and ``policy`` with models for each fraction of the pages: the gap
-    bridged (003 Fig. 3.3) against the fraction, with models and training time."""
+    bridged (003 Fig. 3.3) against the fraction, with models, training time and the models'
+    scores on the held-out periods. Each fraction's models run twice: with the fallback to
+    history (``gap_bridged_pct``) and without (``gap_bridged_no_fallback_pct``)."""
     from .api import run
 
     if period is None:
@@ -306,25 +465,34 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     for name in ("history", "oracle"):
         r = run(trace, platform, f"{name}:period={period},bins={bins}", fast_capacity, None, timing, format, cache, False)
         base[name] = r
+    hist_ns, orc_ns = base["history"]["runtime_ns"], base["oracle"]["runtime_ns"]
     rows = []
     for f in fractions:
         made = predictions(trace, policy, pages=f, period=period, bins=bins, fast_capacity=fast_capacity,
                            history=history, hidden=hidden, epochs=epochs, tol=tol, seed=seed,
-                           train_trace=train_trace, format=format, cache=cache, progress=progress)
+                           train_trace=train_trace, format=format, cache=cache, progress=progress, holdout=holdout,
+                           class_weight=class_weight, threads=threads, also_without_fallback=True)
         r = run(trace, platform, f"{policy}:period={period},bins={bins},predictions={made.path}", fast_capacity, None,
                 timing, format, cache, False)
+        r0 = run(trace, platform, f"{policy}:period={period},bins={bins},predictions={made.info['no_fallback_path']}",
+                 fast_capacity, None, timing, format, cache, False)
         rows.append({**{k: made.info[k] for k in ("pages_fraction", "pages_selected", "models", "pages_per_model",
                                                    "distinct_patterns", "train_seconds", "inference_per_period_ms",
-                                                   "accuracy", "history_accuracy")},
+                                                   "accuracy", "history_accuracy", "accessed_recall",
+                                                   "history_accessed_recall", "balanced_accuracy",
+                                                   "history_balanced_accuracy", "fallback_pages", "train_periods",
+                                                   "eval_start_period", "eval_periods", "out_of_sample")},
                      "runtime_ns": r["runtime_ns"], "fast_hit_ratio": r["fast_hit_ratio"],
                      "migrations": r["migrations"],
-                     "gap_bridged_pct": gap_bridged(base["history"]["runtime_ns"], base["oracle"]["runtime_ns"],
-                                                    r["runtime_ns"])})
+                     "gap_bridged_pct": gap_bridged(hist_ns, orc_ns, r["runtime_ns"]),
+                     "runtime_no_fallback_ns": r0["runtime_ns"],
+                     "gap_bridged_no_fallback_pct": gap_bridged(hist_ns, orc_ns, r0["runtime_ns"])})
     c = counts(trace, period, format, cache, progress)
     return {"trace": os.fspath(trace), "policy": policy, "platform": platform, "fast_capacity": fast_capacity,
             "timing": timing, "period": period, "bins": bins, "history_periods": history,
+            "holdout": holdout if train_trace is None else None, "class_weight": class_weight,
             "pages": int(c.pages), "periods": int(c.periods),
-            "history_runtime_ns": base["history"]["runtime_ns"], "oracle_runtime_ns": base["oracle"]["runtime_ns"],
+            "history_runtime_ns": hist_ns, "oracle_runtime_ns": orc_ns,
             "history_fast_hit_ratio": base["history"]["fast_hit_ratio"],
             "oracle_fast_hit_ratio": base["oracle"]["fast_hit_ratio"], "rows": rows}
 

@@ -33,6 +33,7 @@ graph, buffers reused across steps).
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -56,6 +57,8 @@ PREDICT_WINDOWS = 1 << 16
 PREDICT_BLOCKS = 8192
 
 NO_TORCH = "PyTorch is not installed: pip install 'tierkit[ml]'"
+#: values of TrainConfig.class_weight
+CLASS_WEIGHTS = ("balanced", "sqrt", "none")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +119,12 @@ class TrainConfig:
     seed: int = 0  #: initial weights and mini-batch order
     device: str = "auto"  #: "auto" (cuda if available, else cpu), "cpu", "cuda"
     chunk: int = 4096  #: at most this many models trained together (bounds memory)
+    #: "none": every window weighs the same; "balanced": each model's windows whose target is
+    #: "no access" (class 0) and those whose target is an access (class >= 1) weigh half of
+    #: its loss each; "sqrt": the square roots of the balanced weights. Weighting raises the
+    #: models' recall of accessed periods but, measured on the SPEC traces (docs/learned.md),
+    #: costs more in idle periods predicted hot than it gains: "none" by default
+    class_weight: str = "none"
 
     def check(self) -> None:
         for name, lo in (("history", 1), ("hidden", 1), ("epochs", 0), ("chunk", 1)):
@@ -126,6 +135,8 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.bins: {self.bins!r} is not a whole number from 1 to 255")
         if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"TrainConfig.lr: {self.lr!r} is not a positive learning rate")
+        if self.class_weight not in CLASS_WEIGHTS:
+            raise ValueError(f"TrainConfig.class_weight: {self.class_weight!r} is not one of {', '.join(CLASS_WEIGHTS)}")
 
 
 @dataclass
@@ -149,11 +160,59 @@ class Models:
 # torch plumbing
 
 
-def _torch():
+#: environment variable that overrides the PyTorch threads tierkit uses (default 1)
+THREADS_ENV = "TIERKIT_TORCH_THREADS"
+_threads_set: Optional[int] = None
+
+
+def threads(n: Optional[int] = None) -> int:
+    """The intra-op threads PyTorch uses for tierkit's training and inference: ``n``, else
+    ``$TIERKIT_TORCH_THREADS``, else 1. Inter-op threads are set to 1 once (PyTorch allows
+    that only before its first parallel work).
+
+    Why 1 by default: the models are many tiny batched matrix products, where thread hand-offs
+    cost more than they save, and PyTorch's default (one thread per core) spins on every core
+    even when other processes need them: on a loaded 2-core machine ``tierkit kleio`` took
+    678 s with the default and 38 s with one thread, with the same results (issue 14)."""
+    global _threads_set
+    torch = _torch_module()
+    if n is None:
+        env = os.environ.get(THREADS_ENV, "").strip()
+        if env:
+            try:
+                n = int(env)
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise TierkitError(f"{THREADS_ENV}: '{env}' is not a whole number of threads >= 1")
+        else:
+            n = 1
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise TierkitError(f"threads: {n!r} is not a whole number of threads >= 1")
+    n = int(n)
+    if _threads_set is None:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass  # already set, or parallel work already ran: PyTorch keeps its pool
+    if _threads_set != n or torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    _threads_set = n
+    return n
+
+
+def _torch_module():
     try:
         import torch
     except ImportError:
         raise TierkitError(NO_TORCH) from None
+    return torch
+
+
+def _torch():
+    torch = _torch_module()
+    if _threads_set is None:
+        threads()
     return torch
 
 
@@ -307,6 +366,22 @@ def _init_params(torch, M: int, H: int, C: int, seed: int):
     return W, Wo
 
 
+def idle_access_weights(targets: np.ndarray, sqrt: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of targets [M, N]: the weight of a window whose target is class 0 and of one
+    whose target is >= 1, so that each kind carries half of the row's total weight N (both 1
+    when a row has only one kind); with ``sqrt``, the square roots of those weights (a milder
+    correction). float32."""
+    N = targets.shape[1]
+    n0 = (targets == 0).sum(1).astype(np.float64)
+    n1 = N - n0
+    both = (n0 > 0) & (n1 > 0)
+    w0 = np.where(both, N / (2 * np.maximum(n0, 1)), 1.0)
+    w1 = np.where(both, N / (2 * np.maximum(n1, 1)), 1.0)
+    if sqrt:
+        w0, w1 = np.sqrt(w0), np.sqrt(w1)
+    return w0.astype(np.float32), w1.astype(np.float32)
+
+
 def _batch_size(u):
     """Windows per step of a model with u distinct windows: all of them up to MIN_BATCH,
     else a STEPS_PER_EPOCH-th of them, at least MIN_BATCH."""
@@ -356,6 +431,10 @@ def train(series: np.ndarray, config: TrainConfig = TrainConfig(),
     owner, wins, inv = _distinct_windows(series, np.arange(M), K, C)
     y = series[:, K:].reshape(-1).astype(np.int64)
     cnt = np.bincount(inv * C + y, minlength=len(owner) * C).reshape(len(owner), C).astype(np.float32)
+    if config.class_weight != "none":
+        w0, w1 = idle_access_weights(series[:, K:], config.class_weight == "sqrt")
+        cnt[:, 0] *= w0[owner]
+        cnt[:, 1:] *= w1[owner][:, None]
     U = np.bincount(owner, minlength=M)
     start = np.concatenate([[0], np.cumsum(U)])
     order = np.argsort(U, kind="stable")

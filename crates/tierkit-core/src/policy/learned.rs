@@ -170,6 +170,10 @@ const KLEIO_PARAMS: &[ParamSpec] = &[
     text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
     text_param!("train", "trace", "003 §3.2 (models trained offline)", "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
+    text_param!("holdout", "fraction of periods", "tierkit (issue 14: judge models out of sample)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
+    text_param!("fallback", "on|off", "tierkit (issue 14: never worse than history)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("weight", "none|sqrt|balanced", "tierkit (issue 14: models collapsing to 'no access')", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
+    text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];
 
 const KLEONIKI_PARAMS: &[ParamSpec] = &[
@@ -183,6 +187,10 @@ const KLEONIKI_PARAMS: &[ParamSpec] = &[
     text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
     text_param!("train", "trace", "003 §3.2", "with the Python front end: train on this trace of the same program; default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
+    text_param!("holdout", "fraction of periods", "tierkit (issue 14: judge models out of sample)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
+    text_param!("fallback", "on|off", "tierkit (issue 14: never worse than history)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("weight", "none|sqrt|balanced", "tierkit (issue 14: models collapsing to 'no access')", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
+    text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];
 
 pub static KLEIO: PolicyInfo = PolicyInfo {
