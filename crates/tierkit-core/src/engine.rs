@@ -919,7 +919,13 @@ pub fn activity_warnings(label: &str, acts: Option<(u64, Period)>, moves_pages: 
             } else {
                 format!("its {interval} passed too few times in the run; {SEE}")
             };
-            w.push(format!("{label} acted {}: {why}", times(n)));
+            // pages can still move outside that work (kswapd demotion, say): say where they came from
+            let other = if migrations > 0 {
+                format!(" ({migrations} migrations came from work outside it, such as demotion under memory pressure)")
+            } else {
+                String::new()
+            };
+            w.push(format!("{label} acted {}: {why}{other}", times(n)));
         }
     }
     // (a policy that never acted moved nothing periodically: the first warning says why)

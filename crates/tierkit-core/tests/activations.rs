@@ -170,15 +170,20 @@ fn warning_sentences() {
     assert_eq!(activity_warnings("hyplacer", Some((5, Period::Ns(1_000_000))), true, 0, &ran), ["hyplacer acted 5 times but moved no page: its result is that of its initial placement alone"]);
     assert_eq!(
         activity_warnings("nimble", Some((1, Period::Ns(100_000_000))), true, 10, &ran),
-        ["nimble acted 1 time: its 100 ms interval fits only 2.50 times in the run's 250 ms of simulated time, too few to show how it behaves; see --repeat / --time-scale"]
+        ["nimble acted 1 time: its 100 ms interval fits only 2.50 times in the run's 250 ms of simulated time, too few to show how it behaves; see --repeat / --time-scale (10 migrations came from work outside it, such as demotion under memory pressure)"]
     );
     assert_eq!(
         activity_warnings("tpp", Some((2, Period::Ns(10_000_000))), true, 10, &ran),
-        ["tpp acted 2 times: its 10 ms interval passed 25 times in the run's 250 ms of simulated time, but its work ran in only 2 of them (see stats.policy for the skipped ones)"]
+        ["tpp acted 2 times: its 10 ms interval passed 25 times in the run's 250 ms of simulated time, but its work ran in only 2 of them (see stats.policy for the skipped ones) (10 migrations came from work outside it, such as demotion under memory pressure)"]
     );
     assert_eq!(
         activity_warnings("kleio", Some((0, Period::Insn(10_000_000))), true, 0, &ran),
         ["kleio acted 0 times: its period of 10000000 instructions is longer than the run's 5000000 instructions; see --repeat / --time-scale"]
+    );
+    // tpp on a short trace: no scan ran, but kswapd demoted, which made room for new pages
+    assert_eq!(
+        activity_warnings("tpp", Some((0, Period::Ns(1_000_000_000))), true, 6315, &ran),
+        ["tpp acted 0 times: its 1 s interval is longer than the run's 250 ms of simulated time; see --repeat / --time-scale (6315 migrations came from work outside it, such as demotion under memory pressure)"]
     );
     // enough activations and moves, or a fixed placement: nothing to say
     assert!(activity_warnings("history", Some((3, Period::Accesses(1000))), true, 1, &ran).is_empty());
