@@ -233,3 +233,148 @@ fn every_policy_gives_the_same_results_with_read_ahead_on_and_off() {
     }
     assert!(ran + 3 >= REGISTRY.len(), "only {ran} of {} policies ran", REGISTRY.len());
 }
+
+/// Every consumer: simple timing with first-touch (which decodes neither addresses' offsets
+/// nor instruction counts), detailed timing with otf (which decodes both), with and without
+/// read-ahead, and `trace convert`. Each must refuse `path` with the same message.
+fn every_consumer_refuses(path: &Path, file: &str) -> String {
+    let mut msgs = Vec::new();
+    for (policy, timing) in [("first-touch", TimingKind::Simple), ("otf", TimingKind::Detailed)] {
+        for read_ahead in [false, true] {
+            let e = sim(path, policy, timing, read_ahead).expect_err(&format!("{policy} accepted a corrupt trace"));
+            msgs.push(clean(&e, file));
+        }
+    }
+    let out = path.with_extension("out.tkt");
+    let e = convert(&TraceInput::new(path), &out, None, true, None).expect_err("trace convert accepted a corrupt trace");
+    msgs.push(clean(&e, file));
+    assert!(msgs.iter().all(|m| m == &msgs[0]), "consumers disagree: {msgs:#?}");
+    msgs.swap_remove(0)
+}
+
+/// Corrupt one column of the first data chunk.
+fn with_column(src: &Path, dst: &Path, col: usize, edit: impl Fn(&mut Vec<u8>)) {
+    let mut parts = take_apart(src);
+    let (n, mut cols) = columns(&parts.chunks[0].2);
+    edit(&mut cols[col]);
+    parts.chunks[0].2 = payload(n, &cols);
+    put_together(&parts, dst);
+}
+
+#[test]
+fn a_corrupt_instruction_varint_is_refused_by_every_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_trace(dir.path(), "good.tkt", 20_000);
+    let bad = dir.path().join("badinsn.tkt");
+    // the column's last varint runs past the column's end (its high bit set)
+    with_column(&good, &bad, 4, |c| *c.last_mut().unwrap() |= 0x80);
+    let m = every_consumer_refuses(&bad, "badinsn.tkt");
+    assert!(m.contains("instruction column"), "{m}");
+    // an eleventh varint byte instead, keeping the count of terminating bytes
+    let bad2 = dir.path().join("longinsn.tkt");
+    with_column(&good, &bad2, 4, |c| {
+        let mut long = vec![0x80u8; 10];
+        long.push(0x00);
+        c.splice(0..1, long);
+    });
+    every_consumer_refuses(&bad2, "longinsn.tkt");
+}
+
+#[test]
+fn a_corrupt_in_page_offset_is_refused_by_every_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_trace(dir.path(), "good.tkt", 20_000);
+    let bad = dir.path().join("badoff.tkt");
+    // line-aligned offsets: g = 6 and one byte per access, so 64 units per 4 KiB page; 200
+    // is past the page
+    with_column(&good, &bad, 3, |c| {
+        assert_eq!(c[0], 6);
+        c[5] = 200;
+    });
+    let m = every_consumer_refuses(&bad, "badoff.tkt");
+    assert!(m.contains("in-page offset"), "{m}");
+}
+
+#[test]
+fn header_fields_are_bounded_and_must_form_an_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_trace(dir.path(), "good.tkt", 1_000);
+    let cases = [
+        (r#"{"line_size": 4611686018427387904, "time_insn": true}"#, "line_size"),
+        (r#"{"line_size": 0, "time_insn": true}"#, "line_size"),
+        (r#"{"line_size": 8192, "time_insn": true}"#, "line_size"),
+        (r#"{"page_size": 4611686018427387904, "time_insn": true}"#, "page_size"),
+        // an array: serde would read it positionally into the header's fields
+        (r#"[[1,0],4096,64,true,false,false,true,null,{},{}]"#, "JSON object"),
+    ];
+    for (i, (json, says)) in cases.iter().enumerate() {
+        let mut parts = take_apart(&good);
+        parts.header = header_with(json);
+        let p = dir.path().join(format!("hdr{i}.tkt"));
+        put_together(&parts, &p);
+        let e = TraceInput::new(&p).open().err().unwrap_or_else(|| panic!("header {json} accepted"));
+        let m = clean(&e, &format!("hdr{i}.tkt"));
+        assert!(m.contains(says), "{json}: {m}");
+    }
+    // the limits are named
+    let mut parts = take_apart(&good);
+    parts.header = header_with(r#"{"line_size": 4611686018427387904}"#);
+    let p = dir.path().join("limit.tkt");
+    put_together(&parts, &p);
+    let m = TraceInput::new(&p).open().err().unwrap().to_string();
+    assert!(m.contains("32768") && m.contains("page size"), "{m}");
+}
+
+#[test]
+fn a_summary_that_is_an_array_or_disagrees_with_the_data_is_an_input_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write_trace(dir.path(), "good.tkt", 20_000);
+    type Edit = fn(&mut serde_json::Value) -> serde_json::Value;
+    let cases: [(&str, Edit, &str); 6] = [
+        ("array", |v| serde_json::Value::Array(v.as_object().unwrap().values().cloned().collect()), "JSON object"),
+        ("more", |v| {
+            v["accesses"] = (v["accesses"].as_u64().unwrap() + 7).into();
+            v["reads"] = (v["reads"].as_u64().unwrap() + 7).into();
+            v["records"] = (v["records"].as_u64().unwrap() + 7).into();
+            v.clone()
+        }, "'accesses'"),
+        ("fewer", |v| {
+            v["writes"] = (v["writes"].as_u64().unwrap() - 1).into();
+            v["reads"] = (v["reads"].as_u64().unwrap() + 1).into();
+            v.clone()
+        }, "'writes'"),
+        ("noaccesses", |v| {
+            v.as_object_mut().unwrap().remove("accesses");
+            v.clone()
+        }, "'accesses'"),
+        ("noreads", |v| {
+            v.as_object_mut().unwrap().remove("reads");
+            v.clone()
+        }, "'reads'"),
+        ("pages", |v| {
+            v["pages"] = 1.into();
+            v.clone()
+        }, "'pages'"),
+    ];
+    for (name, edit, key) in cases {
+        let p = dir.path().join(format!("{name}.tkt"));
+        with_summary(&good, &p, edit);
+        for (policy, timing) in [("first-touch", TimingKind::Simple), ("history", TimingKind::Detailed)] {
+            for read_ahead in [false, true] {
+                let e = sim(&p, policy, timing, read_ahead).expect_err(&format!("{name}: accepted"));
+                let m = clean(&e, &format!("{name}.tkt"));
+                assert!(m.contains(key), "{name}: {m}");
+            }
+        }
+    }
+    // keys the spec gives a default of 0 may be absent when 0 is right
+    let p = dir.path().join("defaults.tkt");
+    with_summary(&good, &p, |v| {
+        for k in ["allocs", "frees", "reallocs", "markers", "allocation_sites", "duration_ns"] {
+            assert_eq!(v[k], 0, "{k}");
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v.clone()
+    });
+    assert_eq!(sim(&p, "history", TimingKind::Simple, true).unwrap().accesses, 20_000);
+}

@@ -19,6 +19,28 @@ pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// True if `col` holds exactly `n` well-formed varints (each at most ten bytes, a tenth byte
+/// at most 1), checked without decoding them: readers validate the columns a consumer did not
+/// ask for with it, so that what is accepted never depends on what is decoded.
+pub fn check_column(col: &[u8], n: usize) -> bool {
+    match col.last() {
+        None => return n == 0,
+        Some(&b) if b >= 0x80 => return false, // the last varint runs past the column
+        _ => {}
+    }
+    // one pass, no branches on the data but the rare long varint
+    let mut count = 0usize;
+    let mut run = 0u32; // continuation bytes since the last terminator
+    let mut bad = false;
+    for &b in col {
+        let cont = (b >> 7) as u32;
+        bad |= run >= 9 && (cont == 1 || b > 1);
+        count += (cont ^ 1) as usize;
+        run = (run + 1) * cont;
+    }
+    !bad && count == n
+}
+
 /// A cursor over a byte column. Reads past the end return `None` (the caller reports the
 /// corruption with the file offset it knows).
 pub struct Cursor<'a> {
@@ -122,5 +144,23 @@ mod tests {
     fn truncated_varint_is_none() {
         let mut c = Cursor::new(&[0x80, 0x80]);
         assert_eq!(c.get(), None);
+    }
+
+    #[test]
+    fn check_column_agrees_with_the_cursor() {
+        let mut col = Vec::new();
+        for v in [0u64, 127, 128, 300, 1 << 40, u64::MAX] {
+            put(&mut col, v);
+        }
+        assert!(check_column(&col, 6));
+        assert!(!check_column(&col, 5) && !check_column(&col, 7));
+        assert!(!check_column(&col[..col.len() - 1], 6)); // cut inside the last varint
+        assert!(check_column(&[], 0) && !check_column(&[], 1));
+        // an eleventh byte, and a tenth byte above 1, are rejected as the cursor rejects them
+        for bad in [vec![0xFFu8; 10].into_iter().chain([0x01]).collect::<Vec<_>>(), [vec![0xFF; 9], vec![0x02]].concat()] {
+            assert!(Cursor::new(&bad).get().is_none());
+            assert!(!check_column(&bad, 1) && !check_column(&bad, 2));
+        }
+        assert!(check_column(&[vec![0xFF; 9], vec![0x01]].concat(), 1));
     }
 }
