@@ -378,3 +378,40 @@ fn a_summary_that_is_an_array_or_disagrees_with_the_data_is_an_input_error() {
     });
     assert_eq!(sim(&p, "history", TimingKind::Simple, true).unwrap().accesses, 20_000);
 }
+
+/// Kleio's predictions are only valid for the trace they were made from (003 §3.2: the
+/// models run over that trace's per-period counts; learned.rs): a predictions file carries
+/// that trace's digest, and a run on another trace is refused, naming the file and both
+/// digests.
+#[test]
+fn predictions_made_for_another_trace_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_trace(dir.path(), "a.tkt", 20_000);
+    let b = dir.path().join("b.tkt");
+    {
+        let spec = SynthSpec { kind: SynthKind::Uniform, accesses: 20_000, pages: 3_000, seed: 6, insn_per_access: 3, ..Default::default() };
+        let mut src = SynthSource::new(spec).unwrap();
+        let mut w = TktWriter::create(&b, src.meta(), true).unwrap();
+        let mut batch = Batch::default();
+        while src.next_batch(&mut batch).unwrap() {
+            w.write_batch(&batch).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let digest_a = sim(&a, "first-touch", TimingKind::Simple, false).unwrap().config.trace_digest.unwrap();
+    let digest_b = sim(&b, "first-touch", TimingKind::Simple, false).unwrap().config.trace_digest.unwrap();
+    assert_ne!(digest_a, digest_b);
+    let rows: serde_json::Map<String, serde_json::Value> = (0..100u32).map(|p| (p.to_string(), "0123456789".repeat(3).into())).collect();
+    let pred = dir.path().join("pred-a.json");
+    let doc = serde_json::json!({"format": "tierkit-predictions", "version": 1, "policy": "kleio", "period": 1000, "bins": 16,
+                                 "models": 100, "trace_digest": digest_a, "rows": rows});
+    std::fs::write(&pred, doc.to_string()).unwrap();
+    let spec = format!("kleio:period=1000,predictions={}", pred.display());
+    for read_ahead in [false, true] {
+        assert!(sim(&a, &spec, TimingKind::Simple, read_ahead).is_ok());
+        let e = sim(&b, &spec, TimingKind::Simple, read_ahead).expect_err("predictions for a.tkt accepted on b.tkt");
+        let m = e.to_string();
+        assert!(e.is_user_error() && matches!(e, Error::BadConfig { .. }), "{m}");
+        assert!(m.contains("pred-a.json") && m.contains(&digest_a[..16]) && m.contains(&digest_b[..16]), "{m}");
+    }
+}
