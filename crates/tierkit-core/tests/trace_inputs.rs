@@ -379,6 +379,35 @@ fn a_summary_that_is_an_array_or_disagrees_with_the_data_is_an_input_error() {
     assert_eq!(sim(&p, "history", TimingKind::Simple, true).unwrap().accesses, 20_000);
 }
 
+#[test]
+fn error_lines_stay_short_whatever_the_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "x".repeat(1 << 20);
+    let p = dir.path().join("big.hex");
+    std::fs::write(&p, format!("0x1000\n0x{token} W\n")).unwrap();
+    let input = TraceInput::new(&p);
+    let mut src = tierkit_core::trace::text::open(&p, tierkit_core::trace::Format::Hex).unwrap();
+    let mut b = Batch::default();
+    let e = loop {
+        match src.next_batch(&mut b) {
+            Ok(true) => continue,
+            Ok(false) => panic!("a 1 MB token was accepted"),
+            Err(e) => break e,
+        }
+    };
+    drop(input);
+    let m = e.to_string();
+    assert!(m.chars().count() <= 200, "{} characters: {}…", m.len(), &m[..300.min(m.len())]);
+    assert!(m.contains("big.hex") && m.contains("line 2"), "{m}");
+    assert!(m.contains('…'), "the elision is shown: {m}");
+    // and a long configuration key or path keeps its end
+    let e = Error::config("k".repeat(5000), "v".repeat(5000));
+    assert!(e.to_string().chars().count() <= 200);
+    let e = Error::at_offset(&format!("/{}/trace.tkt", "d".repeat(4000)), 12, "corrupt");
+    let m = e.to_string();
+    assert!(m.chars().count() <= 200 && m.contains("trace.tkt: offset 12: corrupt"), "{m}");
+}
+
 /// Kleio's predictions are only valid for the trace they were made from (003 §3.2: the
 /// models run over that trace's per-period counts; learned.rs): a predictions file carries
 /// that trace's digest, and a run on another trace is refused, naming the file and both
