@@ -654,8 +654,12 @@ impl TktReader {
         if tags.len() != n as usize {
             return Err(bad("tag column length"));
         }
-        let naccess = tags.iter().filter(|&&t| t & KIND_MASK == K_ACCESS).count();
-        let nwrite = tags.iter().filter(|&&t| t & (KIND_MASK | F_WRITE) == (K_ACCESS | F_WRITE)).count();
+        // one pass for both counts (the summary is checked against the writes)
+        let (mut naccess, mut nwrite) = (0usize, 0usize);
+        for &t in tags {
+            naccess += (t & KIND_MASK == K_ACCESS) as usize;
+            nwrite += (t & (KIND_MASK | F_WRITE) == (K_ACCESS | F_WRITE)) as usize;
+        }
 
         // addresses: the page dictionary, then fixed-width indices and offsets, in bulk
         let shift = self.meta.page_size.trailing_zeros();
@@ -695,7 +699,7 @@ impl TktReader {
             // that what is accepted does not depend on what is decoded
             let units = self.meta.page_size >> g;
             let max_unit = match ow {
-                1 => offs.iter().map(|&o| o as u64).max(),
+                1 => offs.iter().copied().max().map(u64::from),
                 2 => offs.chunks_exact(2).map(|o| u16::from_le_bytes([o[0], o[1]]) as u64).max(),
                 _ => offs.chunks_exact(4).map(|o| u32::from_le_bytes([o[0], o[1], o[2], o[3]]) as u64).max(),
             };
