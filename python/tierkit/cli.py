@@ -769,11 +769,11 @@ _MAX_TOKEN_CHARS = 64
 _MAX_LINE_CHARS = 240
 
 
-def _elide(text: str, limit: int) -> str:
+def _elide(text: str, limit: int, head_share: float = 2 / 3) -> str:
     """``text`` with its middle replaced by an ellipsis so that it has at most ``limit`` characters."""
     if len(text) <= limit:
         return text
-    head = (limit - 1) * 2 // 3
+    head = int((limit - 1) * head_share)
     return text[:head] + "\u2026" + text[len(text) - (limit - 1 - head):]
 
 
@@ -781,7 +781,8 @@ def one_line(message: object) -> str:
     """An error message as one line: line breaks become spaces, each over-long token keeps its
     start and end, and the whole keeps at most ``_MAX_LINE_CHARS`` characters."""
     words = str(message).split(" ")
-    text = " ".join(_elide(" ".join(w.split()), _MAX_TOKEN_CHARS) if len(w) > _MAX_TOKEN_CHARS or not w.isprintable() else w
+    # a token keeps more of its end, where a path has its file name
+    text = " ".join(_elide(" ".join(w.split()), _MAX_TOKEN_CHARS, 1 / 3) if len(w) > _MAX_TOKEN_CHARS or not w.isprintable() else w
                     for w in words)
     return _elide(text, _MAX_LINE_CHARS)
 

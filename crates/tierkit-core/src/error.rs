@@ -40,7 +40,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// configuration key `MAX_KEY_CHARS`, a path `MAX_PATH_CHARS` (its end, with the file name,
 /// is kept). Line breaks become spaces, so an error is always one line.
 pub const MAX_MSG_CHARS: usize = 200;
-pub const MAX_KEY_CHARS: usize = 80;
+pub const MAX_KEY_CHARS: usize = 160;
 pub const MAX_PATH_CHARS: usize = 80;
 pub const MAX_TOKEN_CHARS: usize = 64;
 
@@ -53,7 +53,8 @@ pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(s.len().min(4 * max));
     let mut token = String::new();
     let flush = |token: &mut String, out: &mut String| {
-        out.push_str(&middle_out(token, MAX_TOKEN_CHARS));
+        // a token's end is what identifies it most often (a file name ends a path)
+        out.push_str(&middle_out(token, MAX_TOKEN_CHARS, 1, 3));
         token.clear();
     };
     for ch in s.chars() {
@@ -66,16 +67,17 @@ pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
         }
     }
     flush(&mut token, &mut out);
-    std::borrow::Cow::Owned(middle_out(&out, max).into_owned())
+    std::borrow::Cow::Owned(middle_out(&out, max, 2, 3).into_owned())
 }
 
-/// `s` with its middle replaced by "…" so that it has at most `max` characters.
-fn middle_out(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+/// `s` with its middle replaced by "…" so that it has at most `max` characters, of which the
+/// share `num/den` is its head.
+fn middle_out(s: &str, max: usize, num: usize, den: usize) -> std::borrow::Cow<'_, str> {
     let n = s.chars().count();
     if n <= max {
         return std::borrow::Cow::Borrowed(s);
     }
-    let head = (max - 1) * 2 / 3;
+    let head = (max - 1) * num / den;
     let tail = max - 1 - head;
     let h: String = s.chars().take(head).collect();
     let t: String = s.chars().skip(n - tail).collect();
