@@ -93,3 +93,150 @@ def test_report_dir_not_overwritten_without_force(cli, zipf_trace, tmp_path):
     assert "--force" in line
     rc, out, err = cli("compare", zipf_trace, "-c", "0.2", "--policies", "first-touch", "--out", d, "--force")
     assert rc == 0, err
+
+
+# ---- issue 15: hand-built native traces (docs/trace-format.md) that every consumer must
+# accept or refuse alike, with one line naming the file, exit 2.
+
+import json
+import struct
+import zlib
+
+
+def _varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _zz(v):
+    return _varint((v << 1) ^ (v >> 63) if v >= 0 else ((v << 1) ^ -1) & (2**64 - 1))
+
+
+def _zstd_raw(data):
+    """One zstd frame (RFC 8878) holding ``data`` in raw blocks: no compressor needed."""
+    out = bytearray(b"\x28\xb5\x2f\xfd")
+    out.append(0xA0)  # single segment, 4-byte content size, no checksum
+    out += struct.pack("<I", len(data))
+    blocks = [data[i:i + (1 << 17)] for i in range(0, len(data), 1 << 17)] or [b""]
+    for k, b in enumerate(blocks):
+        last = k == len(blocks) - 1
+        out += struct.pack("<I", (len(b) << 3) | int(last))[:3]  # block type 0: raw
+        out += b
+    return bytes(out)
+
+
+def _chunk(kind, n, raw):
+    comp = _zstd_raw(raw)
+    return bytes([kind]) + struct.pack("<IIII", n, len(raw), len(comp), zlib.crc32(comp)) + comp
+
+
+def build_tkt(path, accesses=3000, header=None, edit_cols=None, summary_edit=None, empty_chunk=False):
+    """A native trace of ``accesses`` line-aligned accesses with instruction counts, written
+    byte by byte from the spec; the edits corrupt one part of it."""
+    hdr = json.dumps(header if header is not None else {"time_insn": True}).encode()
+    out = bytearray(b"\x89TKT\r\n\x1a\n\x01\x00\x00\x00") + struct.pack("<I", len(hdr)) + hdr + struct.pack("<I", zlib.crc32(hdr))
+    addrs = [(((i * 7919) % 200) << 12) | (((i * 13) % 64) << 6) for i in range(accesses)]
+    writes = [i % 4 == 0 for i in range(accesses)]
+    pages = list(dict.fromkeys(a >> 12 for a in addrs))
+    index = {p: k for k, p in enumerate(pages)}
+    cols = [bytes(0x08 if w else 0 for w in writes),
+            b"".join(_zz(p - q) for p, q in zip(pages, [0] + pages[:-1])),
+            bytes(index[a >> 12] for a in addrs),
+            bytes([6]) + bytes((a & 4095) >> 6 for a in addrs),
+            b"".join(_zz(3) for _ in addrs),
+            b"", b"", b"", b"", b""]
+    if edit_cols:
+        edit_cols(cols)
+    payload = _varint(accesses) + b"".join(_varint(len(c)) + c for c in cols)
+    out += _chunk(0x44, accesses, payload)
+    if empty_chunk:
+        out += _chunk(0x44, 0, _varint(0) + b"\x00" * 10)
+    summary = {"records": accesses, "accesses": accesses, "reads": accesses - sum(writes), "writes": sum(writes),
+               "pages": len(pages), "footprint_bytes": len(pages) * 4096, "page_size": 4096,
+               "duration_insn": 3 * (accesses - 1), "threads": 1}
+    if summary_edit:
+        summary = summary_edit(summary)
+    end = len(out)
+    out += _chunk(0x45, 0, json.dumps(summary).encode())
+    out += struct.pack("<Q", end) + b"TKTEND\x00\x01"
+    path.write_bytes(bytes(out))
+    return path
+
+
+CONSUMERS = [
+    ["simulate", "{t}", "-c", "0.2", "--timing", "simple", "-P", "first-touch"],
+    ["simulate", "{t}", "-c", "0.2", "--timing", "detailed", "-P", "otf"],
+    ["trace", "convert", "{t}", "{t}.out.tkt", "--force"],
+]
+
+
+def test_a_hand_built_trace_is_read_by_every_consumer(cli, tmp_path):
+    """The builder itself is right: its trace passes everywhere, also with an empty data chunk
+    (valid by the spec, §5), which must not end the stream (it did with read-ahead)."""
+    for empty in (False, True):
+        t = build_tkt(tmp_path / f"ok{int(empty)}.tkt", empty_chunk=empty)
+        for args in CONSUMERS:
+            rc, out, err = cli(*[a.format(t=t) for a in args])
+            assert rc == 0, (args, err)
+        rc, out, err = cli("simulate", t, "-c", "0.2", "--json")
+        assert rc == 0 and json.loads(out)["accesses"] == 3000, err
+
+
+def _corrupt_insn(cols):
+    cols[4] = cols[4][:-1] + bytes([cols[4][-1] | 0x80])  # the last varint runs past its column
+
+
+def _corrupt_offset(cols):
+    cols[3] = cols[3][:5] + bytes([200]) + cols[3][6:]  # 64 units per page: 200 is past it
+
+
+@pytest.mark.parametrize("edit,needle", [(_corrupt_insn, "instruction column"), (_corrupt_offset, "in-page offset")])
+def test_corrupt_columns_are_refused_alike_by_every_consumer(cli, tmp_path, edit, needle):
+    t = build_tkt(tmp_path / "bad.tkt", edit_cols=edit)
+    lines = [one_error_line(*cli(*[a.format(t=t) for a in args])) for args in CONSUMERS]
+    assert all(l == lines[0] for l in lines), lines
+    assert "bad.tkt" in lines[0] and "offset" in lines[0] and needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "header,needle",
+    [({"time_insn": True, "line_size": 2**62}, "line_size"),
+     ({"time_insn": True, "page_size": 2**40}, "page_size"),
+     ([[1, 0], 4096, 64, True], "JSON object")],
+)
+def test_absurd_or_ill_typed_headers_are_refused(cli, tmp_path, header, needle):
+    t = build_tkt(tmp_path / "hdr.tkt", header=header)
+    for args in (["trace", "info", t], ["simulate", t, "-c", "0.2"]):
+        line = one_error_line(*cli(*args))
+        assert "hdr.tkt" in line and needle in line, line
+
+
+@pytest.mark.parametrize(
+    "edit,needle",
+    [(lambda s: {**s, "accesses": s["accesses"] + 5, "reads": s["reads"] + 5, "records": s["records"] + 5}, "'accesses'"),
+     (lambda s: {k: v for k, v in s.items() if k != "writes"}, "'writes'"),
+     (lambda s: {k: v for k, v in s.items() if k != "accesses"}, "'accesses'"),
+     (lambda s: list(s.values()), "JSON object")],
+)
+def test_summaries_that_disagree_are_input_errors(cli, tmp_path, edit, needle):
+    t = build_tkt(tmp_path / "sum.tkt", summary_edit=edit)
+    for args in (["simulate", t, "-c", "0.2"], ["simulate", t, "--fast-capacity", "256K", "-P", "history"]):
+        line = one_error_line(*cli(*args))
+        assert "sum.tkt" in line and needle in line, line
+
+
+def test_absent_summary_keys_take_their_documented_default(cli, tmp_path):
+    t = build_tkt(tmp_path / "d.tkt", summary_edit=lambda s: {k: v for k, v in s.items() if k not in ("threads", "duration_insn", "footprint_bytes")})
+    rc, out, err = cli("simulate", t, "-c", "0.2", "--json")
+    assert rc == 0 and json.loads(out)["accesses"] == 3000, err
+
+
+def test_a_1mb_token_gives_a_short_line(cli, tmp_path):
+    t = tmp_path / "big.hex"
+    t.write_text("0x1000\n0x" + "f" * 8 + "g" * (1 << 20) + " W\n")
+    line = one_error_line(*cli("simulate", t, "--format", "hex"))
+    assert len(line) <= 250 and "big.hex" in line and "line 2" in line and "\u2026" in line, line[:400]

@@ -763,6 +763,30 @@ def list_platforms(
         print()
 
 
+# An error is one readable line whatever the input (issue 15): the core elides what it quotes
+# (crates/tierkit-core/src/error.rs); the same limits apply here to errors raised in Python.
+_MAX_TOKEN_CHARS = 64
+_MAX_LINE_CHARS = 240
+
+
+def _elide(text: str, limit: int, head_share: float = 2 / 3) -> str:
+    """``text`` with its middle replaced by an ellipsis so that it has at most ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    head = int((limit - 1) * head_share)
+    return text[:head] + "\u2026" + text[len(text) - (limit - 1 - head):]
+
+
+def one_line(message: object) -> str:
+    """An error message as one line: line breaks become spaces, each over-long token keeps its
+    start and end, and the whole keeps at most ``_MAX_LINE_CHARS`` characters."""
+    words = str(message).split(" ")
+    # a token keeps more of its end, where a path has its file name
+    text = " ".join(_elide(" ".join(w.split()), _MAX_TOKEN_CHARS, 1 / 3) if len(w) > _MAX_TOKEN_CHARS or not w.isprintable() else w
+                    for w in words)
+    return _elide(text, _MAX_LINE_CHARS)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point: run the app, turning every user error into one line and exit status 2."""
     cmd = typer.main.get_command(app)
@@ -781,16 +805,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         ctx = getattr(e, "ctx", None)
         path = getattr(ctx, "command_path", "") or ""
         where = f" (see '{path} --help')" if path else ""
-        print(f"tierkit: error: {e.format_message()}{where}", file=sys.stderr)
+        print(f"tierkit: error: {one_line(e.format_message())}{where}", file=sys.stderr)
         return getattr(e, "exit_code", 2) or 2
     except KeyboardInterrupt:
         print("tierkit: interrupted", file=sys.stderr)
         return 130
     except TierkitError as e:
-        print(f"tierkit: error: {e}", file=sys.stderr)
+        print(f"tierkit: error: {one_line(e)}", file=sys.stderr)
         return 2
     except TierkitInternalError as e:
-        print(f"tierkit: internal error (a bug in tierkit, please report it): {e}", file=sys.stderr)
+        print(f"tierkit: internal error (a bug in tierkit, please report it): {one_line(e)}", file=sys.stderr)
         return 3
     except BrokenPipeError:
         return 0

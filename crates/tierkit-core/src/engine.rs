@@ -740,6 +740,12 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     }
     let digest = src.digest();
     drop(src);
+    if let (Some((file, want)), Some(got)) = (policy.made_for_trace(), &digest) {
+        if want != got {
+            let short = |d: &str| d.chars().take(16).collect::<String>();
+            return Err(Error::config(file, format!("made for the trace with digest {}…, not this one ({}…)", short(want), short(got))));
+        }
+    }
     let ms = st.mem.stats();
     for (t, (c, d)) in st.tiers.iter_mut().zip(&demand[..n_tiers]).enumerate() {
         c.reads += d[0];

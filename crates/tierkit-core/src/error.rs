@@ -7,16 +7,16 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A trace (native or text) that cannot be read: corrupt, truncated or unparsable.
-    #[error("{path}: {location}{msg}")]
+    #[error("{}: {location}{}", elide_path(path), elide(msg, MAX_MSG_CHARS))]
     BadTrace { path: String, location: String, msg: String },
 
     /// A configuration value that cannot work: unknown name, ill-typed parameter, impossible
     /// capacity. `key` names what the user wrote.
-    #[error("{key}: {msg}")]
+    #[error("{}: {}", elide(key, MAX_KEY_CHARS), elide(msg, MAX_MSG_CHARS))]
     BadConfig { key: String, msg: String },
 
     /// An operating-system error on a named file.
-    #[error("{path}: {source}")]
+    #[error("{}: {}", elide_path(path), elide(&source.to_string(), MAX_MSG_CHARS))]
     Io { path: String, source: std::io::Error },
 
     /// A refusal to overwrite a user's file.
@@ -24,7 +24,7 @@ pub enum Error {
     Exists { path: String },
 
     /// A broken internal invariant (a bug in tierkit, not in the input).
-    #[error("internal invariant violated: {0}")]
+    #[error("internal invariant violated: {}", elide(.0, MAX_MSG_CHARS))]
     Invariant(String),
 
     /// The run was stopped from outside (Ctrl-C from the Python front end).
@@ -33,6 +33,66 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Error lines stay readable whatever the input (issue 15: a 1 MB token made a 1 MB line):
+/// one token (a run of non-blank characters, typically an input value quoted back) keeps at
+/// most `MAX_TOKEN_CHARS`, its start and end around "…"; a message at most `MAX_MSG_CHARS`, a
+/// configuration key `MAX_KEY_CHARS`, a path `MAX_PATH_CHARS` (its end, with the file name,
+/// is kept). Line breaks become spaces, so an error is always one line.
+pub const MAX_MSG_CHARS: usize = 200;
+pub const MAX_KEY_CHARS: usize = 160;
+pub const MAX_PATH_CHARS: usize = 80;
+pub const MAX_TOKEN_CHARS: usize = 64;
+
+/// Shorten `s`: each over-long token keeps its start and end around "…", then, if the whole is
+/// still longer than `max` characters, its middle goes. Short text is returned as it is.
+pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.chars().count() <= max.min(MAX_TOKEN_CHARS) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len().min(4 * max));
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        // a token's end is what identifies it most often (a file name ends a path)
+        out.push_str(&middle_out(token, MAX_TOKEN_CHARS, 1, 3));
+        token.clear();
+    };
+    for ch in s.chars() {
+        if ch.is_whitespace() {
+            flush(&mut token, &mut out);
+            // a newline quoted from the input would break the one line
+            out.push(' ');
+        } else {
+            token.push(if ch.is_control() { '?' } else { ch });
+        }
+    }
+    flush(&mut token, &mut out);
+    std::borrow::Cow::Owned(middle_out(&out, max, 2, 3).into_owned())
+}
+
+/// `s` with its middle replaced by "…" so that it has at most `max` characters, of which the
+/// share `num/den` is its head.
+fn middle_out(s: &str, max: usize, num: usize, den: usize) -> std::borrow::Cow<'_, str> {
+    let n = s.chars().count();
+    if n <= max {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let head = (max - 1) * num / den;
+    let tail = max - 1 - head;
+    let h: String = s.chars().take(head).collect();
+    let t: String = s.chars().skip(n - tail).collect();
+    std::borrow::Cow::Owned(format!("{h}…{t}"))
+}
+
+/// A path shortened from the front, so that the file name survives.
+fn elide_path(p: &str) -> std::borrow::Cow<'_, str> {
+    let n = p.chars().count();
+    if n <= MAX_PATH_CHARS {
+        return std::borrow::Cow::Borrowed(p);
+    }
+    let t: String = p.chars().skip(n - (MAX_PATH_CHARS - 1)).collect();
+    std::borrow::Cow::Owned(format!("…{t}"))
+}
 
 impl Error {
     pub fn at_offset(path: &str, offset: u64, msg: impl Into<String>) -> Self {

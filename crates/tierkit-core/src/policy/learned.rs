@@ -48,6 +48,10 @@ pub struct Predictions {
     pub bins: u32,
     pub models: u64,
     pub policy: String,
+    /// The file, and the digest of the trace it was made from (its `trace_digest` key; absent
+    /// in hand-made files): checked against the simulated trace, since predictions are only
+    /// valid for the trace they were made from.
+    pub made_for: Option<(String, String)>,
 }
 
 impl Predictions {
@@ -89,7 +93,14 @@ impl Predictions {
             pairs.push((page, cl));
         }
         let policy = v.get("policy").and_then(|x| x.as_str()).unwrap_or("").to_string();
-        Ok(Predictions::from_pairs(pairs, period, bins as u32, models, policy))
+        let made_for = match v.get("trace_digest") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(d)) => Some((what.to_string(), d.clone())),
+            Some(_) => return Err(bad("key 'trace_digest' is not a string".into())),
+        };
+        let mut pr = Predictions::from_pairs(pairs, period, bins as u32, models, policy);
+        pr.made_for = made_for;
+        Ok(pr)
     }
 
     fn from_pairs(mut pairs: Vec<(PageId, Vec<u8>)>, period: u64, bins: u32, models: u64, policy: String) -> Predictions {
@@ -103,7 +114,7 @@ impl Predictions {
             pages.push(p);
             classes.push(c);
         }
-        Predictions { pages, row_of, classes, period, bins, models, policy }
+        Predictions { pages, row_of, classes, period, bins, models, policy, made_for: None }
     }
 
     /// The pages with a model, in id order.

@@ -241,6 +241,12 @@ pub trait Policy: Send + 'static {
         Ok(())
     }
 
+    /// Input files made for one trace (a predictions file), as (file, the digest of the trace
+    /// it was made for): the engine refuses a run whose trace has another digest.
+    fn made_for_trace(&self) -> Option<(&str, &str)> {
+        None
+    }
+
     /// Accounting conventions the timing model must follow for this policy.
     fn compat(&self) -> Compat {
         Compat::None

@@ -856,6 +856,10 @@ impl PageScheduler {
 }
 
 impl Policy for PageScheduler {
+    fn made_for_trace(&self) -> Option<(&str, &str)> {
+        self.pred.as_ref().and_then(|p| p.made_for.as_ref()).map(|(f, d)| (f.as_str(), d.as_str()))
+    }
+
     fn needs(&self) -> Needs {
         Needs {
             counts: true,

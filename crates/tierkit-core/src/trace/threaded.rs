@@ -2,6 +2,8 @@
 //! batches while the consumer works on the previous ones, through a bounded channel (memory
 //! stays bounded: at most `DEPTH` batches in flight, recycled). Records arrive in the same
 //! order as from the wrapped source, so results are bit-for-bit those of a single thread.
+//! The end of the stream is its own message (`None`), never an empty batch: a native trace
+//! may hold an empty data chunk, which is a batch like any other.
 
 use super::{Batch, Progress, RecordSource, TraceMeta, BATCH_RECORDS};
 use crate::error::{Error, Result};
@@ -16,7 +18,7 @@ const DEPTH: usize = 3;
 pub struct ReadAhead {
     meta: TraceMeta,
     name: String,
-    full: Receiver<Result<Batch>>,
+    full: Receiver<Result<Option<Batch>>>,
     empty: SyncSender<Batch>,
     read: Arc<AtomicU64>,
     total: Option<u64>,
@@ -31,7 +33,7 @@ impl ReadAhead {
         let meta = src.meta().clone();
         let name = src.name().to_string();
         let total = src.progress().bytes_total;
-        let (full_tx, full) = sync_channel::<Result<Batch>>(DEPTH);
+        let (full_tx, full) = sync_channel::<Result<Option<Batch>>>(DEPTH);
         let (empty, empty_rx) = sync_channel::<Batch>(DEPTH + 1);
         for _ in 0..DEPTH {
             let _ = empty.send(Batch::with_capacity(BATCH_RECORDS));
@@ -47,14 +49,14 @@ impl ReadAhead {
                     match src.next_batch(&mut b) {
                         Ok(true) => {
                             read2.store(src.progress().bytes_read, Ordering::Relaxed);
-                            if full_tx.send(Ok(b)).is_err() {
+                            if full_tx.send(Ok(Some(b))).is_err() {
                                 return;
                             }
                         }
                         Ok(false) => {
                             read2.store(src.progress().bytes_read, Ordering::Relaxed);
                             *digest2.lock().unwrap() = src.digest();
-                            let _ = full_tx.send(Ok(Batch::default()));
+                            let _ = full_tx.send(Ok(None));
                             return;
                         }
                         Err(e) => {
@@ -80,15 +82,16 @@ impl RecordSource for ReadAhead {
             return Ok(false);
         }
         match self.full.recv() {
-            Ok(Ok(b)) => {
+            Ok(Ok(Some(b))) => {
                 // hand the caller's old buffer back to the worker for reuse
                 let old = std::mem::replace(batch, b);
-                if batch.is_empty() {
-                    self.done = true;
-                    return Ok(false);
-                }
                 let _ = self.empty.send(old);
                 Ok(true)
+            }
+            Ok(Ok(None)) => {
+                self.done = true;
+                batch.clear();
+                Ok(false)
             }
             Ok(Err(e)) => {
                 self.done = true;

@@ -25,6 +25,42 @@ const CHUNK_HEADER_LEN: u64 = 17;
 /// Upper bound on a chunk's raw size accepted by readers (corruption guard).
 const MAX_RAW_CHUNK: u32 = 256 << 20;
 const MAX_HEADER: u32 = 16 << 20;
+/// Largest page size a header may give: 1 GiB (the largest huge page of common hardware).
+pub const MAX_PAGE_SIZE: u64 = 1 << 30;
+
+/// Check the header fields that size or scale what consumers compute, so that an absurd value
+/// is an error naming the field and its limits instead of wrapped counters later on.
+pub fn check_meta(meta: &TraceMeta) -> std::result::Result<(), String> {
+    if !meta.page_size.is_power_of_two() || !(64..=MAX_PAGE_SIZE).contains(&meta.page_size) {
+        return Err(format!("page_size {} must be a power of two from 64 to {MAX_PAGE_SIZE} bytes", meta.page_size));
+    }
+    // sizes are u16 downstream (one transfer of a post-cache access)
+    if !meta.line_size.is_power_of_two() || meta.line_size > meta.page_size.min(32768) {
+        return Err(format!("line_size {} must be a power of two, at most 32768 and the page size ({})", meta.line_size, meta.page_size));
+    }
+    Ok(())
+}
+
+/// Parse a JSON object (the header or the summary); any other JSON value is refused, since
+/// serde would otherwise read an array positionally as the struct's fields.
+fn parse_object<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> std::result::Result<T, String> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    if !v.is_object() {
+        return Err(format!("expected a JSON object, found {}", json_kind(&v)));
+    }
+    serde_json::from_value(v).map_err(|e| e.to_string())
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
 
 // tag byte
 const KIND_MASK: u8 = 0x07;
@@ -279,9 +315,7 @@ impl TktWriter {
     }
 
     pub fn create_with_level(path: &Path, meta: &TraceMeta, force: bool, level: i32) -> Result<TktWriter> {
-        if !meta.page_size.is_power_of_two() || meta.page_size < 64 {
-            return Err(Error::config("page_size", format!("{} is not a power of two of at least 64", meta.page_size)));
-        }
+        check_meta(meta).map_err(|m| Error::config("trace header", m))?;
         if path.exists() && !force {
             return Err(Error::Exists { path: path.display().to_string() });
         }
@@ -452,7 +486,33 @@ pub struct TktReader {
     raw: Vec<u8>,
     dctx: zstd::bulk::Decompressor<'static>,
     records_seen: u64,
+    seen: Seen,
     projection: Projection,
+}
+
+/// What the data chunks held, to check the end chunk's summary against.
+#[derive(Default)]
+struct Seen {
+    accesses: u64,
+    writes: u64,
+    /// bounds on the distinct pages: the largest chunk dictionary, the sum of them all
+    pages_min: u64,
+    pages_max: u64,
+}
+
+/// Checks of a summary against itself (what [`TktReader::read_summary`] can check without
+/// reading the records); an absent key counts as its documented default, 0.
+fn check_summary(s: &Summary) -> std::result::Result<(), String> {
+    if s.reads.checked_add(s.writes) != Some(s.accesses) {
+        return Err(format!("summary keys 'reads' ({}) and 'writes' ({}) do not add up to 'accesses' ({}); absent keys count as 0", s.reads, s.writes, s.accesses));
+    }
+    if s.accesses > s.records {
+        return Err(format!("summary key 'accesses' ({}) exceeds 'records' ({}); absent keys count as 0", s.accesses, s.records));
+    }
+    if s.pages > s.accesses || (s.pages == 0) != (s.accesses == 0) {
+        return Err(format!("summary key 'pages' ({}) is impossible for {} accesses; absent keys count as 0", s.pages, s.accesses));
+    }
+    Ok(())
 }
 
 fn read_exact_at<R: Read>(r: &mut HashingReader<R>, buf: &mut [u8], path: &str, what: &str) -> Result<()> {
@@ -511,11 +571,8 @@ impl TktReader {
         if crc32fast::hash(&json) != u32::from_le_bytes(crc) {
             return Err(Error::at_offset(&p, 16, "corrupt header (checksum mismatch)"));
         }
-        let meta: TraceMeta =
-            serde_json::from_slice(&json).map_err(|e| Error::at_offset(&p, 16, format!("corrupt header: {e}")))?;
-        if !meta.page_size.is_power_of_two() || meta.page_size < 64 {
-            return Err(Error::at_offset(&p, 16, format!("corrupt header: page size {} is not a power of two", meta.page_size)));
-        }
+        let meta: TraceMeta = parse_object(&json).map_err(|e| Error::at_offset(&p, 16, format!("corrupt header: {e}")))?;
+        check_meta(&meta).map_err(|e| Error::at_offset(&p, 16, format!("corrupt header: {e}")))?;
         Ok(TktReader {
             input,
             path: p,
@@ -527,6 +584,7 @@ impl TktReader {
             raw: Vec::new(),
             dctx: zstd::bulk::Decompressor::new().map_err(|e| Error::Invariant(format!("zstd: {e}")))?,
             records_seen: 0,
+            seen: Seen::default(),
             projection: Projection::default(),
         })
     }
@@ -566,7 +624,8 @@ impl TktReader {
         }
         let raw = zstd::bulk::decompress(&comp, raw_len.min(MAX_RAW_CHUNK) as usize)
             .map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
-        let s: Summary = serde_json::from_slice(&raw).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
+        let s: Summary = parse_object(&raw).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
+        check_summary(&s).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
         Ok((meta, s))
     }
 
@@ -595,7 +654,12 @@ impl TktReader {
         if tags.len() != n as usize {
             return Err(bad("tag column length"));
         }
-        let naccess = tags.iter().filter(|&&t| t & KIND_MASK == K_ACCESS).count();
+        // one pass for both counts (the summary is checked against the writes)
+        let (mut naccess, mut nwrite) = (0usize, 0usize);
+        for &t in tags {
+            naccess += (t & KIND_MASK == K_ACCESS) as usize;
+            nwrite += (t & (KIND_MASK | F_WRITE) == (K_ACCESS | F_WRITE)) as usize;
+        }
 
         // addresses: the page dictionary, then fixed-width indices and offsets, in bulk
         let shift = self.meta.page_size.trailing_zeros();
@@ -626,8 +690,22 @@ impl TktReader {
         if batch.dict_idx.iter().any(|&i| i as usize >= npages) {
             return Err(bad("page index past the end of the page dictionary"));
         }
+        self.seen.accesses += naccess as u64;
+        self.seen.writes += nwrite as u64;
+        self.seen.pages_min = self.seen.pages_min.max(npages as u64);
+        self.seen.pages_max += npages as u64;
         if !self.projection.addr {
-            // the consumer works from the dictionary alone
+            // the consumer works from the dictionary alone; the offsets are still checked, so
+            // that what is accepted does not depend on what is decoded
+            let units = self.meta.page_size >> g;
+            let max_unit = match ow {
+                1 => offs.iter().copied().max().map(u64::from),
+                2 => offs.chunks_exact(2).map(|o| u16::from_le_bytes([o[0], o[1]]) as u64).max(),
+                _ => offs.chunks_exact(4).map(|o| u32::from_le_bytes([o[0], o[1], o[2], o[3]]) as u64).max(),
+            };
+            if max_unit.is_some_and(|m| m >= units) {
+                return Err(bad("in-page offset larger than the page"));
+            }
             return self.decode_rest(tags, insn, ns, size, tid, pc, ev, naccess, &bad, batch);
         }
         batch.addr.reserve(naccess);
@@ -677,6 +755,13 @@ impl TktReader {
         let time_ok = (self.meta.time_insn || insn.is_empty()) && (self.meta.time_ns || ns.is_empty());
         if !time_ok {
             return Err(bad("time column present although the header has no such time base"));
+        }
+        // time columns the consumer did not ask for are checked without being decoded
+        if self.meta.time_insn && !ti && !varint::check_column(insn, tags.len()) {
+            return Err(bad("instruction column"));
+        }
+        if self.meta.time_ns && !tn && !varint::check_column(ns, tags.len()) {
+            return Err(bad("timestamp column"));
         }
 
         // the common chunk: only plain accesses (no events, one size and thread, no pcs):
@@ -891,8 +976,7 @@ impl RecordSource for TktReader {
             Err(e) => return Err(Error::at_offset(&p, off, format!("corrupt chunk: {e}"))),
         }
         if kind == CHUNK_END {
-            let s: Summary =
-                serde_json::from_slice(&self.raw).map_err(|e| Error::at_offset(&p, off, format!("corrupt end chunk: {e}")))?;
+            let s: Summary = parse_object(&self.raw).map_err(|e| Error::at_offset(&p, off, format!("corrupt end chunk: {e}")))?;
             let mut t = [0u8; 16];
             read_exact_at(&mut self.input, &mut t, &p, "trailer")?;
             if &t[8..] != TRAILER_MAGIC || u64::from_le_bytes(t[..8].try_into().unwrap()) != off {
@@ -902,12 +986,24 @@ impl RecordSource for TktReader {
             if matches!(self.input.read(&mut extra), Ok(n) if n > 0) {
                 return Err(Error::at_offset(&p, self.input.pos - 1, "unexpected bytes after the trailer"));
             }
-            if s.records != self.records_seen {
-                return Err(Error::at_offset(
-                    &p,
-                    off,
-                    format!("corrupt trace: end chunk counts {} records, chunks held {}", s.records, self.records_seen),
-                ));
+            // the summary must describe the records: consumers size and check runs by it
+            let seen = &self.seen;
+            let disagree = |key: &str, said: u64, held: String| {
+                Error::at_offset(&p, off, format!("corrupt end chunk: summary key '{key}' is {said} (0 when absent), the data chunks hold {held}"))
+            };
+            for (key, said, held) in [
+                ("accesses", s.accesses, seen.accesses),
+                ("writes", s.writes, seen.writes),
+                ("reads", s.reads, seen.accesses - seen.writes),
+                ("records", s.records, self.records_seen),
+            ] {
+                if said != held {
+                    return Err(disagree(key, said, held.to_string()));
+                }
+            }
+            // distinct pages: at least the largest chunk dictionary, at most their sum
+            if s.pages < seen.pages_min || s.pages > seen.pages_max {
+                return Err(disagree("pages", s.pages, format!("between {} and {} distinct pages", seen.pages_min, seen.pages_max)));
             }
             self.summary = Some(s);
             self.done = true;
