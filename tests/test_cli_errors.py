@@ -240,3 +240,92 @@ def test_a_1mb_token_gives_a_short_line(cli, tmp_path):
     t.write_text("0x1000\n0x" + "f" * 8 + "g" * (1 << 20) + " W\n")
     line = one_error_line(*cli("simulate", t, "--format", "hex"))
     assert len(line) <= 250 and "big.hex" in line and "line 2" in line and "\u2026" in line, line[:400]
+
+
+# ----------------------------------------------------------- issue 15: bounded work, numbers
+# (the engine-side cases, every policy with a time period included, are in
+# crates/tierkit-core/tests/bounded.rs)
+
+
+def test_period_at_its_own_cost_ends_with_a_warning(cli, zipf_trace):
+    """003 §3.1 (history on dram-pmem, 3 µs per period): a 3 µs period used to cascade
+    forever; it now ends, at most one boundary per access, with a warning naming the period."""
+    import json
+
+    rc, out, err = cli("simulate", zipf_trace, "-p", "dram-pmem", "-P", "history:period=3us", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    r = r[0] if isinstance(r, list) else r
+    assert r["stats"]["engine"]["boundaries"] <= r["accesses"]
+    assert any("folded into the next" in w and "3 µs" in w for w in r["warnings"]), r["warnings"]
+
+
+def test_cache_size_is_checked_before_allocating(cli, zipf_trace, tmp_path):
+    """--cache L1:1T:16 asked for 128 GiB of tags and aborted with a backtrace."""
+    line = one_error_line(*cli("trace", "convert", zipf_trace, tmp_path / "c.tkt", "--cache", "L1:1T:16"))
+    assert "--cache" in line and "at most 16777216 lines" in line, line
+    assert not (tmp_path / "c.tkt").exists()
+
+
+def _platform(tmp_path, name, old, new):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "platforms" / "dram-pmem.toml").read_text()
+    assert old in text
+    p = tmp_path / name
+    p.write_text(text.replace(old, new, 1))
+    return p
+
+
+@pytest.mark.parametrize("old,new,key", [
+    ("read_latency_ns = 50.0", "read_latency_ns = 1e308", "read_latency_ns"),
+    ("read_bw_gb_per_s = 10.0", "read_bw_gb_per_s = 1e-300", "read_bw_gb_per_s"),
+    ("per_page_ns = 1000.0", "per_page_ns = 1e300", "migration.per_page_ns"),
+])
+def test_extreme_platform_numbers_are_named(cli, zipf_trace, tmp_path, old, new, key):
+    """A latency of 1e308 made the runtime infinite (--json printed null); every platform number
+    is now checked against a documented range (docs/limits.md)."""
+    p = _platform(tmp_path, "x.toml", old, new)
+    line = one_error_line(*cli("simulate", zipf_trace, "-p", p, "--json"))
+    assert "x.toml" in line and key in line and "out of range" in line, line
+
+
+def test_deeply_nested_yaml_platform_is_rejected_at_once(cli, zipf_trace, tmp_path):
+    """A 100,000-deep YAML platform took 97 s to a clean error; a pre-scan now stops it."""
+    p = tmp_path / "deep.yaml"
+    p.write_text("name: x\ntiers: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    line = one_error_line(*cli("simulate", zipf_trace, "-p", p))
+    assert "deep.yaml" in line and "nested deeper" in line and "at most 32 levels" in line, line
+
+
+@pytest.mark.parametrize("opt,value", [("--phases", "-3"), ("--seed", "-1"), ("--insn-per-access", "-2"),
+                                       ("--seed", str(2**64)), ("--pages", "-5")])
+def test_negative_synth_parameters_are_one_line(cli, tmp_path, opt, value):
+    line = one_error_line(*cli("trace", "synth", "phases", "-n", "1000", "--pages", "10", "-o", tmp_path / "s.tkt", "-q",
+                               opt, value))
+    assert opt in line, line
+    assert not (tmp_path / "s.tkt").exists()
+
+
+@pytest.mark.parametrize("where,key", [("site", "sites[1].peak_bytes"), ("totals", "totals.peak_live_bytes"),
+                                       ("reads", "sites[1].reads")])
+def test_profile_with_absurd_sizes_is_one_line(cli, tmp_path, where, key):
+    """000 §3.1 guidance from a profile whose sizes do not fit the strategies' int64 sums."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_guide import profile_dict
+
+    p = profile_dict()
+    if where == "site":
+        p["sites"][1]["peak_bytes"] = 2**70
+    elif where == "totals":
+        p["totals"]["peak_live_bytes"] = 10**30
+    else:
+        p["sites"][1]["reads"] = 2**64
+    f = tmp_path / "prof.json"
+    f.write_text(json.dumps(p))
+    line = one_error_line(*cli("guide", f, "-o", tmp_path / "g.json", "--capacity", "0.4"))
+    assert "prof.json" in line and key in line and "2**48" in line, line

@@ -80,11 +80,21 @@ def convert(src: PathLike, out: PathLike, format: Optional[str] = None, to: Opti
         return json.loads(_core.trace_convert(_s(src), _s(out), format, to, cache, force, bar.callback))
 
 
+def _check_u64(opt: str, v: Any) -> None:
+    """A whole number in 0..2^64-1 for a core parameter, else :class:`TierkitError` naming
+    ``opt``."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= int(v) < 2**64:
+        raise _core.TierkitError(f"{opt}: {v!r} is not a whole number in 0..{2**64 - 1}")
+
+
 def synth(kind: str, out: PathLike, accesses: Union[int, str], pages: Union[int, str], seed: int = 1, write_ratio: float = 0.0,
           theta: float = 0.99, phases: int = 4, hot_fraction: float = 0.9, insn_per_access: int = 20,
           force: bool = False, progress: Optional[bool] = None) -> dict:
     """Write a synthetic trace (``zipf``, ``uniform``, ``stream``, ``phases``). Counts may be
     integers or strings with decimal multiples (``"50M"``)."""
+    # the core takes these as unsigned 64-bit numbers: out of range is the user's error, named
+    for opt, v in (("--seed", seed), ("--phases", phases), ("--insn-per-access", insn_per_access)):
+        _check_u64(opt, v)
     with Bar(f"synth {kind}", progress, unit="acc") as bar:
         return json.loads(_core.trace_synth(kind, _s(out), str(accesses), str(pages), int(seed), float(write_ratio),
                                             float(theta), int(phases), float(hot_fraction), int(insn_per_access),

@@ -299,6 +299,11 @@ def _capacities(capacity: Any, n_tiers: int, footprint: int) -> tuple[list[int],
 # ------------------------------------------------------------------------ file checking
 
 
+#: Largest count or size (bytes, accesses) a profile or guidance file may hold: 2**48 (256 TiB,
+#: 2.8e14 accesses), so that the strategies' int64 sums over up to 2**15 sites cannot overflow.
+MAX_COUNT = 2**48
+
+
 class _Check:
     """One-line errors of the form ``SOURCE: KEY: what is wrong``."""
 
@@ -319,14 +324,15 @@ class _Check:
             return x
         ok = {
             "int": lambda: isinstance(x, int) and not isinstance(x, bool),
-            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_COUNT,
             "number": lambda: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
             "str": lambda: isinstance(x, str),
             "list": lambda: isinstance(x, list),
             "dict": lambda: isinstance(x, dict),
         }[kind]()
         if not ok:
-            want = {"int": "a whole number", "count": "a whole number >= 0", "number": "a finite number",
+            want = {"int": "a whole number", "count": f"a whole number in 0..2**{MAX_COUNT.bit_length() - 1}",
+                    "number": "a finite number",
                     "str": "a string", "list": "a list", "dict": "an object"}[kind]
             raise self.fail(path, f"{_short(x)} is not {want}{' or null' if nullable else ''}")
         return x

@@ -42,6 +42,13 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
     ("skylake-sp", "L1:32K:8,L2:1M:16,L3:1408K:11", "Skylake-SP: 32 KiB L1D, 1 MiB L2, 1.375 MiB LLC slice per core"),
 ];
 
+/// Lines in one simulated level at most: 2^24 (1 GiB of 64-byte lines, 272 MiB of tags,
+/// stamps and dirty bits), above any on-chip cache the seeds model; a size from the command
+/// line is checked against it before anything is allocated.
+pub const MAX_LINES: u64 = 1 << 24;
+/// Line size at most (bytes): a page of 4 KiB.
+pub const MAX_LINE_BYTES: u32 = 4096;
+
 impl CacheSpec {
     /// Parse `--cache`: `none`, a preset name, or `NAME:SIZE:WAYS[:LINE],...`.
     /// Returns `None` for `none`.
@@ -65,7 +72,13 @@ impl CacheSpec {
             let size_bytes = crate::units::parse_bytes(key, f[1])?;
             let ways: u32 = f[2].parse().map_err(|_| Error::config(key, format!("'{}' is not a number of ways", f[2])))?;
             let line_bytes: u32 = match f.get(3) {
-                Some(l) => crate::units::parse_bytes(key, l)? as u32,
+                Some(l) => {
+                    let b = crate::units::parse_bytes(key, l)?;
+                    if b > MAX_LINE_BYTES as u64 {
+                        return Err(Error::config(key, format!("'{part}': a line is at most {MAX_LINE_BYTES} bytes")));
+                    }
+                    b as u32
+                }
                 None => 64,
             };
             if ways == 0 || line_bytes == 0 || !line_bytes.is_power_of_two() {
@@ -74,6 +87,13 @@ impl CacheSpec {
             let set_bytes = ways as u64 * line_bytes as u64;
             if size_bytes == 0 || size_bytes % set_bytes != 0 {
                 return Err(Error::config(key, format!("'{part}': size must be a positive multiple of ways × line ({set_bytes} bytes)")));
+            }
+            // checked before the level allocates its tag arrays (17 bytes per line)
+            if size_bytes / line_bytes as u64 > MAX_LINES {
+                return Err(Error::config(
+                    key,
+                    format!("'{part}': a cache level holds at most {MAX_LINES} lines ({} GiB of {line_bytes}-byte lines)", (MAX_LINES * line_bytes as u64) >> 30),
+                ));
             }
             levels.push(LevelSpec { name: f[0].to_string(), size_bytes, ways, line_bytes });
         }

@@ -215,6 +215,9 @@ pub struct EngineStats {
     pub state_bytes: u64,
     /// Period boundaries crossed.
     pub boundaries: u64,
+    /// Boundaries of a period in simulated time that fell while the policy's own work (or
+    /// one long access) ran and were folded into the next one (at most one per access).
+    pub coalesced_boundaries: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -376,6 +379,26 @@ impl Boundaries {
             }
             None => unreachable!(),
         }
+    }
+
+    /// After a boundary of a period in simulated time: move the next boundary past `now_ns`,
+    /// returning how many boundaries that skips. A periodic daemon that overran its interval
+    /// runs once when it next gets the CPU, not once per missed tick; running every missed
+    /// boundary back to back would let a period at or below the work of one boundary cascade
+    /// forever (issue 15). This bounds the boundaries of a run by its accesses.
+    fn coalesce_ns(&mut self, now_ns: f64) -> u64 {
+        let Some(Period::Ns(n)) = self.unit else { return 0 };
+        if now_ns < self.next_ns {
+            return 0;
+        }
+        let p = n.max(1) as f64;
+        let skip = ((now_ns - self.next_ns) / p).floor() + 1.0;
+        self.next_ns += skip * p;
+        // float rounding at huge times: make sure the next boundary lies ahead
+        while self.next_ns <= now_ns {
+            self.next_ns += p;
+        }
+        skip as u64
     }
 }
 
@@ -597,6 +620,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
 
     let mut bounds = Boundaries::new(period);
     let ns_periods = matches!(period, Some(Period::Ns(_)));
+    let mut coalesced: u64 = 0;
     let line = st.line_bytes;
     let mut k: u64 = 0;
     let mut last_insn = 0u64;
@@ -664,11 +688,18 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 st.now.insn = insn;
                 st.now.ns = st.timing.now_ns();
                 st.now.hw_idle_ns = st.timing.hw_idle_ns();
-                loop {
+                if ns_periods {
+                    // one boundary per access at most: missed ones are folded into it
                     st.boundary(&mut policy, &mut bounds)?;
-                    let again = insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns);
-                    if !again {
-                        break;
+                    coalesced += bounds.coalesce_ns(st.timing.now_ns());
+                } else {
+                    // instructions the program ran between two accesses: every period they
+                    // span is real (and bounded by the trace's instruction counts)
+                    loop {
+                        st.boundary(&mut policy, &mut bounds)?;
+                        if insn < bounds.next_insn {
+                            break;
+                        }
                     }
                 }
             }
@@ -807,7 +838,18 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let acts = activations(&policy, period, st.now.period);
     let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
-    let warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
+    let mut warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
+    if let (Some(Period::Ns(pn)), true) = (period, coalesced > 0) {
+        // more missed than run: the period is about the work of one boundary or shorter
+        if coalesced >= st.now.period {
+            warnings.push(format!(
+                "policy '{label}': {coalesced} of its {} period boundaries fell while its own work ran and were folded into the next (period {}{}); lengthen the period",
+                coalesced + st.now.period,
+                human_ns(pn as f64),
+                if job.time_scale != 1.0 { format!(" after --time-scale {}", job.time_scale) } else { String::new() },
+            ));
+        }
+    }
     Ok(SimResult {
         trace: job.trace.describe(),
         platform: resolved.platform.name.clone(),
@@ -832,6 +874,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             engine: EngineStats {
                 state_bytes: (st.pm.heap_bytes() + st.mem.slots() + st.track.heap_bytes() + st.future.count.capacity() * 4) as u64,
                 boundaries: st.now.period,
+                coalesced_boundaries: coalesced,
             },
             platform: PlatformStats { name: resolved.platform.name.clone(), tiers },
             policy: policy.report(),

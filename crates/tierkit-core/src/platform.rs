@@ -219,6 +219,7 @@ impl Platform {
             ));
         }
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        check_nesting(&text, ext.as_str()).map_err(|m| Error::config(name_or_path, m))?;
         let p: Platform = match ext.as_str() {
             "toml" => toml::from_str(&text).map_err(|e| Error::config(name_or_path, one_line(&e.to_string())))?,
             "json" => serde_json::from_str(&text).map_err(|e| Error::config(name_or_path, e.to_string()))?,
@@ -247,10 +248,18 @@ impl Platform {
                 if !(v > 0.0 && v.is_finite()) {
                     return Err(Error::config(key(f), format!("{v} must be positive")));
                 }
+                let max = if f.contains("latency") { MAX_LATENCY_NS } else { MAX_BW_GB_PER_S };
+                let min = if f.contains("latency") { 0.0 } else { MIN_BW_GB_PER_S };
+                if v > max || v < min {
+                    return Err(Error::config(key(f), format!("{v} is out of range (at least {min}, at most {max})")));
+                }
             }
             for (f, v) in [("read_energy_pj_per_bit", t.read_energy_pj_per_bit), ("write_energy_pj_per_bit", t.write_energy_pj_per_bit)] {
                 if !(v >= 0.0 && v.is_finite()) {
                     return Err(Error::config(key(f), format!("{v} must not be negative")));
+                }
+                if v > MAX_ENERGY_PJ_PER_BIT {
+                    return Err(Error::config(key(f), format!("{v} is out of range (at most {MAX_ENERGY_PJ_PER_BIT})")));
                 }
             }
             if let Some(c) = &t.capacity {
@@ -266,13 +275,24 @@ impl Platform {
             if !(v >= 0.0 && v.is_finite()) {
                 return Err(Error::config(format!("{origin}: migration.{f}"), format!("{v} must not be negative")));
             }
+            if v > MAX_COST_NS {
+                return Err(Error::config(format!("{origin}: migration.{f}"), format!("{v} is out of range (at most {MAX_COST_NS})")));
+            }
         }
         let c = &self.cpu;
         if !(c.freq_ghz > 0.0 && c.base_cpi > 0.0 && c.rob_entries > 0 && c.max_outstanding > 0 && c.write_queue_entries > 0) {
             return Err(Error::config(format!("{origin}: cpu"), "frequency, CPI, ROB, outstanding misses and write queue must be positive"));
         }
-        if !(c.load_window_ns > 0.0 && c.load_window_ns.is_finite()) {
-            return Err(Error::config(format!("{origin}: cpu.load_window_ns"), format!("{} must be positive", c.load_window_ns)));
+        for (f, v, max) in [("freq_ghz", c.freq_ghz, MAX_FREQ_GHZ), ("base_cpi", c.base_cpi, MAX_CPI), ("load_window_ns", c.load_window_ns, MAX_LOAD_WINDOW_NS)] {
+            if !(v > 0.0 && v <= max) {
+                return Err(Error::config(format!("{origin}: cpu.{f}"), format!("{v} is out of range (positive, at most {max})")));
+            }
+        }
+        // the detailed model allocates rings of these sizes
+        for (f, v) in [("rob_entries", c.rob_entries), ("max_outstanding", c.max_outstanding), ("write_queue_entries", c.write_queue_entries)] {
+            if v > MAX_CPU_ENTRIES {
+                return Err(Error::config(format!("{origin}: cpu.{f}"), format!("{v} is out of range (at most {MAX_CPU_ENTRIES})")));
+            }
         }
         Ok(())
     }
@@ -309,6 +329,83 @@ impl Platform {
         }
         Ok(Resolved { platform: self.clone(), capacity: caps, capacity_pages: pages, page_size, footprint_pages })
     }
+}
+
+/// The ranges of a platform's numbers (docs/limits.md). Far beyond any real device, they keep
+/// every result finite: a runtime sums at most 2^64 accesses of at most 1 s each.
+/// Latency of a tier (ns): 1 s at most.
+pub const MAX_LATENCY_NS: f64 = 1e9;
+/// Bandwidth of a tier (GB/s): 1 kB/s to 1 PB/s.
+pub const MIN_BW_GB_PER_S: f64 = 1e-6;
+pub const MAX_BW_GB_PER_S: f64 = 1e6;
+/// Energy per bit (pJ): 1 µJ at most.
+pub const MAX_ENERGY_PJ_PER_BIT: f64 = 1e6;
+/// A migration cost (ns, per event): 1 s at most.
+pub const MAX_COST_NS: f64 = 1e9;
+/// CPU clock (GHz), base CPI and the load window (ns, 1,000 s).
+pub const MAX_FREQ_GHZ: f64 = 1e3;
+pub const MAX_CPI: f64 = 1e6;
+pub const MAX_LOAD_WINDOW_NS: f64 = 1e12;
+/// ROB entries, MSHRs and write-queue entries (the detailed model's rings).
+pub const MAX_CPU_ENTRIES: u32 = 1 << 16;
+
+/// Nesting depth a platform file may reach: its deepest key (`tiers[i].loaded_latency[j][k]`)
+/// is 4 levels down. Checked by [`check_nesting`] before parsing.
+pub const MAX_NESTING: usize = 32;
+/// Indentation (columns) a YAML platform line may have: block nesting is indentation.
+pub const MAX_INDENT: usize = 256;
+
+/// A linear pre-scan that rejects a file nested deeper than any platform is before a parser
+/// sees it: the YAML parser takes time quadratic in the depth (97 s for a 100,000-deep file)
+/// and recursive parsers use stack in proportion to it. Flow collections (`[`, `{`, in every
+/// format) are counted outside strings and comments; for YAML, block nesting is bounded by the
+/// indentation and the `- ` / `? ` indicators that open a line.
+fn check_nesting(text: &str, ext: &str) -> std::result::Result<(), String> {
+    let yaml = !matches!(ext, "toml" | "json");
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let lineno = n + 1;
+        if yaml {
+            let body = line.trim_start_matches([' ', '\t']);
+            let mut block = line.len() - body.len();
+            let mut rest = body;
+            while let Some(r) = rest.strip_prefix("- ").or_else(|| rest.strip_prefix("? ")) {
+                block += 2;
+                rest = r.trim_start_matches(' ');
+            }
+            if block > MAX_INDENT {
+                return Err(format!("line {lineno}: nested deeper than a platform file may be (indentation and '- ' at most {MAX_INDENT} columns)"));
+            }
+        }
+        let mut quote: Option<char> = None;
+        let mut escaped = false;
+        for c in line.chars() {
+            match quote {
+                Some(q) => {
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' && q == '"' {
+                        escaped = true;
+                    } else if c == q {
+                        quote = None;
+                    }
+                }
+                None => match c {
+                    '"' | '\'' => quote = Some(c),
+                    '#' if ext != "json" => break,
+                    '[' | '{' => {
+                        depth += 1;
+                        if depth > MAX_NESTING {
+                            return Err(format!("line {lineno}: nested deeper than a platform file may be (at most {MAX_NESTING} levels of [ and {{)"));
+                        }
+                    }
+                    ']' | '}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                },
+            }
+        }
+    }
+    Ok(())
 }
 
 fn one_line(s: &str) -> String {

@@ -36,6 +36,8 @@ use crate::pagemap::PageId;
 use crate::units::Period;
 
 const NONE: u8 = u8::MAX;
+/// Page ids indexed directly (a 64 MiB table at most); larger ids are searched.
+const DENSE_PAGES: usize = 1 << 24;
 
 /// Predicted classes of the selected pages, per period.
 pub struct Predictions {
@@ -105,12 +107,17 @@ impl Predictions {
 
     fn from_pairs(mut pairs: Vec<(PageId, Vec<u8>)>, period: u64, bins: u32, models: u64, policy: String) -> Predictions {
         pairs.sort_by_key(|p| p.0);
-        let n = pairs.last().map(|p| p.0 as usize + 1).unwrap_or(0);
+        // the direct index covers ids up to the largest in the file, but never more than
+        // DENSE_PAGES (64 MiB): a page id taken from the file (up to 2^32 - 1) must not size
+        // an allocation; ids above it are found by binary search in `pages`
+        let n = pairs.last().map(|p| p.0 as usize + 1).unwrap_or(0).min(DENSE_PAGES);
         let mut row_of = vec![u32::MAX; n];
         let mut pages = Vec::with_capacity(pairs.len());
         let mut classes = Vec::with_capacity(pairs.len());
         for (i, (p, c)) in pairs.into_iter().enumerate() {
-            row_of[p as usize] = i as u32;
+            if let Some(r) = row_of.get_mut(p as usize) {
+                *r = i as u32;
+            }
             pages.push(p);
             classes.push(c);
         }
@@ -122,10 +129,24 @@ impl Predictions {
         &self.pages
     }
 
+    /// Predictions name pages of the trace they were made for: an id at or above the trace's
+    /// page count (when known) means another trace.
+    pub fn check_pages(&self, trace_pages: u64, key: &str) -> Result<()> {
+        match self.pages.last() {
+            Some(&p) if trace_pages > 0 && p as u64 >= trace_pages => {
+                Err(Error::config(key, format!("page id {p} is beyond the trace's {trace_pages} pages (page ids at most {}): predictions made for another trace?", trace_pages - 1)))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The class predicted for `page` in period `period`, if any.
     #[inline]
     pub fn class(&self, page: PageId, period: u64) -> Option<u8> {
-        let r = *self.row_of.get(page as usize)?;
+        let r = match self.row_of.get(page as usize) {
+            Some(&r) => r,
+            None => self.pages.binary_search(&page).map(|i| i as u32).ok()?,
+        };
         if r == u32::MAX {
             return None;
         }

@@ -871,6 +871,9 @@ impl Policy for PageScheduler {
     }
 
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        if let Some(pr) = &self.pred {
+            pr.check_pages(ctx.platform.footprint_pages, &self.key("predictions"))?;
+        }
         self.lru = (0..ctx.mem.tiers() - 1).map(|_| LruHeap::default()).collect();
         if self.compat != CoriMode::Off {
             self.init_cori(ctx)?;
