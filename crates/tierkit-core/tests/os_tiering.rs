@@ -21,6 +21,17 @@ fn counter(r: &SimResult, k: &str) -> u64 {
 /// 8 DRAM pages (32 KiB) of 4 KiB.
 const DRAM8: [(usize, Capacity); 1] = [(0, Capacity::Bytes(8 * 4096))];
 
+/// The threshold scenario (worked through in the first test below): pages 0..15, 70 accesses to page 0, page 8,
+/// 20 accesses to page 0, page 9.
+fn threshold_trace() -> Vec<u64> {
+    let mut trace: Vec<u64> = (0..16).collect();
+    trace.extend(std::iter::repeat_n(0, 70));
+    trace.push(8);
+    trace.extend(std::iter::repeat_n(0, 20));
+    trace.push(9);
+    trace
+}
+
 /// Kernel rule (kernel/sched/fair.c should_numa_migrate_memory, tiering mode): a slow page
 /// whose hint-fault latency is under the hot threshold is a promotion candidate, one over it
 /// is not.
@@ -36,12 +47,7 @@ const DRAM8: [(usize, Capacity); 1] = [(0, Capacity::Bytes(8 * 4096))];
 #[test]
 fn autonuma_tiering_promotes_under_the_threshold_only() {
     let dir = tempfile::tempdir().unwrap();
-    let mut trace: Vec<u64> = (0..16).collect();
-    trace.extend(std::iter::repeat_n(0, 70));
-    trace.push(8);
-    trace.extend(std::iter::repeat_n(0, 20));
-    trace.push(9);
-    let input = write_pages(dir.path(), &trace, None);
+    let input = write_pages(dir.path(), &threshold_trace(), None);
     let base = format!("autonuma-tiering:scan_period_ms=0.01,scan_delay_ms=0,rate_window_ms=0.1,watermark_scale_factor=1,{FREE}");
 
     let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},hot_threshold_ms=0.0015"));
@@ -228,12 +234,7 @@ fn scan_period_follows_task_scan_min() {
 #[test]
 fn hint_fault_promotions_pay_no_tlb_shootdown() {
     let dir = tempfile::tempdir().unwrap();
-    let mut trace: Vec<u64> = (0..16).collect();
-    trace.extend(std::iter::repeat_n(0, 70));
-    trace.push(8);
-    trace.extend(std::iter::repeat_n(0, 20));
-    trace.push(9);
-    let input = write_pages(dir.path(), &trace, None);
+    let input = write_pages(dir.path(), &threshold_trace(), None);
     for policy in ["autonuma-tiering", "tpp:activate=fault"] {
         let costs = "hint_fault_ns=0,pte_update_ns=0,pte_scan_ns=0,tlb_flush_ns=1000,lru_scan_ns=0,min_free_kbytes=0";
         let spec = format!("{policy},scan_period_ms=0.01,scan_delay_ms=0,rate_window_ms=0.1,watermark_scale_factor=1,{costs}");

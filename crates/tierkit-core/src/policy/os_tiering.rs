@@ -317,7 +317,7 @@ impl NumaTiering {
             self.rl_start_ms = now_ms;
             self.rl_nr_cand = self.nr_cand;
         }
-        let limit = if time_scale == 1.0 { self.rate_limit_pages } else { (self.rate_limit_pages as f64 / time_scale).round() as u64 };
+        let limit = (self.rate_limit_pages as f64 / time_scale).round() as u64;
         self.nr_cand - self.rl_nr_cand >= limit
     }
 
