@@ -233,8 +233,11 @@ pub fn to_ramulator_with_progress(
         }
     }
 
+    let name = src.name().to_string();
+    let mut seen: u64 = 0;
     drive(src, &mut report, progress, |b, r| {
         for i in 0..b.len() {
+            seen += 1;
             count_common(b, i, has_ns, r);
             let (addr, write, insn) = (b.addr[i], b.write[i], b.insn_at(i));
             if write {
@@ -249,8 +252,13 @@ pub fn to_ramulator_with_progress(
             } else if let Some(p) = pending.take() {
                 flush(&mut o, p, None, r)?;
             }
-            let bubble = if time_insn { insn.saturating_sub(recon.saturating_add(1)) } else { 0 };
-            recon = recon.saturating_add(bubble).saturating_add(1);
+            // every line is at least one instruction after the last: past 2^64 - 1 a reader
+            // cannot rebuild it (it refuses the file), so the export is refused here instead
+            let next = recon.checked_add(1).ok_or_else(|| {
+                Error::trace(&name, format!("access {seen}: a ramulator reader would rebuild its instruction count past 2^64 - 1 (every line counts one instruction); the format cannot express it"))
+            })?;
+            let bubble = if time_insn { insn.saturating_sub(next) } else { 0 };
+            recon = next + bubble;
             if time_insn && recon != insn {
                 r.insn_shifted += 1;
             }

@@ -117,12 +117,19 @@ impl SummaryBuilder {
         }
     }
 
+    /// Add a batch's records in program order (an event before the access it precedes):
+    /// `duration_*` start at the first record, whichever kind it is.
     pub fn add_batch(&mut self, b: &Batch) {
+        let mut e = 0;
         for i in 0..b.len() {
+            while let Some(ev) = b.events.get(e).filter(|ev| ev.at as usize <= i) {
+                self.add_event(ev.insn, ev.ns, ev.tid, &ev.kind);
+                e += 1;
+            }
             self.add_access(b.addr[i], b.write[i], b.insn_at(i), b.ns_at(i), b.tid_at(i));
         }
-        for e in &b.events {
-            self.add_event(e.insn, e.ns, e.tid, &e.kind);
+        for ev in &b.events[e..] {
+            self.add_event(ev.insn, ev.ns, ev.tid, &ev.kind);
         }
     }
 

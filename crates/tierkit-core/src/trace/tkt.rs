@@ -371,10 +371,18 @@ impl TktWriter {
         self.incomplete = Some(reason.into());
     }
 
+    /// The times a reader gets back: a time base the header does not declare is not stored,
+    /// so the summary must not count it either (its durations would describe no record).
+    #[inline]
+    fn stored_times(&self, insn: u64, ns: u64) -> (u64, u64) {
+        (if self.meta.time_insn { insn } else { 0 }, if self.meta.time_ns { ns } else { 0 })
+    }
+
     #[inline]
     pub fn write_access(&mut self, a: &Access) -> Result<()> {
         self.enc.access(&self.meta, a);
-        self.summary.add_access(a.addr, a.write, a.insn, a.ns, a.tid);
+        let (insn, ns) = self.stored_times(a.insn, a.ns);
+        self.summary.add_access(a.addr, a.write, insn, ns, a.tid);
         if self.enc.n as usize >= BATCH_RECORDS {
             self.flush_chunk()?;
         }
@@ -383,6 +391,7 @@ impl TktWriter {
 
     pub fn write_event(&mut self, insn: u64, ns: u64, tid: u32, kind: &EventKind) -> Result<()> {
         self.enc.event(&self.meta, insn, ns, tid, kind);
+        let (insn, ns) = self.stored_times(insn, ns);
         self.summary.add_event(insn, ns, tid, kind);
         if self.enc.n as usize >= BATCH_RECORDS {
             self.flush_chunk()?;
