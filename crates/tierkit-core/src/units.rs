@@ -9,6 +9,13 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 fn split_number(s: &str) -> Option<(f64, &str)> {
+    let (num, rest) = number_text(s)?;
+    let v: f64 = num.parse().ok()?;
+    Some((v, rest))
+}
+
+/// The number at the start of `s` (underscores removed) and the rest, trimmed.
+fn number_text(s: &str) -> Option<(String, &str)> {
     let s = s.trim();
     let end = s
         .char_indices()
@@ -18,26 +25,47 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
     if end == 0 {
         return None;
     }
-    let num: String = s[..end].chars().filter(|&c| c != '_').collect();
-    let v: f64 = num.parse().ok()?;
-    Some((v, s[end..].trim()))
+    Some((s[..end].chars().filter(|&c| c != '_').collect(), s[end..].trim()))
 }
+
+/// `s`'s number times `mult`, computed exactly when the number is whole (digits only), since
+/// f64 rounds integers past 2^53: `Some(None)` when the product does not fit in 64 bits,
+/// `None` when the number has a point or an exponent (callers then go through f64).
+fn whole_times(s: &str, mult: u64) -> Option<Option<u64>> {
+    let (num, _) = number_text(s)?;
+    if !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // more than 20 digits cannot fit whatever the multiple (u64::MAX has 20)
+    let v: Option<u64> = num.trim_start_matches('0').parse::<u64>().ok().or(num.trim_start_matches('0').is_empty().then_some(0));
+    Some(v.and_then(|v| v.checked_mul(mult)))
+}
+
+/// 2^64 as f64: a product at or above it does not fit in a u64 (`u64::MAX as f64` rounds to it).
+const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
 /// Parse a byte size: `4096`, `32K`, `32KiB`, `32KB`, `1.5G`. Binary multiples.
 pub fn parse_bytes(key: &str, s: &str) -> Result<u64> {
     let bad = || Error::config(key, format!("'{s}' is not a byte size (examples: 4096, 32K, 1M, 16GiB)"));
     let (v, unit) = split_number(s).ok_or_else(bad)?;
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" | "tib" => 1024.0f64.powi(4),
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
         _ => return Err(bad()),
     };
-    let bytes = v * mult;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+    let too_big = || Error::config(key, format!("'{s}' is too large: a byte size is at most 2^64 - 1 bytes"));
+    if let Some(exact) = whole_times(s, mult) {
+        return exact.ok_or_else(too_big);
+    }
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes < 0.0 {
         return Err(bad());
+    }
+    if bytes.round() >= TWO_POW_64 {
+        return Err(too_big());
     }
     Ok(bytes.round() as u64)
 }
@@ -46,16 +74,23 @@ pub fn parse_bytes(key: &str, s: &str) -> Result<u64> {
 pub fn parse_count(key: &str, s: &str) -> Result<u64> {
     let bad = || Error::config(key, format!("'{s}' is not a count (examples: 1000, 100K, 2M)"));
     let (v, unit) = split_number(s).ok_or_else(bad)?;
-    let mult: f64 = match unit {
-        "" => 1.0,
-        "k" | "K" => 1e3,
-        "m" | "M" => 1e6,
-        "g" | "G" | "b" | "B" => 1e9,
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "m" | "M" => 1_000_000,
+        "g" | "G" | "b" | "B" => 1_000_000_000,
         _ => return Err(bad()),
     };
-    let n = v * mult;
-    if !n.is_finite() || n < 0.0 || n > u64::MAX as f64 || n.fract() != 0.0 {
+    let too_big = || Error::config(key, format!("'{s}' is too large: a count is at most 2^64 - 1"));
+    if let Some(exact) = whole_times(s, mult) {
+        return exact.ok_or_else(too_big);
+    }
+    let n = v * mult as f64;
+    if !n.is_finite() || n < 0.0 || n.fract() != 0.0 {
         return Err(bad());
+    }
+    if n >= TWO_POW_64 {
+        return Err(too_big());
     }
     Ok(n as u64)
 }
@@ -76,6 +111,26 @@ pub fn parse_duration_ns(key: &str, s: &str) -> Result<f64> {
         return Err(bad());
     }
     Ok(ns)
+}
+
+/// A period given as a duration, in whole nanoseconds: exact for whole numbers (past 2^53
+/// too), rounded otherwise; one past 2^64 - 1 ns (584 years) is an error, not clamped.
+fn parse_period_ns(key: &str, t: &str) -> Result<u64> {
+    let ns = parse_duration_ns(key, t)?;
+    let mult = match number_text(t).map(|(_, unit)| unit) {
+        Some("us" | "µs" | "μs") => 1_000,
+        Some("ms") => 1_000_000,
+        Some("s") => 1_000_000_000,
+        _ => 1,
+    };
+    let too_big = || Error::config(key, format!("'{t}' is too long: a period is at most 2^64 - 1 ns"));
+    if let Some(exact) = whole_times(t, mult) {
+        return exact.ok_or_else(too_big);
+    }
+    if ns.round() >= TWO_POW_64 {
+        return Err(too_big());
+    }
+    Ok(ns.round() as u64)
 }
 
 /// A tier capacity as users give it.
@@ -157,7 +212,7 @@ impl Period {
         } else if let Some(n) = t.strip_suffix("-accesses").or_else(|| t.strip_suffix("-acc")) {
             Period::Accesses(parse_count(key, n.trim())?)
         } else if t.ends_with("ns") || t.ends_with("us") || t.ends_with("µs") || t.ends_with("ms") || (t.ends_with('s') && !t.ends_with("es")) {
-            Period::Ns(parse_duration_ns(key, t)?.round() as u64)
+            Period::Ns(parse_period_ns(key, t)?)
         } else {
             Period::Accesses(parse_count(key, t).map_err(|_| {
                 Error::config(key, format!("'{s}' is not a period (examples: 1000 or 100K accesses, 1M-insn, 10ms)"))

@@ -35,6 +35,18 @@ fn config(cases: u32) -> Config {
     }
 }
 
+/// A scratch directory, in memory where the system has one: the writers sync every file they
+/// finish, and a property writes a dozen files per case.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Records as a flat sequence (accesses and events in program order)
 
@@ -433,7 +445,7 @@ fn conv(input: &Path, format: Option<Format>, out: &Path, to: Format) -> tierkit
 /// Native write → read, whatever the chunking: the records, header and summary come back,
 /// with read-ahead on and off and under a projection.
 fn check_native(case: &Case) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let want = native_projection(&case.meta, &case.recs);
     let summary = model_summary(case.meta.page_size, &want);
     let mut meta = case.meta.clone();
@@ -494,7 +506,7 @@ fn check_native(case: &Case) -> Result<(), TestCaseError> {
 /// Native → ramulator and hex (plain and gzip) → import: exactly section 18's projection and
 /// loss counts; and convert ∘ convert is stable.
 fn check_exports(case: &Case) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let d = dir.path();
     let src = native_projection(&case.meta, &case.recs);
     let summary = model_summary(case.meta.page_size, &src);
@@ -621,7 +633,7 @@ fn documented_export_losses_are_the_ones_checked() {
 /// disagreed with the records a reader gets back.
 #[test]
 fn summary_ignores_times_the_header_does_not_carry() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let p = dir.path().join("t.tkt");
     let meta = TraceMeta { time_insn: false, time_ns: false, ..TraceMeta::default() };
     let recs = [Rec::A(Access { addr: 0, insn: 5, ns: 7, size: 64, ..Default::default() }), Rec::A(Access { addr: 64, insn: 9, ns: 8, size: 64, ..Default::default() })];
@@ -636,7 +648,7 @@ fn summary_ignores_times_the_header_does_not_carry() {
 /// and the exports' input summaries disagreed with the writer's.
 #[test]
 fn scanned_summary_takes_records_in_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let p = dir.path().join("t.tkt");
     let meta = TraceMeta { time_insn: true, ..TraceMeta::default() };
     let recs = [
@@ -655,7 +667,7 @@ fn scanned_summary_takes_records_in_order() {
 /// export is refused instead, naming the record.
 #[test]
 fn ramulator_export_refuses_counts_a_reader_cannot_rebuild() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scratch();
     let p = dir.path().join("t.tkt");
     let meta = TraceMeta { time_insn: true, ..TraceMeta::default() };
     let a = Access { addr: 0, insn: u64::MAX, size: 64, ..Default::default() };
@@ -669,4 +681,247 @@ fn ramulator_export_refuses_counts_a_reader_cannot_rebuild() {
     conv(&p, None, &out, Format::Ramulator).unwrap();
     let mut back = TraceInput::new(&out).open().unwrap();
     assert_eq!(accesses(&read_recs(back.as_mut()))[0].insn, u64::MAX);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Units (crates/tierkit-core/src/units.rs): parse ∘ print is the identity over each type's
+// whole range, print ∘ parse is canonical, and numbers that do not fit are errors
+
+mod units_props {
+    use super::config;
+    use proptest::prelude::*;
+    use tierkit_core::cache::CacheSpec;
+    use tierkit_core::policy::params::Value;
+    use tierkit_core::units::{parse_bytes, parse_count, parse_duration_ns, Capacity, Period};
+
+    /// Byte-size units and their multiples (binary, any case: `docs/platforms.md`).
+    const BYTE_UNITS: [(&str, u32); 13] =
+        [("", 0), ("b", 0), ("B", 0), ("K", 10), ("k", 10), ("KiB", 10), ("kb", 10), ("M", 20), ("MiB", 20), ("G", 30), ("GB", 30), ("T", 40), ("tib", 40)];
+    /// Count units (decimal).
+    const COUNT_UNITS: [(&str, u32); 7] = [("", 0), ("K", 3), ("k", 3), ("M", 6), ("m", 6), ("G", 9), ("B", 9)];
+
+    fn int() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            4 => any::<u64>(),
+            2 => (0u32..64).prop_map(|k| 1u64 << k),
+            1 => (0u32..64).prop_map(|k| (1u64 << k).wrapping_sub(1)),
+            1 => (0u32..64).prop_map(|k| (1u64 << k) + 1),
+            1 => prop_oneof![Just(0u64), Just(u64::MAX), Just(1u64 << 53), Just((1u64 << 53) + 1)],
+            2 => 0u64..100_000,
+        ]
+    }
+
+    fn period() -> impl Strategy<Value = Period> {
+        (0u8..3, int().prop_filter("periods are positive", |&n| n > 0)).prop_map(|(u, n)| match u {
+            0 => Period::Accesses(n),
+            1 => Period::Insn(n),
+            _ => Period::Ns(n),
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        /// A byte count printed as an integer, with any unit, reads back exactly; one that
+        /// does not fit in 64 bits is an error, never a clamped value.
+        #[test]
+        fn byte_sizes_parse_exactly(n in int(), unit in 0..BYTE_UNITS.len()) {
+            let (u, shift) = BYTE_UNITS[unit];
+            let want = (n as u128) << shift;
+            let got = parse_bytes("k", &format!("{n}{u}"));
+            if want <= u64::MAX as u128 {
+                prop_assert_eq!(got.unwrap(), want as u64);
+            } else {
+                prop_assert!(got.is_err(), "{}{} = {} bytes does not fit in 64 bits, parsed as {:?}", n, u, want, got);
+            }
+            // `Value::Bytes` (a policy parameter's canonical form) prints bytes; they read back
+            prop_assert_eq!(parse_bytes("k", &Value::Bytes(n).to_string()).unwrap(), n);
+        }
+
+        #[test]
+        fn counts_parse_exactly(n in int(), unit in 0..COUNT_UNITS.len()) {
+            let (u, exp) = COUNT_UNITS[unit];
+            let want = n as u128 * 10u128.pow(exp);
+            let got = parse_count("k", &format!("{n}{u}"));
+            if want <= u64::MAX as u128 {
+                prop_assert_eq!(got.unwrap(), want as u64);
+            } else {
+                prop_assert!(got.is_err(), "{}{} = {} does not fit in 64 bits, parsed as {:?}", n, u, want, got);
+            }
+        }
+
+        /// Durations are f64 nanoseconds: exact for integers below 2^53 in any unit.
+        #[test]
+        fn durations_parse_exactly_below_2_53(n in 0u64..(1 << 53) / 1_000_000_000, unit in 0usize..5) {
+            let (u, mult) = [("", 1u64), ("ns", 1), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)][unit];
+            prop_assert_eq!(parse_duration_ns("d", &format!("{n}{u}")).unwrap(), (n * mult) as f64);
+        }
+
+        /// A period as a policy's canonical form prints it (`Value::Period`) reads back as itself.
+        #[test]
+        fn periods_print_then_parse_to_themselves(p in period()) {
+            let text = Value::Period(p).to_string();
+            prop_assert_eq!(Period::parse("p", &text).unwrap(), p, "{}", text);
+        }
+
+        /// Whatever a period is written as, its printed form reads back as the same period.
+        #[test]
+        fn printed_periods_are_canonical(
+            whole in 0u64..2_000_000, frac in proptest::option::of(0u32..1000), underscore in any::<bool>(),
+            unit in 0usize..14,
+        ) {
+            let units = ["", "K", "M", "-insn", "K-insn", "insn", "-acc", "-accesses", "ns", "us", "µs", "ms", "s", "M-insn"];
+            let mut num = whole.to_string();
+            if underscore && num.len() > 3 {
+                num.insert(num.len() - 3, '_');
+            }
+            if let Some(f) = frac {
+                num = format!("{num}.{f:03}");
+            }
+            let text = format!("{num}{}", units[unit]);
+            if let Ok(p) = Period::parse("p", &text) {
+                let printed = Value::Period(p).to_string();
+                prop_assert_eq!(Period::parse("p", &printed).unwrap(), p, "{} -> {}", text, printed);
+                prop_assert_eq!(Value::Period(Period::parse("p", &printed).unwrap()).to_string(), printed);
+            }
+        }
+
+        /// Capacities given as sizes read back as those sizes; fractions in (0, 1] as themselves.
+        #[test]
+        fn capacities_parse_exactly(n in int().prop_filter("a capacity is positive", |&n| n > 0), unit in 3..BYTE_UNITS.len(), f in 1u32..=1000) {
+            let (u, shift) = BYTE_UNITS[unit];
+            let want = (n as u128) << shift;
+            let got = Capacity::parse("c", &format!("{n}{u}"));
+            if want <= u64::MAX as u128 {
+                prop_assert_eq!(got.unwrap(), Capacity::Bytes(want as u64));
+            } else {
+                prop_assert!(got.is_err(), "{:?}", got);
+            }
+            let frac = f as f64 / 1000.0;
+            prop_assert_eq!(Capacity::parse("c", &frac.to_string()).unwrap(), Capacity::Fraction(frac));
+        }
+
+        /// A cache spec's canonical text (recorded in trace headers and results) parses back to
+        /// the same hierarchy.
+        #[test]
+        fn cache_specs_print_then_parse_to_themselves(
+            line_shift in 0u32..=12,
+            levels in proptest::collection::vec((1u32..=32, 0u32..=14, 1u64..=8), 1..4),
+        ) {
+            let line = 1u64 << line_shift;
+            let spec = levels
+                .iter()
+                .enumerate()
+                .map(|(i, &(ways, sets_shift, mul))| format!("L{}:{}:{ways}:{line}", i + 1, (ways as u64) * line * (mul << sets_shift)))
+                .collect::<Vec<_>>()
+                .join(",");
+            if let Some(parsed) = CacheSpec::parse("--cache", &spec).ok().flatten() {
+                let text = parsed.describe();
+                let again = CacheSpec::parse("--cache", &text).unwrap().unwrap();
+                prop_assert_eq!(&again, &parsed, "{} -> {}", spec, text);
+                prop_assert_eq!(again.describe(), text);
+            }
+        }
+    }
+
+    /// 2^53 + 1 bytes printed as an integer read back as 2^53: sizes went through f64.
+    #[test]
+    fn large_integer_sizes_are_exact() {
+        assert_eq!(parse_bytes("k", "9007199254740993").unwrap(), 9007199254740993);
+        assert_eq!(Period::parse("p", "9007199254740993ns").unwrap(), Period::Ns(9007199254740993));
+        assert_eq!(parse_count("k", "9007199254740993").unwrap(), 9007199254740993);
+        assert_eq!(Period::parse("p", "9007199254740993").unwrap(), Period::Accesses(9007199254740993));
+    }
+
+    /// 2^64 (and 2^24 T) did not fit but were clamped to 2^64 − 1 instead of refused.
+    #[test]
+    fn sizes_past_64_bits_are_errors() {
+        assert_eq!(parse_bytes("k", "18446744073709551615").unwrap(), u64::MAX);
+        assert!(parse_bytes("k", "18446744073709551616").is_err());
+        assert!(parse_bytes("k", "16777216T").is_err());
+        assert!(parse_count("k", "18446744073709551616").is_err());
+        assert!(parse_count("k", "18446744073709552G").is_err());
+        assert!(Period::parse("p", "18446744073709551616ns").is_err());
+        assert!(Period::parse("p", "1e30s").is_err());
+        assert_eq!(Period::parse("p", "18446744073709551615ns").unwrap(), Period::Ns(u64::MAX));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy specs: `Params::canonical` (recorded in results, replayed by `--policy`) parses back to
+// the same parameters, for every registered policy and any in-range values
+
+mod policy_spec_props {
+    use super::config;
+    use proptest::prelude::*;
+    use tierkit_core::policy::params::{ParamType, Params, PolicySpec, Value};
+    use tierkit_core::policy::REGISTRY;
+    use tierkit_core::units::Period;
+
+    /// A value of `ty` written as a user would (`None`: keep the default).
+    fn value_text(ty: ParamType, r: (u64, u64, bool)) -> Option<String> {
+        let (a, b, flag) = r;
+        Some(match ty {
+            ParamType::Int { min, max } => {
+                let span = (max as i128 - min as i128) as u128 + 1;
+                (min as i128 + (a as u128 % span) as i128).to_string()
+            }
+            ParamType::Float { min, max } => {
+                let lo = if min.is_finite() { min } else { -1e300 };
+                let hi = if max.is_finite() { max } else { 1e300 };
+                let v = lo + (hi - lo) * (a as f64 / u64::MAX as f64);
+                v.clamp(lo, hi).to_string()
+            }
+            ParamType::Bool => flag.to_string(),
+            ParamType::Choice { options } => options[a as usize % options.len()].to_string(),
+            ParamType::Period => {
+                let n = b.max(1);
+                Value::Period([Period::Accesses(n), Period::Insn(n), Period::Ns(n)][a as usize % 3]).to_string()
+            }
+            ParamType::Bytes => Value::Bytes(b).to_string(),
+            ParamType::Text => return None,
+        })
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        #[test]
+        fn canonical_policy_specs_parse_back_to_themselves(
+            which in 0..REGISTRY.len(),
+            raw in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<bool>(), any::<bool>()), 16),
+        ) {
+            let info = REGISTRY[which];
+            let args: Vec<String> = info
+                .params
+                .iter()
+                .zip(raw.iter().cycle())
+                .filter(|(_, r)| r.3)
+                .filter_map(|(d, r)| value_text(d.ty, (r.0, r.1, r.2)).map(|v| format!("{}={v}", d.name)))
+                .collect();
+            let text = if args.is_empty() { info.name.to_string() } else { format!("{}:{}", info.name, args.join(",")) };
+            let spec = PolicySpec::parse(&text).unwrap();
+            // a combination a policy refuses (e.g. a period shorter than another) is not a round trip to check
+            if let Ok(p) = Params::parse(info.name, info.params, &spec) {
+                let canon = p.canonical();
+                let again = Params::parse(info.name, info.params, &PolicySpec::parse(&canon).unwrap()).unwrap();
+                prop_assert_eq!(&again.values, &p.values, "{} -> {}", text, canon);
+                prop_assert_eq!(again.canonical(), canon);
+            }
+        }
+    }
+
+    /// `min_free_kbytes` takes -1 ("the kernel's formula"); 2^64 − 1 was read through a wrapping
+    /// cast as -1 and accepted. An integer outside i64 is an error naming the parameter.
+    #[test]
+    fn integers_past_64_bits_are_not_wrapped_into_range() {
+        let info = REGISTRY.iter().find(|p| p.name == "tpp").unwrap();
+        for v in ["18446744073709551615", "9223372036854775808", "-9223372036854775809"] {
+            let spec = PolicySpec::parse(&format!("tpp:min_free_kbytes={v}")).unwrap();
+            let e = Params::parse(info.name, info.params, &spec).unwrap_err().to_string();
+            assert!(e.contains("min_free_kbytes"), "{v}: {e}");
+        }
+        let spec = PolicySpec::parse("tpp:min_free_kbytes=-1").unwrap();
+        assert_eq!(Params::parse(info.name, info.params, &spec).unwrap().int("min_free_kbytes"), -1);
+    }
 }

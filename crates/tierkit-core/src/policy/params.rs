@@ -66,12 +66,13 @@ fn parse_value(policy: &str, spec: &ParamSpec, raw: &str) -> Result<Value> {
     let s = raw.trim();
     Ok(match spec.ty {
         ParamType::Int { min, max } => {
-            let v = units::parse_count(&key, s.trim_start_matches('-')).map(|v| v as i64).map(|v| if s.starts_with('-') { -v } else { v })
-                .map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
-            if v < min || v > max {
+            let m = units::parse_count(&key, s.trim_start_matches('-')).map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
+            // in i128, so that a magnitude past i64 is out of range instead of wrapped into it
+            let v = if s.starts_with('-') { -(m as i128) } else { m as i128 };
+            if v < min as i128 || v > max as i128 {
                 return Err(Error::config(&key, format!("{v} is out of range [{min}, {max}]")));
             }
-            Value::Int(v)
+            Value::Int(v as i64)
         }
         ParamType::Float { min, max } => {
             let v: f64 = s.parse().map_err(|_| Error::config(&key, format!("'{raw}' is not a number")))?;
