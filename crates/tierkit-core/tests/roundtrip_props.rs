@@ -604,6 +604,29 @@ proptest! {
     }
 }
 
+/// The writer's own chunk boundary (65,536 records, section 5): records on both sides of it,
+/// an event as the last record of the first chunk and another as the first of the second, a
+/// thread and a size change across it (the decoding state restarts in every chunk), 65,536
+/// distinct pages in the first chunk (two-byte page indices) and byte-granular offsets.
+#[test]
+fn native_round_trips_across_the_writers_chunk_boundary() {
+    let n = tierkit_core::trace::BATCH_RECORDS;
+    let meta = TraceMeta { time_insn: true, time_ns: true, has_pc: true, ..TraceMeta::default() };
+    let mut recs: Vec<Rec> = (0..n as u64 - 1)
+        .map(|i| Rec::A(Access { addr: (i << 12) | (i % 4096), write: i % 5 == 0, insn: i * 3, ns: i * 7, size: 64, tid: 1, pc: 0x40_0000 + i % 9 }))
+        .collect();
+    recs.push(Rec::E { insn: u64::MAX, ns: 0, tid: 2, kind: EventKind::Marker { marker: MarkerKind::Slice, id: 1, label: "last of chunk 1".into() } });
+    recs.push(Rec::E { insn: 5, ns: 1, tid: 2, kind: EventKind::Free { addr: 1 } });
+    recs.extend((0..1000u64).map(|i| Rec::A(Access { addr: i * 64, write: i % 2 == 1, insn: 1 << 40, ns: i, size: 8, tid: 2, pc: 0 })));
+    let case = Case { meta, recs, cuts: vec![], empties: vec![] };
+    check_native(&case).unwrap();
+    let dir = scratch();
+    let p = dir.path().join("t.tkt");
+    write_native(&case.meta, &case.recs, &p);
+    let (_, chunks) = split_native(&std::fs::read(&p).unwrap());
+    assert_eq!(chunks.iter().map(|c| u32_at(c, 1)).collect::<Vec<_>>(), vec![n as u32, 1001]);
+}
+
 /// The section 18 loss names used above are the ones the documentation lists.
 #[test]
 fn documented_export_losses_are_the_ones_checked() {
