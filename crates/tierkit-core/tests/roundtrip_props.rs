@@ -28,7 +28,7 @@ fn config(cases: u32) -> Config {
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     Config {
         cases: env("PROPTEST_CASES").map(|c| c as u32).unwrap_or(cases),
-        rng_seed: RngSeed::Fixed(env("PROPTEST_RNG_SEED").unwrap_or(0x7e12_c17)),
+        rng_seed: RngSeed::Fixed(env("PROPTEST_RNG_SEED").unwrap_or(0x07e1_2c17)),
         failure_persistence: None,
         max_shrink_iters: 2048,
         ..Config::default()
