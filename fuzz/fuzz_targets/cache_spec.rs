@@ -5,13 +5,15 @@
 //! the memory limit (the sizes are checked before anything is allocated).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use tierkit_core::cache::{CacheFilter, CacheSpec};
+use tierkit_core::cache::{CacheFilter, CacheSpec, MAX_LEVELS, MAX_LINES};
 use tierkit_core::trace::{Access, VecSource};
 use tierkit_fuzz::{ok, read_to_end};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Some(Some(spec)) = ok(CacheSpec::parse("--cache", text)) else { return };
+    // what the hierarchy allocates up front is bounded (docs/limits.md)
+    assert!(spec.levels.len() <= MAX_LEVELS && spec.levels.iter().all(|l| l.size_bytes / l.line_bytes as u64 <= MAX_LINES));
     let d = spec.describe();
     let back = CacheSpec::parse("--cache", &d).unwrap_or_else(|e| panic!("description {d:?} does not parse: {e}"));
     assert_eq!(back.as_ref(), Some(&spec), "description {d:?} parses to another hierarchy");

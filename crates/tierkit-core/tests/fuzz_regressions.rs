@@ -67,3 +67,75 @@ fn short_tokens_with_control_characters_are_quoted_on_one_clean_line() {
     let e = tierkit_core::policy::PolicySpec::parse("\u{0}\n:\u{3}").unwrap_err();
     assert_clean_line(&e);
 }
+
+fn build(spec: &str) -> tierkit_core::Result<()> {
+    tierkit_core::policy::build(&tierkit_core::policy::PolicySpec::parse(spec)?).map(|_| ())
+}
+
+/// Found by the policy_spec target: an integer parameter of -2^63 overflowed when negated (a
+/// panic: "attempt to negate with overflow"), and one of 2^64 − 1 wrapped to −1, which
+/// `min_free_kbytes` takes for "the kernel's formula" (Linux mm/page_alloc.c, as seed 004 §5
+/// configures TPP): a wrong value accepted without a word.
+#[test]
+fn integer_parameters_out_of_64_bits_are_refused_not_wrapped() {
+    for spec in ["history:bins=-9223372036854775808", "tpp:min_free_kbytes=18446744073709551615", "tpp:min_free_kbytes=9223372036854775808", "history:bins=--5"] {
+        let e = build(spec).expect_err(spec);
+        assert_clean_line(&e);
+        let line = e.to_string();
+        assert!(line.contains("bins") || line.contains("min_free_kbytes"), "{spec}: {line}");
+    }
+    // the edges that fit still parse to themselves
+    build("tpp:min_free_kbytes=-1").unwrap();
+    build("tpp:min_free_kbytes=1099511627776").unwrap();
+}
+
+/// Found by the guidance target: a guidance file's `context` of 2^64 − 1 (frames compared
+/// per site minus one, docs/guidance.md; seed 002 §V-C's layers of context) overflowed when
+/// one was added. Such a context compares every frame a trace recorded.
+#[test]
+fn a_guidance_context_of_any_size_reads() {
+    let f = text_trace(br#"{"format":"tierkit-guidance","version":1,"mode":"static","tiers":["a","b"],"context":18446744073709551615,"arenas":[{"tiers":[0]}],"sites":[{"frames":["main (a.c:1)"],"arena":0}]}"#);
+    let g = tierkit_core::policy::guided::Guidance::read(f.path().to_str().unwrap()).unwrap();
+    assert_eq!(g.key_frames, usize::MAX);
+}
+
+/// Found reading the cache_spec target's checks against docs/limits.md: each `--cache`
+/// level was bounded (2^24 lines) but not their number, so `L1:1G:16,L2:1G:16,...` asked for
+/// 272 MiB of tags per level without end (issue 15's "--cache L1:1T:16 for 128 GiB", one
+/// level at a time). The tracer's stream already refuses more than 8 levels; --cache now
+/// does too, naming the limit.
+#[test]
+fn a_cache_hierarchy_has_at_most_eight_levels() {
+    let levels = |n: usize| (1..=n).map(|i| format!("L{i}:1G:16")).collect::<Vec<_>>().join(",");
+    assert_eq!(tierkit_core::cache::CacheSpec::parse("--cache", &levels(8)).unwrap().unwrap().levels.len(), 8);
+    let e = match tierkit_core::cache::CacheSpec::parse("--cache", &levels(300)) {
+        Ok(_) => panic!("300 levels of 1 GiB accepted"),
+        Err(e) => e,
+    };
+    assert_clean_line(&e);
+    assert!(e.to_string().contains("at most 8"), "{e}");
+}
+
+/// Found by the platform targets' check of docs/limits.md ("every result is finite"): a
+/// loaded-latency factor (docs/platforms.md; the MLC curves behind seed 004's DCPMM platform
+/// reach 6.7) had no upper bound, so a latency of 1e9 ns at a factor of 1e300 is infinite.
+#[test]
+fn a_loaded_latency_factor_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = |factor: &str| {
+        format!(
+            "name = \"x\"\n[[tiers]]\nname = \"fast\"\nread_latency_ns = 1e9\nwrite_latency_ns = 1e9\nread_bw_gb_per_s = 10\nwrite_bw_gb_per_s = 10\nloaded_latency = [[0.0, 1.0], [1.0, {factor}]]\n\
+             [[tiers]]\nname = \"slow\"\nread_latency_ns = 300\nwrite_latency_ns = 300\nread_bw_gb_per_s = 5\nwrite_bw_gb_per_s = 5\n"
+        )
+    };
+    let path = dir.path().join("p.toml");
+    std::fs::write(&path, toml("1e300")).unwrap();
+    let e = match tierkit_core::platform::Platform::load(path.to_str().unwrap()) {
+        Ok(_) => panic!("a loaded-latency factor of 1e300 accepted"),
+        Err(e) => e,
+    };
+    assert_clean_line(&e);
+    assert!(e.to_string().contains("loaded_latency"), "{e}");
+    std::fs::write(&path, toml("6.7")).unwrap();
+    tierkit_core::platform::Platform::load(path.to_str().unwrap()).unwrap();
+}

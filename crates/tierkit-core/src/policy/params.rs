@@ -66,8 +66,15 @@ fn parse_value(policy: &str, spec: &ParamSpec, raw: &str) -> Result<Value> {
     let s = raw.trim();
     Ok(match spec.ty {
         ParamType::Int { min, max } => {
-            let v = units::parse_count(&key, s.trim_start_matches('-')).map(|v| v as i64).map(|v| if s.starts_with('-') { -v } else { v })
-                .map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
+            // one optional sign; the magnitude must fit in i64 (2^64 - 1 used to wrap to -1 and
+            // -2^63 to overflow when negated)
+            let (negative, digits) = match s.strip_prefix('-') {
+                Some(d) => (true, d),
+                None => (false, s),
+            };
+            let magnitude = units::parse_count(&key, digits).map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
+            let v = if negative { 0i64.checked_sub_unsigned(magnitude) } else { i64::try_from(magnitude).ok() }
+                .ok_or_else(|| Error::config(&key, format!("'{raw}' is out of range [{min}, {max}]")))?;
             if v < min || v > max {
                 return Err(Error::config(&key, format!("{v} is out of range [{min}, {max}]")));
             }
