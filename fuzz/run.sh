@@ -54,12 +54,19 @@ fi
 echo "fuzz: built $(echo $TARGETS | wc -w) targets ($PROFILE) in $(( $(date +%s) - start )) s; ${SECONDS_EACH} s each"
 
 BIN=$CARGO_TARGET_DIR/$HOST/$PROFILE
+# seconds one input may take before it counts as a hang (unoptimised builds are slower)
+TIMEOUT=10
+[ "$PROFILE" = smoke ] && TIMEOUT=30
+# the targets write each input to a file here (tierkit's readers take paths); removed at exit
+TIERKIT_FUZZ_SCRATCH=$(mktemp -d /dev/shm/tierkit-fuzz.XXXXXX 2>/dev/null || mktemp -d)
+export TIERKIT_FUZZ_SCRATCH
+trap 'rm -rf "$TIERKIT_FUZZ_SCRATCH"' EXIT
 failed=()
 printf '%-22s %12s %10s %8s  %s\n' target executions "exec/s" corpus result
 for t in $TARGETS; do
     mkdir -p corpus/$t artifacts/$t
     log=artifacts/$t/last-run.log
-    opts=(-max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+    opts=(-max_total_time="$SECONDS_EACH" -timeout="$TIMEOUT" -rss_limit_mb=2048 -print_final_stats=1
           -artifact_prefix="$PWD/artifacts/$t/")
     [ -f dict/$t.dict ] && opts+=(-dict="$PWD/dict/$t.dict")
     # new inputs go to corpus/ (not committed); seeds/ is read only

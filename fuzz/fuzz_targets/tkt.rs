@@ -1,7 +1,8 @@
 //! The native trace reader (`.tkt`): file header, data chunks and their columns, the end
 //! chunk's summary and the trailer, read to the end as `simulate` and `trace convert` read it
 //! (format detection, then every record), with read-ahead on and off and with every column or
-//! pages only; then the instant summary that `trace info` reads from the trailer.
+//! pages only; then the instant summary that `trace info` reads from the trailer, and
+//! `trace convert` of an accepted trace, which must read back to the same records.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use tierkit_core::trace::tkt::TktReader;
@@ -17,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let input = TraceInput::new(&path).with_format(Some(Format::Tkt));
     let Some(reading) = read_three_ways(&input) else { return };
+    tierkit_fuzz::convert_round_trip(&input, &reading);
     let instant = ok(TktReader::read_summary(&path));
     if reading.outcome.is_ok() {
         // a trace read to its end without error has a valid trailer and end chunk, and the

@@ -18,10 +18,15 @@ use tierkit_core::trace::{Batch, Projection, RecordSource, TraceInput};
 const MAX_LOCATION_CHARS: usize = 29;
 
 /// Write `data` to this process's scratch file with extension `ext` and return its path.
-/// One directory per process (libFuzzer's `-fork`/`-jobs` run several), under /dev/shm when
-/// there is one, so that the file never touches a disk.
+/// One directory per process (libFuzzer's `-fork`/`-jobs` run several), under
+/// `$TIERKIT_FUZZ_SCRATCH` (which `fuzz/run.sh` sets and removes afterwards), else under
+/// /dev/shm when there is one, so that the file never touches a disk.
 pub fn scratch(ext: &str, data: &[u8]) -> PathBuf {
-    let base = if std::path::Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let base = match std::env::var_os("TIERKIT_FUZZ_SCRATCH") {
+        Some(d) => PathBuf::from(d),
+        None if std::path::Path::new("/dev/shm").is_dir() => PathBuf::from("/dev/shm"),
+        None => std::env::temp_dir(),
+    };
     let dir = base.join(format!("tierkit-fuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("creating the scratch directory");
     let path = dir.join(format!("input.{ext}"));
@@ -152,7 +157,10 @@ pub fn read_three_ways(input: &TraceInput) -> Option<Reading> {
 pub fn text_target(format: tierkit_core::trace::Format, data: &[u8]) -> PathBuf {
     let path = scratch("trace", data);
     ok(tierkit_core::trace::input::detect(&path));
-    read_three_ways(&TraceInput::new(&path).with_format(Some(format)));
+    let input = TraceInput::new(&path).with_format(Some(format));
+    if let Some(reading) = read_three_ways(&input) {
+        convert_round_trip(&input, &reading);
+    }
     path
 }
 
@@ -193,4 +201,19 @@ pub fn enter_empty_dir() {
     let dir = scratch("unused", b"").with_file_name("empty");
     std::fs::create_dir_all(&dir).expect("creating the empty directory");
     std::env::set_current_dir(&dir).expect("entering the empty directory");
+}
+
+/// `trace convert` of an accepted trace to the native format must succeed and read back to
+/// the same records: what one consumer accepts, every consumer accepts (issue 15: traces that
+/// `simulate` ran were refused by `trace convert`).
+pub fn convert_round_trip(input: &TraceInput, reading: &Reading) {
+    let Ok(records) = reading.outcome else { return };
+    let out = scratch("out.tkt", b"");
+    let report = tierkit_core::trace::convert::convert(input, &out, None, true, None);
+    if let Err(e) = &report {
+        panic!("a trace read to its end without error cannot be converted: {e}");
+    }
+    let back = read_to_end(ok(TraceInput::new(&out).open()).expect("the converted trace opens").as_mut());
+    assert_eq!(back.outcome, Ok(records), "the converted trace reads differently");
+    assert_eq!(back.full, reading.full, "the converted trace holds other records");
 }

@@ -139,3 +139,39 @@ fn a_loaded_latency_factor_is_bounded() {
     std::fs::write(&path, toml("6.7")).unwrap();
     tierkit_core::platform::Platform::load(path.to_str().unwrap()).unwrap();
 }
+
+/// Peak resident memory of this process (Linux), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Found by the tkt target (a 10 s timeout in the `make test` build): a 514-byte trace whose
+/// chunk header claims 185 MB of compressed data (under the 256 MiB chunk limit of
+/// docs/trace-format.md) made the reader allocate and zero 185 MB before finding that the file
+/// ends 240 bytes later. The size is now checked against what the file holds first.
+#[test]
+fn a_chunk_longer_than_the_file_is_refused_before_allocating() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.tkt");
+    let w = tierkit_core::trace::tkt::TktWriter::create(&good, &Default::default(), false).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    // the header, then a data chunk header claiming 0x0b0b0b0b bytes, then 240 bytes
+    let header_len = 16 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize + 4;
+    let mut bad = bytes[..header_len].to_vec();
+    bad.extend([b'D', 0x18, 0, 0x0b, 0x0b]);
+    bad.extend([0x0b; 252]);
+    let path = dir.path().join("bad.tkt");
+    std::fs::write(&path, &bad).unwrap();
+    let before = peak_rss_kib();
+    let mut src = TraceInput::new(&path).with_format(Some(Format::Tkt)).open().unwrap();
+    let e = src.next_batch(&mut Default::default()).unwrap_err();
+    if let (Some(a), Some(b)) = (before, peak_rss_kib()) {
+        assert!(b - a < 64 << 10, "reading a {}-byte trace raised the peak memory by {} MiB", bad.len(), (b - a) >> 10);
+    }
+    assert_clean_line(&e);
+    // the error names the chunk's offset and both sizes
+    let line = e.to_string();
+    assert!(line.contains(&format!("offset {header_len}")) && line.contains("185273099") && line.contains("240"), "{line}");
+}
