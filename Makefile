@@ -1,5 +1,6 @@
 # make demo : set up everything on a fresh machine, then compare every policy on a real trace
-# make test : set up everything, then run every test (Rust and Python)
+# make test : set up everything, then run every test (Rust and Python) and every fuzz target briefly
+# make fuzz : run every fuzz target (docs/fuzzing.md); FUZZ_SECONDS=600 is the total, split evenly
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn
+.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn
 
 all: build
 
@@ -44,7 +45,22 @@ rust-test:
 py-test: $(VENV)/.built tracer
 	$(PY) -m pytest tests
 
-test: $(VENV)/.built tracer rust-test py-test
+test: $(VENV)/.built tracer rust-test py-test fuzz-smoke
+
+# libFuzzer targets for every parser (fuzz/, docs/fuzzing.md), built with stable Rust.
+# `make fuzz` builds them optimised and runs each for FUZZ_SECONDS / (number of targets)
+# seconds; `make test` builds them quicker to compile (opt-level 0) and runs each for
+# FUZZ_SMOKE_SECONDS, so that CI exercises every target. A crash, hang or out-of-memory fails
+# the build. Without a C++ compiler or the fuzz crates (offline), the step says why and is
+# skipped, except under CI=true, where it fails.
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_TARGETS = $(shell sed -n 's/^name = "\(.*\)"/\1/p' fuzz/Cargo.toml | grep -vc '^tierkit-fuzz$$')
+fuzz:
+	fuzz/run.sh release $$(( $(FUZZ_SECONDS) / $(FUZZ_TARGETS) > 0 ? $(FUZZ_SECONDS) / $(FUZZ_TARGETS) : 1 ))
+
+fuzz-smoke:
+	fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 
 demo: $(VENV)/.built
 	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all,guided:strategy=thermos --out demo-out --force
@@ -87,4 +103,4 @@ experiments-tiering: $(VENV)/.built workloads tracer
 	$(PY) experiments/os_tiering.py
 
 clean:
-	rm -rf $(VENV) target demo-out workloads/build tracer/build
+	rm -rf $(VENV) target demo-out workloads/build tracer/build fuzz/target fuzz/corpus fuzz/artifacts

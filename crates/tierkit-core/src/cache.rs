@@ -48,6 +48,9 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
 pub const MAX_LINES: u64 = 1 << 24;
 /// Line size at most (bytes): a page of 4 KiB.
 pub const MAX_LINE_BYTES: u32 = 4096;
+/// Levels at most, as in the tracer's stream (`trace::raw`): with [`MAX_LINES`] per level, a
+/// hierarchy's tags stay within 8 × 272 MiB however many levels `--cache` lists.
+pub const MAX_LEVELS: usize = 8;
 
 impl CacheSpec {
     /// Parse `--cache`: `none`, a preset name, or `NAME:SIZE:WAYS[:LINE],...`.
@@ -61,6 +64,10 @@ impl CacheSpec {
             return Self::parse(key, spec);
         }
         let mut levels = Vec::new();
+        let n = t.split(',').count();
+        if n > MAX_LEVELS {
+            return Err(Error::config(key, format!("{n} cache levels: a hierarchy has at most {MAX_LEVELS}")));
+        }
         for part in t.split(',') {
             let f: Vec<&str> = part.trim().split(':').collect();
             if f.len() < 3 || f.len() > 4 {

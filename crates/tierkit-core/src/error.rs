@@ -47,7 +47,9 @@ pub const MAX_TOKEN_CHARS: usize = 64;
 /// Shorten `s`: each over-long token keeps its start and end around "…", then, if the whole is
 /// still longer than `max` characters, its middle goes. Short text is returned as it is.
 pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.chars().count() <= max.min(MAX_TOKEN_CHARS) {
+    // short text passes as it is only when it holds nothing to clean: a short token quoted
+    // from the input may hold a NUL or a form feed as well as a long one (found by fuzzing)
+    if s.chars().count() <= max.min(MAX_TOKEN_CHARS) && !s.chars().any(needs_cleaning) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len().min(4 * max));
@@ -70,6 +72,11 @@ pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(middle_out(&out, max, 2, 3).into_owned())
 }
 
+/// A character an error line cannot show as it is: a control character or a line break.
+fn needs_cleaning(c: char) -> bool {
+    c.is_control() || (c.is_whitespace() && c != ' ')
+}
+
 /// `s` with its middle replaced by "…" so that it has at most `max` characters, of which the
 /// share `num/den` is its head.
 fn middle_out(s: &str, max: usize, num: usize, den: usize) -> std::borrow::Cow<'_, str> {
@@ -84,14 +91,15 @@ fn middle_out(s: &str, max: usize, num: usize, den: usize) -> std::borrow::Cow<'
     std::borrow::Cow::Owned(format!("{h}…{t}"))
 }
 
-/// A path shortened from the front, so that the file name survives.
+/// A path shortened from the front, so that the file name survives; a control character in
+/// a file name is shown as '?', so that the error stays one line.
 fn elide_path(p: &str) -> std::borrow::Cow<'_, str> {
     let n = p.chars().count();
-    if n <= MAX_PATH_CHARS {
+    if n <= MAX_PATH_CHARS && !p.chars().any(needs_cleaning) {
         return std::borrow::Cow::Borrowed(p);
     }
-    let t: String = p.chars().skip(n - (MAX_PATH_CHARS - 1)).collect();
-    std::borrow::Cow::Owned(format!("…{t}"))
+    let t: String = p.chars().skip(n.saturating_sub(MAX_PATH_CHARS - 1)).map(|c| if needs_cleaning(c) { '?' } else { c }).collect();
+    std::borrow::Cow::Owned(if n > MAX_PATH_CHARS { format!("…{t}") } else { t })
 }
 
 impl Error {

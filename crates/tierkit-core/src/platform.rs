@@ -104,6 +104,9 @@ fn check_curve(curve: &[[f64; 2]]) -> std::result::Result<(), String> {
         if !(f.is_finite() && f >= 1.0) {
             return Err(format!("{}: the factor must be at least 1 (load never makes a tier faster)", at()));
         }
+        if f > MAX_LOADED_FACTOR {
+            return Err(format!("{}: the factor is out of range (at most {MAX_LOADED_FACTOR})", at()));
+        }
         if j > 0 {
             let [pu, pf] = curve[j - 1];
             if u <= pu {
@@ -340,6 +343,9 @@ pub const MIN_BW_GB_PER_S: f64 = 1e-6;
 pub const MAX_BW_GB_PER_S: f64 = 1e6;
 /// Energy per bit (pJ): 1 µJ at most.
 pub const MAX_ENERGY_PJ_PER_BIT: f64 = 1e6;
+/// A loaded-latency factor: 1000 at most (measured curves reach 1.9 for DRAM, 6.7 for
+/// Optane), so that a loaded latency stays within 1000 s and a runtime finite.
+pub const MAX_LOADED_FACTOR: f64 = 1e3;
 /// A migration cost (ns, per event): 1 s at most.
 pub const MAX_COST_NS: f64 = 1e9;
 /// CPU clock (GHz), base CPI and the load window (ns, 1,000 s).

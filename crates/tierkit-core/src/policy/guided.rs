@@ -153,7 +153,8 @@ impl Guidance {
                 (_, n) => Period::Insn(n),
             });
         }
-        Ok(Guidance { per_phase, tiers: f.tiers.len(), key_frames: f.context + 1, arena_tiers, of_slice, slice, sites })
+        // a context past any stack's depth compares every frame (and must not overflow)
+        Ok(Guidance { per_phase, tiers: f.tiers.len(), key_frames: f.context.saturating_add(1), arena_tiers, of_slice, slice, sites })
     }
 
     /// The arena of a site of the trace: its first `context + 1` frames equal a guidance

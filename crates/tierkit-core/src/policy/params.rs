@@ -66,13 +66,19 @@ fn parse_value(policy: &str, spec: &ParamSpec, raw: &str) -> Result<Value> {
     let s = raw.trim();
     Ok(match spec.ty {
         ParamType::Int { min, max } => {
-            let m = units::parse_count(&key, s.trim_start_matches('-')).map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
-            // in i128, so that a magnitude past i64 is out of range instead of wrapped into it
-            let v = if s.starts_with('-') { -(m as i128) } else { m as i128 };
-            if v < min as i128 || v > max as i128 {
+            // one optional sign; the magnitude must fit in i64 (2^64 - 1 used to wrap to -1 and
+            // -2^63 to overflow when negated)
+            let (negative, digits) = match s.strip_prefix('-') {
+                Some(d) => (true, d),
+                None => (false, s),
+            };
+            let magnitude = units::parse_count(&key, digits).map_err(|_| Error::config(&key, format!("'{raw}' is not an integer")))?;
+            let v = if negative { 0i64.checked_sub_unsigned(magnitude) } else { i64::try_from(magnitude).ok() }
+                .ok_or_else(|| Error::config(&key, format!("'{raw}' is out of range [{min}, {max}]")))?;
+            if v < min || v > max {
                 return Err(Error::config(&key, format!("{v} is out of range [{min}, {max}]")));
             }
-            Value::Int(v as i64)
+            Value::Int(v)
         }
         ParamType::Float { min, max } => {
             let v: f64 = s.parse().map_err(|_| Error::config(&key, format!("'{raw}' is not a number")))?;

@@ -968,6 +968,16 @@ impl RecordSource for TktReader {
         if raw_len > MAX_RAW_CHUNK || comp_len > MAX_RAW_CHUNK {
             return Err(Error::at_offset(&p, off, format!("corrupt chunk header: sizes {raw_len}/{comp_len}")));
         }
+        // checked before the buffer is allocated and zeroed: a few bytes of header must not
+        // cost up to 256 MiB (found by fuzzing)
+        let left = self.total.saturating_sub(self.input.pos);
+        if self.total > 0 && comp_len as u64 > left {
+            return Err(Error::at_offset(
+                &p,
+                off,
+                format!("truncated trace: the chunk holds {comp_len} bytes, the file ends {left} bytes after its header (was the write interrupted?)"),
+            ));
+        }
         self.comp.resize(comp_len as usize, 0);
         let mut comp = std::mem::take(&mut self.comp);
         read_exact_at(&mut self.input, &mut comp, &p, "chunk")?;

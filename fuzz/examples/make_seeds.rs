@@ -1,0 +1,196 @@
+//! Writes the seed corpora under `fuzz/seeds/TARGET/` (committed; docs/fuzzing.md):
+//! native traces made by tierkit's own writer, a few lines of each text format, the preset
+//! platforms in TOML with their YAML and JSON equivalents, a spec of every registered policy
+//! with every parameter, cache specs, units, a guidance and a predictions file, and the raw
+//! stream of the tracer's worked example.
+//!
+//!     cargo run --manifest-path fuzz/Cargo.toml --example make_seeds
+//!
+//! Seeds found by fuzzing (crash regressions) are not made here: they are committed files
+//! named `regression-*` next to these, and this program leaves them alone.
+
+use std::path::{Path, PathBuf};
+use tierkit_core::platform::{Platform, PRESETS};
+use tierkit_core::policy::{self, Params, PolicySpec};
+use tierkit_core::trace::tkt::{TktWriter, MAGIC, TRAILER_MAGIC};
+use tierkit_core::trace::{Access, AllocFn, EventKind, MarkerKind, TraceMeta};
+
+fn seeds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds")
+}
+
+fn put(target: &str, name: &str, bytes: &[u8]) {
+    let dir = seeds().join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn main() {
+    native();
+    text();
+    platforms();
+    policies();
+    small();
+    println!("seeds written under {}", seeds().display());
+}
+
+/// A trace with every record kind and every optional column, made by the writer.
+fn write_trace(path: &Path, meta: &TraceMeta, accesses: u64, events: bool) {
+    let mut w = TktWriter::create(path, meta, true).unwrap();
+    if events {
+        w.write_event(0, 0, 0, &EventKind::Site { site: 1, frames: vec!["make_x (sites.c:10)".into(), "main (sites.c:200)".into()] }).unwrap();
+        w.write_event(1, 5, 0, &EventKind::Alloc { addr: 0x10000, size: 8192, site: 1, func: AllocFn::Malloc }).unwrap();
+    }
+    for i in 0..accesses {
+        let a = Access {
+            addr: 0x10000 + (i * 72) % 8192 + if i % 7 == 0 { 0x40_0000 } else { 0 },
+            write: i % 3 == 0,
+            insn: 10 + i * 4,
+            ns: if meta.time_ns { 20 + i * 9 } else { 0 },
+            size: [8u16, 4, 64][(i % 3) as usize],
+            tid: (i % 5 == 0) as u32,
+            pc: if meta.has_pc { 0x401000 + (i % 11) * 4 } else { 0 },
+        };
+        w.write_access(&a).unwrap();
+        if events && i == accesses / 2 {
+            w.write_event(10 + i * 4, 0, 0, &EventKind::Marker { marker: MarkerKind::Slice, id: 1, label: "slice 1".into() }).unwrap();
+            w.write_event(11 + i * 4, 0, 0, &EventKind::Realloc { old_addr: 0x10000, addr: 0x20000, size: 16384, site: 1 }).unwrap();
+        }
+    }
+    if events {
+        w.write_event(10 + accesses * 4, 0, 0, &EventKind::Free { addr: 0x20000 }).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+fn native() {
+    let tmp = std::env::temp_dir().join(format!("tierkit-seeds-{}.tkt", std::process::id()));
+    let full = TraceMeta { time_insn: true, time_ns: true, has_pc: true, ..Default::default() };
+    let cases: [(&str, TraceMeta, u64, bool); 4] = [
+        ("events-pc-ns.tkt", full.clone(), 40, true),
+        ("accesses-only.tkt", TraceMeta { time_insn: false, time_ns: false, has_pc: false, ..Default::default() }, 24, false),
+        ("huge-pages-post-cache.tkt", TraceMeta { page_size: 1 << 21, line_size: 64, post_cache: true, cache_filter: Some("L1:32K:8:64".into()), ..full.clone() }, 16, true),
+        ("no-records.tkt", TraceMeta::default(), 0, false),
+    ];
+    for (name, meta, n, events) in cases {
+        write_trace(&tmp, &meta, n, events);
+        put("tkt", name, &std::fs::read(&tmp).unwrap());
+    }
+    // a spec-valid empty data chunk (issue 15: taken for the end of the stream by the
+    // read-ahead thread): the writer never makes one, so it is spliced into a trace of one
+    // access before the end chunk, and the trailer's offset moved past it
+    write_trace(&tmp, &TraceMeta::default(), 1, false);
+    let t = std::fs::read(&tmp).unwrap();
+    let end = u64::from_le_bytes(t[t.len() - 16..t.len() - 8].try_into().unwrap()) as usize;
+    let raw = [0u8; 11]; // record count 0, then ten empty columns
+    let comp = zstd::bulk::compress(&raw, 3).unwrap();
+    let mut chunk = vec![b'D'];
+    chunk.extend(0u32.to_le_bytes());
+    chunk.extend((raw.len() as u32).to_le_bytes());
+    chunk.extend((comp.len() as u32).to_le_bytes());
+    chunk.extend(crc32fast::hash(&comp).to_le_bytes());
+    chunk.extend(&comp);
+    let mut out = t[..end].to_vec();
+    out.extend(&chunk);
+    out.extend(&t[end..t.len() - 16]);
+    out.extend(((end + chunk.len()) as u64).to_le_bytes());
+    out.extend(TRAILER_MAGIC);
+    assert!(out.starts_with(MAGIC));
+    put("tkt", "empty-data-chunk.tkt", &out);
+    std::fs::remove_file(&tmp).ok();
+}
+
+fn text() {
+    let files: &[(&str, &str, &str)] = &[
+        ("text_hex", "pin-llc-misses.txt", "# Pin LLC misses\n0x7ffd1a2b3c40\n0x7ffd1a2b3c80 R\n0x601040 W\n601080 w\n0X601100 r\n"),
+        ("text_ramulator", "cpu.trace", "3 20734016\n1 20846400 20734016\n10 0x13c7840\n0 20846464\n# comment\n\n7 0x7f00 0x8f00\n"),
+        ("text_ramulator_nowb", "cpu-nowb.trace", "3 20734016\n1 20846400 20734016\n10 0x13c7840\n0 20846464\n"),
+        ("text_hma4", "hma.trace", "5 0x7f3a00 0x400a10 1\n0 0x7f3a40 0x400a14 2\n12 8323072 4196884 1\n"),
+        ("text_lackey", "lackey.out", "==1234== Lackey, an example Valgrind tool\nI  0108f0a0,3\n L 1ffefff8e0,8\n S 1ffefff8d8,8\n M 0030d048,4\nI  0108f0a3,5\n"),
+        ("text_dramsim3", "dramsim3.trace", "0x1000 READ 12\n0x1040 WRITE 20\n0x2000 read 31\n0x2040 P_MEM_WR 40\n"),
+    ];
+    for (target, name, text) in files {
+        let bytes = text.as_bytes();
+        // the dramsim3 target takes its memory clock from the first two bytes: 625 ps
+        let bytes: Vec<u8> = if *target == "text_dramsim3" { [&625u16.to_le_bytes()[..], bytes].concat() } else { bytes.to_vec() };
+        put(target, name, &bytes);
+    }
+    // a gzip member: every text format is read through the decompressor when it is one
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, b"3 20734016\n1 20846400 20734016\n10 0x13c7840\n").unwrap();
+    put("text_ramulator", "cpu.trace.gz", &gz.finish().unwrap());
+}
+
+fn platforms() {
+    for (name, toml_text) in PRESETS {
+        put("platform_toml", &format!("{name}.toml"), toml_text.as_bytes());
+        let p: Platform = toml::from_str(toml_text).unwrap();
+        let json = serde_json::to_string_pretty(&p).unwrap();
+        put("platform_json", &format!("{name}.json"), json.as_bytes());
+        let yaml = serde_yaml_ng::to_string(&p).unwrap();
+        put("platform_yaml", &format!("{name}.yaml"), yaml.as_bytes());
+    }
+}
+
+fn policies() {
+    // every registered policy with every parameter at its default, as `canonical` prints it;
+    // the first byte picks the --time-scale (0: none)
+    for info in policy::REGISTRY {
+        let p = Params::parse(info.name, info.params, &PolicySpec { name: info.name.into(), args: vec![] }).unwrap();
+        let spec = p.canonical();
+        put("policy_spec", &format!("{}.txt", info.name), &[&[0u8][..], spec.as_bytes()].concat());
+        put("policy_spec", &format!("{}-short.txt", info.name), &[&[3u8][..], info.name.as_bytes()].concat());
+    }
+    put("policy_spec", "list.txt", b"\x01history:period=10ms,bins=8,oracle;otf:algorithm=2,first-touch");
+    put("policy_spec", "guided-then.txt", b"\x00guided:guidance=g.json,then=otf,then.algorithm=1");
+}
+
+fn small() {
+    for (i, s) in ["none", "default", "small", "knl", "skylake-sp", "L1:32K:8,L2:1M:16,L3:8M:16", "L1:8K:4:32", "L1:48K:12,L2:1280K:20:64"].iter().enumerate() {
+        put("cache_spec", &format!("spec-{i}.txt"), s.as_bytes());
+    }
+    for (i, s) in [
+        "4096", "32K", "1.5GiB", "16GB", "0.125", "25%", "unlimited", "512M", "1000", "100K", "2.5M", "1M-insn", "1M-acc", "10ms", "3us",
+        "3µs", "2000ns", "1s", "1e3", "1_000", "tkt", "ramulator-nowb", "detailed", "simple",
+    ]
+    .iter()
+    .enumerate()
+    {
+        put("units", &format!("unit-{i}.txt"), s.as_bytes());
+    }
+    put("guidance", "per-phase.json", GUIDANCE_PER_PHASE.as_bytes());
+    put("guidance", "static.json", GUIDANCE_STATIC.as_bytes());
+    put("predictions", "kleio.json", PREDICTIONS.as_bytes());
+    let raw: Vec<u8> = RAW_EXAMPLE.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+    put("raw", "worked-example.bin", &raw);
+}
+
+/// The example of docs/guidance.md.
+const GUIDANCE_PER_PHASE: &str = r#"{
+ "format": "tierkit-guidance", "version": 1, "strategy": "thermos", "mode": "per-phase",
+ "tiers": ["fast", "slow"], "capacity_bytes": [19660], "capacity_fraction": [0.4], "context": 1,
+ "phases": {"count": 2, "slice_source": "insn", "slice_length": 1000000, "of_slice": [0, 0, 1, 1]},
+ "arenas": [{"id": 0, "tiers": [0, 1]}, {"id": 1, "tiers": [1, 0]}, {"id": 2, "tiers": [1, 1]}],
+ "sites": [
+  {"frames": ["make_x (sites.c:10)", "main (sites.c:200)"], "arena": 0},
+  {"frames": ["make_y (sites.c:20)", "main (sites.c:200)"], "arena": 1},
+  {"frames": ["make_z (sites.c:30)", "main (sites.c:200)"], "arena": 2}
+ ]
+}
+"#;
+
+const GUIDANCE_STATIC: &str = r#"{"format": "tierkit-guidance", "version": 1, "mode": "static", "tiers": ["fast", "slow"], "context": 0,
+ "phases": {"count": 1, "slice_source": "accesses", "slice_length": 0, "of_slice": []},
+ "arenas": [{"id": 0, "tiers": [0]}, {"id": 1, "tiers": [1]}],
+ "sites": [{"frames": ["make_x (sites.c:10)"], "arena": 0}, {"frames": ["make_y (sites.c:20)"], "arena": 1}]}
+"#;
+
+/// As docs/learned.md describes it.
+const PREDICTIONS: &str = r#"{"format": "tierkit-predictions", "version": 1, "policy": "kleio", "period": 1000, "bins": 8, "models": 3,
+ "trace_digest": "0f1e2d", "rows": {"0": "--12", "7": "8870", "4095": "-7--"}}
+"#;
+
+/// The worked example of the tool's stream (tracer/tk_main.c, docs/trace-format.md §19).
+const RAW_EXAMPLE: &str = "54 4b 56 47 52 41 57 00 01 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
+    84 f4 03 00 01 0c 6d 61 69 6e 20 28 61 2e 63 3a 35 29 81 00 80 20 80 02 00 00 3f 80 40 03 80 01 7f 80 01 02 \
+    85 ef 03 00 01 82 01 80 20 88 c7 01 bc 05 ac 02 01 e8 07 de 07 0a 02";
