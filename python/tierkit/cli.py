@@ -17,6 +17,7 @@ from typing_extensions import Annotated
 
 from . import api
 from ._core import TierkitError, TierkitInternalError
+from .output import Terminated
 
 app = typer.Typer(
     name="tierkit",
@@ -101,7 +102,9 @@ def simulate(
         ts = api.timeseries(r)
         if ts is None:
             raise TierkitError(f"--timeseries: policy '{r['policy']}' records no time series (the on-the-fly and epoch policies do)")
-        ts.to_csv(timeseries, index=False)
+        from .output import write_text
+
+        write_text(timeseries, ts.to_csv(index=False), force)
         print(f"wrote {timeseries}: {len(ts)} windows", file=sys.stderr)
     if json_out:
         print(json.dumps(r))
@@ -271,7 +274,8 @@ def compare(
     if out is not None:
         from . import report
 
-        report.check_out_dir(out, force)
+        # every file the report will write, checked before the run, not after it
+        report.check_out_dir(out, force, report.planned_files(api.compare_runs(traces, policies)))
     df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
                      guide_from=guide_from, repeat=repeat, time_scale=time_scale)
     if json_out:
@@ -810,6 +814,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("tierkit: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        # SIGTERM while a file was written (tierkit.output): its temporary file is gone
+        print("tierkit: terminated", file=sys.stderr)
+        return 143
     except TierkitError as e:
         print(f"tierkit: error: {one_line(e)}", file=sys.stderr)
         return 2

@@ -313,8 +313,9 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     path = os.fspath(out) if out is not None else _tmp_path(policy)
     # no timings in the file: the same inputs and seed write the same bytes (same digest)
     doc["made"] = {k: v for k, v in info.items() if not k.endswith("seconds") and k != "inference_per_period_ms"}
-    with open(path, "w") as f:
-        json.dump(doc, f, sort_keys=True)
+    from .output import write_text
+
+    write_text(path, json.dumps(doc, sort_keys=True))
     info["predictions_sha256"] = file_digest(path)
     if also_without_fallback:
         # the same models' predictions with every page kept (what fallback=off would write)
@@ -323,8 +324,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
                                  "training": {**training, "fallback": False}},
                  "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(pred))}}
         no_fb["made"]["scores"] = {**doc["made"]["scores"], "used": scores(np.where(pred >= 0, pred, prev), inputs)}
-        with open(alt, "w") as f:
-            json.dump(no_fb, f, sort_keys=True)
+        write_text(alt, json.dumps(no_fb, sort_keys=True))
         info["no_fallback_path"] = alt
     return Made(path, info)
 
