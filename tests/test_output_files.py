@@ -229,3 +229,31 @@ def test_read_only_file_system_under_trace_heatmap(zipf_trace, tmp_path):
     rc, err, files = _in_small_fs(tmp_path, "64k", cmd, ro=True)
     one_line(rc, err, "h.png", "Read-only file system")
     assert files == {}
+
+
+# --------------------------------------------------------------------------- long paths
+
+
+def test_error_lines_naming_a_400_character_path_stay_short(cli, zipf_trace, tmp_path):
+    # before: up to ~280 characters, and the path's start was lost
+    deep = tmp_path.joinpath(*["d" * 60] * 6)
+    deep.mkdir(parents=True)
+    target = deep / "trace-of-gcc.tkt"
+    target.write_bytes(b"precious")
+    assert len(str(target)) >= 400
+    for args in (["simulate", deep / "missing-trace.tkt"], ["trace", "convert", zipf_trace, target],
+                 ["compare", zipf_trace, "--policies", "first-touch", "--out", target],
+                 ["trace", "heatmap", zipf_trace, "-o", target],
+                 ["simulate", zipf_trace, "--platform", deep / "platform.toml"]):
+        rc, _, err = cli(*args)
+        line = one_line(rc, err)
+        assert "\u2026" in line and str(tmp_path)[:20] in line, line
+        assert any(n in line for n in ("missing-trace.tkt", "trace-of-gcc.tkt", "platform.toml")), line
+
+
+def test_one_line_keeps_the_start_and_file_name_of_a_path():
+    from tierkit.cli import error_line
+
+    p = "/data/run-7/" + "/".join(["d" * 60] * 6) + "/trace-of-gcc.tkt"
+    line = error_line("tierkit: internal error (a bug in tierkit, please report it): ", f"{p}: exploded\nbadly \x00")
+    assert len(line) <= 200 and "/data/run-7/" in line and "/trace-of-gcc.tkt: exploded badly ?" in line, line
