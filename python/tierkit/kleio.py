@@ -81,16 +81,22 @@ def counts(trace: PathLike, period: int, format: Optional[str] = None, cache: Op
     """Per-period counts of a trace for a period of ``period`` accesses (cached per file)."""
     if period < 1:
         raise _core.TierkitError(f"period: {period} must be at least one access")
-    st = os.stat(trace)
-    key = (os.path.abspath(trace), st.st_mtime_ns, st.st_size, int(period), format, cache)
-    if key not in _counts_cache:
+    try:
+        st = os.stat(trace)
+        key = (os.path.abspath(trace), st.st_mtime_ns, st.st_size, int(period), format, cache)
+    except OSError:
+        key = None  # missing or unreadable: the core's reading names the file (one line, status 2)
+    if key is None or key not in _counts_cache:
         with Bar("counts", progress) as bar:
             d = _core.period_counts(os.fspath(trace), int(period), format, cache, bar.callback)
+        c = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"], d["page"], d["count"],
+                   d["digest"], os.fspath(trace))
+        if key is None:
+            return c
         # these can be large: keep two, a simulated trace and its training trace
         while len(_counts_cache) >= 2:
             del _counts_cache[next(iter(_counts_cache))]
-        _counts_cache[key] = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"],
-                                    d["page"], d["count"], d["digest"], os.fspath(trace))
+        _counts_cache[key] = c
     return _counts_cache[key]
 
 
