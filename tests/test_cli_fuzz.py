@@ -255,7 +255,7 @@ def test_compare_out_and_plots(small_trace, data):
         root = Path(d)
         out = data.draw(out_paths(root))
         pre = data.draw(st.sampled_from([None, "results.csv", "timeseries-1-otf.png", "heatmap-0-small.tkt.png", "index.html"]))
-        pre = pre if out.is_dir() else None
+        pre = pre if os.path.isdir(out) else None
         if pre:
             (out / pre).write_bytes(b"precious")
         argv = ["compare", small_trace, "-q", "--policies", data.draw(st.sampled_from(["first-touch", "first-touch,otf", "otf", "nope"])),
@@ -308,3 +308,10 @@ def test_heatmap_of_a_missing_trace_at_a_given_period_is_one_line(tmp_path):
     # traceback, exit 1
     rc, _, err = check(["trace", "heatmap", tmp_path / "in-missing", "-o", tmp_path / "h.png", "--period", "1", "-q"])
     assert rc == 2 and "in-missing" in err and not (tmp_path / "h.png").exists(), err
+
+
+def test_compare_out_with_a_name_too_long_is_one_line(zipf_trace, tmp_path):
+    # found by test_compare_out_and_plots (a randomized run): pathlib's exists() raises
+    # ENAMETOOLONG: a traceback, exit 1
+    rc, _, err = check(["compare", zipf_trace, "--policies", "first-touch", "-q", "--out", tmp_path / ("a" * 300)])
+    assert rc == 2 and "File name too long" in err, err

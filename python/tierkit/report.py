@@ -12,6 +12,8 @@ import base64
 import html
 import io
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -65,7 +67,13 @@ def planned_files(runs: Iterable[Tuple[str, str]]) -> List[str]:
 def check_out_dir(out: Path, force: bool, names: Sequence[str] = FILES) -> None:
     """Refuse to overwrite any of the report files ``names`` unless ``force``."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
+    try:
+        is_file = not stat.S_ISDIR(os.stat(out).st_mode)
+    except FileNotFoundError:
+        is_file = False
+    except OSError as e:  # a name too long, a parent that is a file...
+        raise write_error(out, e) from None
+    if is_file:
         raise TierkitError(f"{out}: exists and is not a directory")
     for name in names:
         check_new(out / name, force)
@@ -199,10 +207,12 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
         raise write_error(out, e) from None
     with sigterm_unwinds():
         written = _write_files(df, out, names, force, cache)
-        for n in names:
-            if out / n not in written and (out / n).exists():
-                (out / n).unlink()
-        (out / MARKER).unlink()
+        stale = [out / n for n in names if out / n not in written and (out / n).exists()]
+        for p in [*stale, out / MARKER]:
+            try:
+                p.unlink()
+            except OSError as e:
+                raise TierkitError(f"{p}: cannot remove: {e.strerror or e}") from None
     return written
 
 
