@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tierkit  # noqa: E402
-from tierkit import _core  # noqa: E402
+from tierkit import _core, api, report  # noqa: E402
 from tierkit.cli import main  # noqa: E402
 
 #: TIERKIT_FUZZ_EXAMPLES=N TIERKIT_FUZZ_SEED=random runs more, randomized examples (a longer hunt)
@@ -258,14 +258,19 @@ def test_compare_out_and_plots(small_trace, data):
         pre = pre if os.path.isdir(out) else None
         if pre:
             (out / pre).write_bytes(b"precious")
-        argv = ["compare", small_trace, "-q", "--policies", data.draw(st.sampled_from(["first-touch", "first-touch,otf", "otf", "nope"])),
+        policies = data.draw(st.sampled_from(["first-touch", "first-touch,otf", "otf", "nope"]))
+        argv = ["compare", small_trace, "-q", "--policies", policies,
                 "-c", data.draw(st.sampled_from(["0.2", "0.5", "2", "x"])), "--out", out]
         force = data.draw(st.booleans())
         if force:
             argv += ["--force"]
         rc, _, err = check(argv)
-        if pre and not force:
+        planned = report.planned_files(api.compare_runs([small_trace], policies)) if policies != "nope" else []
+        if pre and pre in planned and not force:
             assert rc == 2 and (out / pre).read_bytes() == b"precious", err
+        if pre and pre not in planned:
+            # not this report's: left alone, --force or not
+            assert (out / pre).read_bytes() == b"precious", err
         if rc == 0:
             assert not (out / "INCOMPLETE").exists() and (out / "index.html").stat().st_size > 0
         assert no_temporaries(root)
