@@ -223,10 +223,11 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     same = train_trace is None
     train_end = tr.periods - int(holdout * tr.periods) if same else tr.periods
     if train_end <= history + 1:
-        held = f" ({tr.periods - train_end} of {tr.periods} held out for evaluation)" if same and holdout else ""
+        held = f" ({tr.periods - train_end} of {tr.periods} held out)" if same and holdout else ""
+        # short enough to stay whole in a 200-character error line
         raise _core.TierkitError(
-            f"{policy}: {tr.trace} has {train_end} periods of {period} accesses to train on{held}, too few to learn "
-            f"from {history} periods of history: give a shorter period or history=")
+            f"{policy}: {tr.trace}: {train_end} periods of {period} accesses to train on{held}, too few for "
+            f"{history} periods of history: give a shorter period or history=")
     n_threads = learn.threads(threads)
     t0 = time.perf_counter()
     tr_sel = tr if train_end == tr.periods else _truncate(tr, train_end)
