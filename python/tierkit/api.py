@@ -288,8 +288,9 @@ _guidance_dir: Optional[str] = None
 
 def check_new_file(path: PathLike, force: bool) -> None:
     """Refuse to overwrite an existing output file unless ``force``."""
-    if not force and Path(path).exists():
-        raise _core.TierkitError(f"{path}: file exists (use --force to overwrite)")
+    from .output import check_new
+
+    check_new(path, force)
 
 
 def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, format, cache, progress) -> tuple[str, dict]:
@@ -393,6 +394,24 @@ def parse_policies(spec: Union[str, Iterable[PolicyLike]]) -> list[PolicyLike]:
     return out
 
 
+def _compared_policies(policies: Union[str, Iterable[PolicyLike]], baseline: str) -> list[PolicyLike]:
+    pols = parse_policies(policies)
+    labels = [p if isinstance(p, str) else p.name for p in pols]
+    if baseline and baseline not in labels:
+        pols.append(baseline)
+    return pols
+
+
+def compare_runs(traces: Union[PathLike, Sequence[PathLike]], policies: Union[str, Iterable[PolicyLike]] = "all",
+                 baseline: str = "all-slow") -> list[tuple[str, str]]:
+    """The runs :func:`compare` makes, in its order: (trace, policy label) pairs, the labels
+    its results carry (so that ``compare --out`` knows every file it will write before the run)."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    pols = _compared_policies(policies, baseline)
+    return [(os.fspath(t), p if isinstance(p, str) else p.name) for t in traces for p in pols]
+
+
 def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
             policies: Union[str, Iterable[PolicyLike]] = "all", fast_capacity: Union[None, float, str] = None,
             capacities: Optional[Mapping[str, Union[float, str]]] = None, timing: str = "simple",
@@ -408,10 +427,7 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     repeat, time_scale = check_scale(repeat, time_scale)
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
-    pols = parse_policies(policies)
-    labels = [p if isinstance(p, str) else p.name for p in pols]
-    if baseline and baseline not in labels:
-        pols.append(baseline)
+    pols = _compared_policies(policies, baseline)
     rows, results = [], []
     for t in traces:
         # one summary per trace (instant for native traces), shared by its runs

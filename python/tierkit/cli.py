@@ -17,6 +17,7 @@ from typing_extensions import Annotated
 
 from . import api
 from ._core import TierkitError, TierkitInternalError
+from .output import Terminated
 
 app = typer.Typer(
     name="tierkit",
@@ -101,7 +102,9 @@ def simulate(
         ts = api.timeseries(r)
         if ts is None:
             raise TierkitError(f"--timeseries: policy '{r['policy']}' records no time series (the on-the-fly and epoch policies do)")
-        ts.to_csv(timeseries, index=False)
+        from .output import write_text
+
+        write_text(timeseries, ts.to_csv(index=False), force)
         print(f"wrote {timeseries}: {len(ts)} windows", file=sys.stderr)
     if json_out:
         print(json.dumps(r))
@@ -271,7 +274,8 @@ def compare(
     if out is not None:
         from . import report
 
-        report.check_out_dir(out, force)
+        # every file the report will write, checked before the run, not after it
+        report.check_out_dir(out, force, report.planned_files(api.compare_runs(traces, policies)))
     df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
                      guide_from=guide_from, repeat=repeat, time_scale=time_scale)
     if json_out:
@@ -764,9 +768,13 @@ def list_platforms(
 
 
 # An error is one readable line whatever the input (issue 15): the core elides what it quotes
-# (crates/tierkit-core/src/error.rs); the same limits apply here to errors raised in Python.
+# (crates/tierkit-core/src/error.rs, the same limits); here the whole line, prefix included,
+# keeps at most _MAX_LINE_CHARS.
 _MAX_TOKEN_CHARS = 64
-_MAX_LINE_CHARS = 240
+_MAX_PATH_CHARS = 80
+#: what a path keeps when the line is too long: its start and file name are enough to find it
+_MIN_PATH_CHARS = 40
+_MAX_LINE_CHARS = 200
 
 
 def _elide(text: str, limit: int, head_share: float = 2 / 3) -> str:
@@ -777,14 +785,38 @@ def _elide(text: str, limit: int, head_share: float = 2 / 3) -> str:
     return text[:head] + "\u2026" + text[len(text) - (limit - 1 - head):]
 
 
-def one_line(message: object) -> str:
-    """An error message as one line: line breaks become spaces, each over-long token keeps its
-    start and end, and the whole keeps at most ``_MAX_LINE_CHARS`` characters."""
-    words = str(message).split(" ")
+def _elide_path(path: str, limit: int = _MAX_PATH_CHARS) -> str:
+    """A long path keeps its start and its file name (up to two thirds of ``limit``)."""
+    if len(path) <= limit:
+        return path
+    tail = min(len(path) - path.rfind("/"), (limit - 1) * 2 // 3)
+    return _elide(path, limit, (limit - 1 - tail) / (limit - 1))
+
+
+def _short_token(word: str, path_limit: int = _MAX_PATH_CHARS) -> str:
+    core = word.rstrip(":,;)'\"")
+    rest = word[len(core):]
+    if "/" in core:
+        return _elide_path(core, path_limit) + rest
     # a token keeps more of its end, where a path has its file name
-    text = " ".join(_elide(" ".join(w.split()), _MAX_TOKEN_CHARS, 1 / 3) if len(w) > _MAX_TOKEN_CHARS or not w.isprintable() else w
-                    for w in words)
-    return _elide(text, _MAX_LINE_CHARS)
+    return _elide(core, _MAX_TOKEN_CHARS, 1 / 3) + rest
+
+
+def one_line(message: object, limit: int = _MAX_LINE_CHARS) -> str:
+    """An error message as one line: whitespace runs become one space, unprintable characters
+    '?', each over-long token keeps its start and end (a path its start and file name), and the
+    whole keeps at most ``limit`` characters: paths give up room first (down to
+    ``_MIN_PATH_CHARS``), then the middle of the line goes."""
+    text = "".join(c if c.isprintable() else "?" for c in " ".join(str(message).split()))
+    words = [_short_token(w) for w in text.split(" ")]
+    if len(" ".join(words)) > limit:
+        words = [_short_token(w, _MIN_PATH_CHARS) for w in words]
+    return _elide(" ".join(words), limit)
+
+
+def error_line(prefix: str, message: object, suffix: str = "") -> str:
+    """``prefix``, the message as :func:`one_line` and ``suffix``: at most ``_MAX_LINE_CHARS``."""
+    return prefix + one_line(message, max(40, _MAX_LINE_CHARS - len(prefix) - len(suffix))) + suffix
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -805,16 +837,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         ctx = getattr(e, "ctx", None)
         path = getattr(ctx, "command_path", "") or ""
         where = f" (see '{path} --help')" if path else ""
-        print(f"tierkit: error: {one_line(e.format_message())}{where}", file=sys.stderr)
+        print(error_line("tierkit: error: ", e.format_message(), where), file=sys.stderr)
         return getattr(e, "exit_code", 2) or 2
     except KeyboardInterrupt:
         print("tierkit: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        # SIGTERM while a file was written (tierkit.output): its temporary file is gone
+        print("tierkit: terminated", file=sys.stderr)
+        return 143
     except TierkitError as e:
-        print(f"tierkit: error: {one_line(e)}", file=sys.stderr)
+        print(error_line("tierkit: error: ", e), file=sys.stderr)
         return 2
     except TierkitInternalError as e:
-        print(f"tierkit: internal error (a bug in tierkit, please report it): {one_line(e)}", file=sys.stderr)
+        print(error_line("tierkit: internal error (a bug in tierkit, please report it): ", e), file=sys.stderr)
         return 3
     except BrokenPipeError:
         return 0

@@ -552,14 +552,13 @@ def dumps(g: dict) -> str:
 
 def write_guidance(g: dict, path: PathLike, force: bool = False) -> None:
     """Write guidance as JSON; an existing file is kept unless ``force``."""
+    from .output import write_text
+
     text = dumps(g)
     try:
-        with open(path, "w" if force else "x", encoding="utf-8") as f:
-            f.write(text)
-    except FileExistsError:
-        raise GuidanceError(f"{path}: file exists (use --force to overwrite)") from None
-    except OSError as e:
-        raise GuidanceError(f"{path}: cannot write: {e.strerror or e}") from None
+        write_text(path, text, force)  # whole or not at all
+    except _ErrorBase as e:
+        raise GuidanceError(str(e)) from None
 
 
 # ------------------------------------------------------------------------------ guidance

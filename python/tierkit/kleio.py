@@ -81,16 +81,22 @@ def counts(trace: PathLike, period: int, format: Optional[str] = None, cache: Op
     """Per-period counts of a trace for a period of ``period`` accesses (cached per file)."""
     if period < 1:
         raise _core.TierkitError(f"period: {period} must be at least one access")
-    st = os.stat(trace)
-    key = (os.path.abspath(trace), st.st_mtime_ns, st.st_size, int(period), format, cache)
-    if key not in _counts_cache:
+    try:
+        st = os.stat(trace)
+        key = (os.path.abspath(trace), st.st_mtime_ns, st.st_size, int(period), format, cache)
+    except OSError:
+        key = None  # missing or unreadable: the core's reading names the file (one line, status 2)
+    if key is None or key not in _counts_cache:
         with Bar("counts", progress) as bar:
             d = _core.period_counts(os.fspath(trace), int(period), format, cache, bar.callback)
+        c = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"], d["page"], d["count"],
+                   d["digest"], os.fspath(trace))
+        if key is None:
+            return c
         # these can be large: keep two, a simulated trace and its training trace
         while len(_counts_cache) >= 2:
             del _counts_cache[next(iter(_counts_cache))]
-        _counts_cache[key] = Counts(d["period"], d["periods"], d["accesses"], d["page_addr"], d["period_of"],
-                                    d["page"], d["count"], d["digest"], os.fspath(trace))
+        _counts_cache[key] = c
     return _counts_cache[key]
 
 
@@ -217,10 +223,11 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     same = train_trace is None
     train_end = tr.periods - int(holdout * tr.periods) if same else tr.periods
     if train_end <= history + 1:
-        held = f" ({tr.periods - train_end} of {tr.periods} held out for evaluation)" if same and holdout else ""
+        held = f" ({tr.periods - train_end} of {tr.periods} held out)" if same and holdout else ""
+        # short enough to stay whole in a 200-character error line
         raise _core.TierkitError(
-            f"{policy}: {tr.trace} has {train_end} periods of {period} accesses to train on{held}, too few to learn "
-            f"from {history} periods of history: give a shorter period or history=")
+            f"{policy}: {tr.trace}: {train_end} periods of {period} accesses to train on{held}, too few for "
+            f"{history} periods of history: give a shorter period or history=")
     n_threads = learn.threads(threads)
     t0 = time.perf_counter()
     tr_sel = tr if train_end == tr.periods else _truncate(tr, train_end)
@@ -313,8 +320,9 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     path = os.fspath(out) if out is not None else _tmp_path(policy)
     # no timings in the file: the same inputs and seed write the same bytes (same digest)
     doc["made"] = {k: v for k, v in info.items() if not k.endswith("seconds") and k != "inference_per_period_ms"}
-    with open(path, "w") as f:
-        json.dump(doc, f, sort_keys=True)
+    from .output import write_text
+
+    write_text(path, json.dumps(doc, sort_keys=True))
     info["predictions_sha256"] = file_digest(path)
     if also_without_fallback:
         # the same models' predictions with every page kept (what fallback=off would write)
@@ -323,8 +331,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
                                  "training": {**training, "fallback": False}},
                  "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(pred))}}
         no_fb["made"]["scores"] = {**doc["made"]["scores"], "used": scores(np.where(pred >= 0, pred, prev), inputs)}
-        with open(alt, "w") as f:
-            json.dump(no_fb, f, sort_keys=True)
+        write_text(alt, json.dumps(no_fb, sort_keys=True))
         info["no_fallback_path"] = alt
     return Made(path, info)
 

@@ -8,6 +8,7 @@ are documented in ``docs/guidance.md`` ("The profile file").
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 from . import _core
 from ._core import TierkitError
 from .api import check_new_file
+from .output import write_bytes, write_text
 from .progress import Bar
 
 PathLike = Union[str, os.PathLike]
@@ -320,8 +322,7 @@ def sites_frame(p: dict):
 
 
 def write(p: dict, path: PathLike, force: bool = False) -> None:
-    check_new_file(path, force)
-    Path(path).write_text(json.dumps(p, indent=1) + "\n")
+    write_text(path, json.dumps(p, indent=1) + "\n", force)
 
 
 def plot(p: dict, path: PathLike, force: bool = False) -> None:
@@ -348,8 +349,10 @@ def plot(p: dict, path: PathLike, force: bool = False) -> None:
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, metadata={"Software": None})
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, metadata={"Software": None})
     plt.close(fig)
+    write_bytes(path, buf.getvalue(), force)
 
 
 def load(path: PathLike) -> dict[str, Any]:

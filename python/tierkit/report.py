@@ -1,19 +1,32 @@
 """``compare --out DIR``: results as CSV and Parquet, PNG plots and one self-contained HTML
-page (plots embedded), so a comparison can be archived, diffed and shown."""
+page (plots embedded), so a comparison can be archived, diffed and shown.
+
+Every file the report may write is known before the run (:func:`planned_files`) and checked
+for existence then. While the report is written, a file ``INCOMPLETE`` in the directory
+says which files are still missing and how to redo them; it is written first and removed
+last, so an interrupted or failed report is always marked (docs/limits.md, "Output files").
+Each file is written atomically (:mod:`tierkit.output`)."""
 from __future__ import annotations
 
 import base64
 import html
 import io
 import json
+import os
+import stat
 from pathlib import Path
-from typing import List
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from ._core import TierkitError
+from .output import check_new, sigterm_unwinds, write_bytes, write_error, write_text
 
+#: the files of every report, in the order written; per-run time-series and per-trace heat-map
+#: PNGs come between the plots and index.html
 FILES = ["results.csv", "results.parquet", "results.jsonl", "runtime.png", "hit_ratio.png", "migrated.png", "index.html"]
+#: present while the report is being written, and after an interrupted or failed write
+MARKER = "INCOMPLETE"
 
 
 def _slug(s: str) -> str:
@@ -33,14 +46,37 @@ def _period_of(r: dict):
     return None
 
 
-def check_out_dir(out: Path, force: bool) -> None:
-    """Refuse to overwrite any report file unless ``force``."""
+def _timeseries_name(i: int, policy: str) -> str:
+    return f"timeseries-{i}-{_slug(policy)}.png"
+
+
+def _heatmap_name(i: int, trace: str) -> str:
+    return f"heatmap-{i}-{_slug(Path(trace).name)}.png"
+
+
+def planned_files(runs: Iterable[Tuple[str, str]]) -> List[str]:
+    """Every file a report of ``runs`` ((trace, policy label) in the comparison's order) may
+    write, in the order written: a time series for every run (only those of policies that
+    record one are written) and a heat map for every distinct trace."""
+    runs = list(runs)
+    traces = list(dict.fromkeys(str(t) for t, _ in runs))
+    return (FILES[:-1] + [_timeseries_name(i, str(p)) for i, (_, p) in enumerate(runs)]
+            + [_heatmap_name(i, t) for i, t in enumerate(traces)] + FILES[-1:])
+
+
+def check_out_dir(out: Path, force: bool, names: Sequence[str] = FILES) -> None:
+    """Refuse to overwrite any of the report files ``names`` unless ``force``."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
+    try:
+        is_file = not stat.S_ISDIR(os.stat(out).st_mode)
+    except FileNotFoundError:
+        is_file = False
+    except OSError as e:  # a name too long, a parent that is a file...
+        raise write_error(out, e) from None
+    if is_file:
         raise TierkitError(f"{out}: exists and is not a directory")
-    clash = [f for f in FILES if (out / f).exists()]
-    if clash and not force:
-        raise TierkitError(f"{out / clash[0]}: file exists (use --force to overwrite)")
+    for name in names:
+        check_new(out / name, force)
 
 
 def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | None = None):
@@ -132,41 +168,76 @@ def heatmap(trace, period: int, out: Path, force: bool = False, format=None, cac
     out = Path(out)
     check_new_file(out, force)
     c = counts(trace, period, format, cache, progress)
-    _save(heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods"), out)
+    write_bytes(out, _png(heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods")), force)
     return out
 
 
-def _save(fig, path: Path) -> bytes:
+def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    data = buf.getvalue()
-    path.write_bytes(data)
-    return data
+    return buf.getvalue()
+
+
+def _mark(out: Path, names: Sequence[str], done: Sequence[str]) -> None:
+    """(Re)write the ``INCOMPLETE`` marker: what is written, what is missing, how to redo."""
+    missing = [n for n in names if n not in done]
+    write_text(out / MARKER, (
+        "This tierkit report is INCOMPLETE: 'tierkit compare --out' was interrupted or failed while writing it.\n"
+        f"Not written yet (time series only for policies that record one): {', '.join(missing)}\n"
+        f"Written by this run: {', '.join(done) if done else 'none'}\n"
+        "To redo it, run the same 'tierkit compare ... --out' command again with --force.\n"
+        "This file is removed when every file of the report is written.\n"))
 
 
 def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = None) -> List[Path]:
     """Write the report files for a :func:`tierkit.compare` result; returns their paths.
-    ``cache``: the cache filter the traces were simulated through (for the heat maps)."""
+    ``cache``: the cache filter the traces were simulated through (for the heat maps).
+    Until every file is written, ``out/INCOMPLETE`` says what is missing; with ``force``,
+    planned files this report did not write (time series of an earlier report) are removed."""
     out = Path(out)
-    check_out_dir(out, force)
-    out.mkdir(parents=True, exist_ok=True)
     results = df.attrs.get("results", [])
+    names = planned_files((r["trace"], r["policy"]) for r in results)
+    check_out_dir(out, force, names)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise write_error(out, e) from None
+    with sigterm_unwinds():
+        written = _write_files(df, out, names, force, cache)
+        stale = [out / n for n in names if out / n not in written and (out / n).exists()]
+        for p in [*stale, out / MARKER]:
+            try:
+                p.unlink()
+            except OSError as e:
+                raise TierkitError(f"{p}: cannot remove: {e.strerror or e}") from None
+    return written
+
+
+def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool, cache: Optional[str]) -> List[Path]:
+    results = df.attrs.get("results", [])
+    done: List[str] = []
+    _mark(out, names, done)
+
+    def put(name: str, data: bytes) -> bytes:
+        write_bytes(out / name, data, force)
+        done.append(name)
+        _mark(out, names, done)
+        return data
+
     flat = df.copy()
     flat.attrs = {}
-    written = []
     csv = flat.copy()
     if "warnings" in csv.columns:
         # a list per row: JSON in the CSV's one cell, a list of strings in the Parquet file
         csv["warnings"] = [json.dumps(list(w)) for w in csv["warnings"]]
-    csv.to_csv(out / "results.csv", index=False)
-    flat.to_parquet(out / "results.parquet", index=False)
-    with open(out / "results.jsonl", "w") as f:
-        for r in results:
-            f.write(json.dumps(r) + "\n")
-    written += [out / "results.csv", out / "results.parquet", out / "results.jsonl"]
+    put("results.csv", csv.to_csv(index=False).encode())
+    pq = io.BytesIO()
+    flat.to_parquet(pq, index=False)
+    put("results.parquet", pq.getvalue())
+    put("results.jsonl", "".join(json.dumps(r) + "\n" for r in results).encode())
 
     d = flat.copy()
     norm = next((c for c in d.columns if c.startswith("runtime_vs_")), None)
@@ -176,9 +247,9 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     pngs = {}
     if norm:
         base = norm.removeprefix("runtime_vs_")
-        pngs["runtime.png"] = _save(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({plat})", 1.0), out / "runtime.png")
-    pngs["hit_ratio.png"] = _save(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({plat})"), out / "hit_ratio.png")
-    pngs["migrated.png"] = _save(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({plat})"), out / "migrated.png")
+        pngs["runtime.png"] = put("runtime.png", _png(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({plat})", 1.0)))
+    pngs["hit_ratio.png"] = put("hit_ratio.png", _png(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({plat})")))
+    pngs["migrated.png"] = put("migrated.png", _png(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({plat})")))
     # per-window time series of the policies that record one
     from .api import timeseries
 
@@ -186,8 +257,8 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
         ts = timeseries(r)
         if ts is None or ts.empty:
             continue
-        name = f"timeseries-{i}-{_slug(r['policy'])}.png"
-        pngs[name] = _save(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name}"), out / name)
+        name = _timeseries_name(i, r["policy"])
+        pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name}")))
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
     from .kleio import counts, default_period
 
@@ -195,10 +266,9 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
         rs = [r for r in results if r["trace"] == t]
         cfg0 = rs[0]["config"]
         period = next((_period_of(r) for r in rs if _period_of(r)), None) or default_period(t, cfg0.get("trace_format"), cache)
-        name = f"heatmap-{i}-{_slug(Path(t).name)}.png"
+        name = _heatmap_name(i, t)
         c = counts(t, period, cfg0.get("trace_format"), cache, False)
-        pngs[name] = _save(heatmap_figure(c, f"{Path(t).name}: access heat map"), out / name)
-    written += [out / n for n in pngs]
+        pngs[name] = put(name, _png(heatmap_figure(c, f"{Path(t).name}: access heat map")))
 
     from .api import representative
 
@@ -252,6 +322,5 @@ The exact configuration of every run (platform with resolved capacities, policy 
 <code>results.jsonl</code>.</p>
 </body></html>
 """
-    (out / "index.html").write_text(page)
-    written.append(out / "index.html")
-    return written
+    put("index.html", page.encode())
+    return [out / n for n in done]

@@ -20,7 +20,7 @@ pub enum Error {
     Io { path: String, source: std::io::Error },
 
     /// A refusal to overwrite a user's file.
-    #[error("{path}: file exists (use --force to overwrite)")]
+    #[error("{}: file exists (use --force to overwrite)", elide_path(path))]
     Exists { path: String },
 
     /// A broken internal invariant (a bug in tierkit, not in the input).
@@ -37,8 +37,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Error lines stay readable whatever the input (issue 15: a 1 MB token made a 1 MB line):
 /// one token (a run of non-blank characters, typically an input value quoted back) keeps at
 /// most `MAX_TOKEN_CHARS`, its start and end around "…"; a message at most `MAX_MSG_CHARS`, a
-/// configuration key `MAX_KEY_CHARS`, a path `MAX_PATH_CHARS` (its end, with the file name,
-/// is kept). Line breaks become spaces, so an error is always one line.
+/// configuration key `MAX_KEY_CHARS`, a path (and a token with a `/` in it) `MAX_PATH_CHARS`,
+/// its start and its file name around "…". Line breaks become spaces, so an error is always
+/// one line. The Python front end keeps the whole line, prefix included, within 200
+/// characters (`one_line` in python/tierkit/cli.py, with the same limits).
 pub const MAX_MSG_CHARS: usize = 200;
 pub const MAX_KEY_CHARS: usize = 160;
 pub const MAX_PATH_CHARS: usize = 80;
@@ -56,7 +58,11 @@ pub fn elide(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     let mut token = String::new();
     let flush = |token: &mut String, out: &mut String| {
         // a token's end is what identifies it most often (a file name ends a path)
-        out.push_str(&middle_out(token, MAX_TOKEN_CHARS, 1, 3));
+        if token.contains('/') {
+            out.push_str(&elide_path(token));
+        } else {
+            out.push_str(&middle_out(token, MAX_TOKEN_CHARS, 1, 3));
+        }
         token.clear();
     };
     for ch in s.chars() {
@@ -91,15 +97,23 @@ fn middle_out(s: &str, max: usize, num: usize, den: usize) -> std::borrow::Cow<'
     std::borrow::Cow::Owned(format!("{h}…{t}"))
 }
 
-/// A path shortened from the front, so that the file name survives; a control character in
-/// a file name is shown as '?', so that the error stays one line.
-fn elide_path(p: &str) -> std::borrow::Cow<'_, str> {
+/// A path shortened in the middle: its start and its file name (up to two thirds of the room)
+/// survive; a control character is shown as '?', so that the error stays one line.
+pub fn elide_path(p: &str) -> std::borrow::Cow<'_, str> {
     let n = p.chars().count();
     if n <= MAX_PATH_CHARS && !p.chars().any(needs_cleaning) {
         return std::borrow::Cow::Borrowed(p);
     }
-    let t: String = p.chars().skip(n.saturating_sub(MAX_PATH_CHARS - 1)).map(|c| if needs_cleaning(c) { '?' } else { c }).collect();
-    std::borrow::Cow::Owned(if n > MAX_PATH_CHARS { format!("…{t}") } else { t })
+    let clean = |c: char| if needs_cleaning(c) { '?' } else { c };
+    if n <= MAX_PATH_CHARS {
+        return std::borrow::Cow::Owned(p.chars().map(clean).collect());
+    }
+    let room = MAX_PATH_CHARS - 1;
+    let name = p.rsplit('/').next().map_or(n, |s| s.chars().count() + usize::from(s.len() < p.len()));
+    let tail = name.min(room * 2 / 3);
+    let h: String = p.chars().take(room - tail).map(clean).collect();
+    let t: String = p.chars().skip(n - tail).map(clean).collect();
+    std::borrow::Cow::Owned(format!("{h}…{t}"))
 }
 
 impl Error {
@@ -121,5 +135,30 @@ impl Error {
     /// True for errors caused by what the user gave (exit status 2 in the CLI).
     pub fn is_user_error(&self) -> bool {
         !matches!(self, Error::Invariant(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 15: an error naming a 400-character path keeps the path's start and its file
+    /// name, and stays short (before, only the end survived: which directory was lost).
+    #[test]
+    fn a_long_path_keeps_its_start_and_file_name() {
+        let p = format!("/data/run-7/{}/trace-of-gcc.tkt", vec!["d".repeat(60); 6].join("/"));
+        assert!(p.chars().count() > 390);
+        for e in [Error::Exists { path: p.clone() }, Error::io(&p, std::io::Error::other("disk full")),
+                  Error::at_offset(&p, 7, "corrupt"), Error::config("--out", format!("cannot write {p}"))] {
+            let m = e.to_string();
+            assert!(m.chars().count() <= MAX_MSG_CHARS, "{} chars: {m}", m.chars().count());
+            assert!(m.contains("/data/run-7/") && m.contains("…") && m.contains("/trace-of-gcc.tkt"), "{m}");
+        }
+        // a file name longer than the room keeps its start (the directory) and its end
+        let q = format!("/data/{}.tkt", "n".repeat(300));
+        let m = elide_path(&q);
+        assert_eq!(m.chars().count(), MAX_PATH_CHARS);
+        assert!(m.starts_with("/data/") && m.ends_with("n.tkt"), "{m}");
+        assert_eq!(elide_path("/short/x.tkt"), "/short/x.tkt");
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod error;
+pub mod outfile;
 pub mod trace;
 pub mod units;
 

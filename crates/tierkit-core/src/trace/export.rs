@@ -3,17 +3,18 @@
 //! loss is counted in the [`ExportReport`], never silent. What each format keeps is specified in
 //! `docs/trace-format.md`.
 //!
-//! Output goes to `<name>.partial` beside the target and is renamed into place once complete,
-//! as [`TktWriter`](super::tkt::TktWriter) does; a name ending in `.gz` is gzip-compressed.
+//! Output goes to `<name>.partial` beside the target and is renamed into place once complete
+//! ([`PartialFile`]); a name ending in `.gz` is gzip-compressed.
 
 use super::summary::{Summary, SummaryBuilder};
 use super::{Batch, Format, RecordSource, BATCH_RECORDS};
 use crate::error::{Error, Result};
+use crate::outfile::PartialFile;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What an export wrote and what it could not express.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -83,24 +84,18 @@ enum Sink {
 }
 
 struct Output {
+    // dropped before `dest`, which then removes the temporary file unless committed
     sink: Option<Sink>,
-    path: PathBuf,
-    tmp: PathBuf,
-    done: bool,
+    dest: PartialFile,
 }
 
 impl Output {
     fn create(path: &Path, force: bool) -> Result<Output> {
-        if path.exists() && !force {
-            return Err(Error::Exists { path: path.display().to_string() });
-        }
-        let mut tmp_name = path.file_name().map(|s| s.to_os_string()).unwrap_or_default();
-        tmp_name.push(".partial");
-        let tmp = path.with_file_name(tmp_name);
-        let file = BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| Error::io(&tmp, e))?);
+        let (dest, file) = PartialFile::create(path, force)?;
+        let file = BufWriter::with_capacity(1 << 20, file);
         let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
         let sink = if gz { Sink::Gz(flate2::write::GzEncoder::new(file, flate2::Compression::default())) } else { Sink::Plain(file) };
-        Ok(Output { sink: Some(sink), path: path.to_path_buf(), tmp, done: false })
+        Ok(Output { sink: Some(sink), dest })
     }
 
     fn w(&mut self) -> &mut dyn Write {
@@ -113,31 +108,17 @@ impl Output {
 
     fn line(&mut self, args: std::fmt::Arguments) -> Result<()> {
         let r = self.w().write_fmt(args).and_then(|_| self.w().write_all(b"\n"));
-        r.map_err(|e| Error::io(&self.tmp, e))
+        r.map_err(|e| self.dest.err(e))
     }
 
     fn finish(mut self) -> Result<()> {
-        let tmp = self.tmp.clone();
         let buf = match self.sink.take() {
             Some(Sink::Plain(w)) => w,
-            Some(Sink::Gz(g)) => g.finish().map_err(|e| Error::io(&tmp, e))?,
+            Some(Sink::Gz(g)) => g.finish().map_err(|e| self.dest.err(e))?,
             None => unreachable!("finished twice"),
         };
-        let file = buf.into_inner().map_err(|e| Error::io(&tmp, e.into_error()))?;
-        file.sync_data().ok();
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        self.done = true;
-        Ok(())
-    }
-}
-
-impl Drop for Output {
-    fn drop(&mut self) {
-        if !self.done {
-            self.sink.take();
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        let file = buf.into_inner().map_err(|e| self.dest.err(e.into_error()))?;
+        self.dest.commit(&file)
     }
 }
 

@@ -13,9 +13,10 @@ use super::summary::{Summary, SummaryBuilder};
 use super::varint::{self, Cursor};
 use super::{Access, AllocFn, Batch, Event, EventKind, MarkerKind, Progress, Projection, RecordSource, TraceMeta, BATCH_RECORDS, FORMAT_VERSION};
 use crate::error::{Error, Result};
+use crate::outfile::PartialFile;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"\x89TKT\r\n\x1a\n";
 pub const TRAILER_MAGIC: &[u8; 8] = b"TKTEND\x00\x01";
@@ -294,17 +295,15 @@ const COLUMNS: usize = 10;
 
 /// Writes a native trace. Records go to a temporary file beside the target, which is renamed
 /// into place by [`TktWriter::finish`]; an interrupted write never leaves a half trace under
-/// the user's name.
+/// the user's name ([`PartialFile`]).
 pub struct TktWriter {
     out: BufWriter<File>,
-    path: PathBuf,
-    tmp: PathBuf,
+    dest: PartialFile,
     meta: TraceMeta,
     enc: ChunkEncoder,
     summary: SummaryBuilder,
     offset: u64,
     compressor: zstd::bulk::Compressor<'static>,
-    finished: bool,
     incomplete: Option<String>,
 }
 
@@ -316,25 +315,17 @@ impl TktWriter {
 
     pub fn create_with_level(path: &Path, meta: &TraceMeta, force: bool, level: i32) -> Result<TktWriter> {
         check_meta(meta).map_err(|m| Error::config("trace header", m))?;
-        if path.exists() && !force {
-            return Err(Error::Exists { path: path.display().to_string() });
-        }
-        let mut tmp_name = path.file_name().map(|s| s.to_os_string()).unwrap_or_default();
-        tmp_name.push(".partial");
-        let tmp = path.with_file_name(tmp_name);
-        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let (dest, file) = PartialFile::create(path, force)?;
         let mut meta = meta.clone();
         meta.version = FORMAT_VERSION;
         let mut w = TktWriter {
             summary: SummaryBuilder::new(meta.page_size),
             out: BufWriter::with_capacity(1 << 20, file),
-            path: path.to_path_buf(),
-            tmp,
+            dest,
             meta,
             enc: ChunkEncoder::default(),
             offset: 0,
             compressor: zstd::bulk::Compressor::new(level).map_err(|e| Error::Invariant(format!("zstd: {e}")))?,
-            finished: false,
             incomplete: None,
         };
         w.enc.reset();
@@ -344,7 +335,7 @@ impl TktWriter {
     }
 
     fn put(&mut self, bytes: &[u8]) -> Result<()> {
-        self.out.write_all(bytes).map_err(|e| Error::io(&self.tmp, e))?;
+        self.out.write_all(bytes).map_err(|e| self.dest.err(e))?;
         self.offset += bytes.len() as u64;
         Ok(())
     }
@@ -451,19 +442,9 @@ impl TktWriter {
         t[..8].copy_from_slice(&end_offset.to_le_bytes());
         t[8..].copy_from_slice(TRAILER_MAGIC);
         self.put(&t)?;
-        self.out.flush().map_err(|e| Error::io(&self.tmp, e))?;
-        self.out.get_ref().sync_data().ok();
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
-        self.finished = true;
+        self.out.flush().map_err(|e| self.dest.err(e))?;
+        self.dest.commit(self.out.get_ref())?;
         Ok(summary)
-    }
-}
-
-impl Drop for TktWriter {
-    fn drop(&mut self) {
-        if !self.finished {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
     }
 }
 
