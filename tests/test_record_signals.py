@@ -265,3 +265,22 @@ def test_a_bad_kill_after_is_one_line_and_runs_nothing(forever, tmp_path):
     code, _, err = cli("trace", "record", "-o", tmp_path / "k.tkt", "--kill-after", "-1", "--", forever)
     assert code == 2 and err == "tierkit: error: --kill-after: -1 s: give 0 to 86400 seconds\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_recorder_killed_outright_does_not_leave_its_program_running(forever, tmp_path):
+    """SIGKILL cannot be caught: the recorder cannot finish the trace (its .partial stays), but
+    its program is sent SIGTERM (the parent-death signal) instead of running on untraced.
+    Through the cache the tool writes rarely, so the broken pipe alone would stop it only
+    seconds later."""
+    rec = Recording(forever, tmp_path / "x.tkt", opts=("--cache", "default"))
+    try:
+        pid = rec.ready()
+        rec.p.kill()
+        took_s = seconds_until_gone(pid)
+    finally:
+        rec.kill()
+    assert took_s < 2.0, took_s
+    # nor is Valgrind's log left in the temporary directory (it has no name once open)
+    import tempfile
+
+    assert not list(Path(tempfile.gettempdir()).glob(f"tierkit-record-{rec.p.pid}-*"))

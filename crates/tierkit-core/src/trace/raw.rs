@@ -717,19 +717,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
         Some(c) => c.levels.iter().map(|l| format!("{}:{}:{}", l.size_bytes, l.ways, l.line_bytes)).collect::<Vec<_>>().join(","),
     };
     // Valgrind's own messages go to a log, not into the program's stderr; they come back in
-    // the report
-    let log = std::env::temp_dir().join(format!(
+    // the report. The log has no name once open, so nothing is left behind even if we are
+    // killed outright.
+    let log_path = std::env::temp_dir().join(format!(
         "tierkit-record-{}-{}.log",
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     ));
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let log_guard = RemoveOnDrop(log.clone());
+    let log = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let _ = std::fs::remove_file(&log_path);
+    let lfd = log.as_raw_fd();
     let mut cmd = std::process::Command::new(&valgrind);
     cmd.env("VALGRIND_LIB", &opts.tool_dir)
         .args([
@@ -740,7 +737,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
             "--child-silent-after-fork=yes",
             "--read-inline-info=yes",
         ])
-        .arg(format!("--log-file={}", log.display()))
+        .arg(format!("--log-fd={lfd}"))
         .arg(format!("--tk-fd={wfd}"))
         .arg(format!("--tk-cache={cache_arg}"))
         .arg(format!("--tk-context={}", opts.context))
@@ -753,9 +750,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     // SAFETY: only async-signal-safe calls between fork and exec
     unsafe {
         cmd.pre_exec(move || {
-            // the write end is the one descriptor the tool inherits on purpose
-            if libc::fcntl(wfd, libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
+            // the write end and the log are the descriptors Valgrind inherits on purpose
+            for fd in [wfd, lfd] {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             // a program started from a shell gets the default SIGPIPE; Python ignores it
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
@@ -784,7 +783,15 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
         watchdog.before_reap();
         child.wait().map_err(|e| Error::io(&valgrind, e))
     };
-    let read_log = || parse_valgrind_log(&std::fs::read_to_string(&log_guard.0).unwrap_or_default());
+    let read_log = || {
+        use std::io::Seek;
+        let mut bytes = Vec::new();
+        let mut f = &log;
+        if f.seek(std::io::SeekFrom::Start(0)).is_ok() {
+            let _ = f.read_to_end(&mut bytes);
+        }
+        parse_valgrind_log(&String::from_utf8_lossy(&bytes))
+    };
     let interrupted_by = |sig: i32| format!("recording interrupted: tierkit got {} (signal {sig}) and passed it on to the program", signal_name(sig));
     let mut src = match RawSource::new(std::fs::File::from(read_end), "tierkit tool stream") {
         Ok(s) => s,
