@@ -210,6 +210,34 @@ def test_ctrl_c_from_the_terminal_is_the_programs_own(forever, tmp_path):
     assert "SIGINT" not in why
 
 
+def test_a_terminal_hangup_ends_the_program_and_the_trace_is_kept(forever, tmp_path):
+    """A terminal that hangs up sends SIGHUP to its session leader alone (a shell passes it on
+    to its jobs). When the recorder is the leader (run as `ssh -t host tierkit ...` is), it
+    passes it on to the program and survives it to finish the trace."""
+    import fcntl
+    import termios
+
+    master, slave = os.openpty()
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    out = tmp_path / "x.tkt"
+    rec = Recording(forever, out, stdin=slave, preexec_fn=own_terminal)
+    try:
+        pid = rec.ready()
+        os.close(slave)
+        os.close(master)  # the terminal hangs up
+        assert seconds_until_gone(pid) < 2.0
+        code, err = rec.finish()
+    finally:
+        rec.kill()
+    assert code == 129, err
+    assert_flagged_trace(out, rec.stdout, r"recording interrupted: tierkit got SIGHUP \(signal 1\) and passed it on to the "
+                                          r"program; the program was killed by SIGHUP \(signal 1\)")
+
+
 def test_valgrind_killed_gives_a_flagged_trace_and_no_partial(forever, tmp_path):
     out = tmp_path / "x.tkt"
     rec = Recording(forever, out)

@@ -1014,11 +1014,16 @@ mod forward {
     static INSTALLED: Mutex<(usize, Vec<(i32, libc::sigaction)>)> = Mutex::new((0, Vec::new()));
 
     extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-        // Sent by the terminal (Ctrl-C, hang-up) to the whole foreground process group: the
-        // program got its own copy, and how it handles it is its own affair (as without
-        // tierkit). SI_KERNEL marks those; kill(2) and sigqueue(3) give SI_USER/SI_QUEUE.
+        // Sent by the terminal to the whole foreground process group (Ctrl-C; the hang-up
+        // that follows the session leader's exit): the program got its own copy, and how it
+        // handles it is its own affair (as without tierkit). SI_KERNEL marks those; kill(2)
+        // and sigqueue(3) give SI_USER/SI_QUEUE. A terminal's own hang-up goes to the session
+        // leader alone: if that is us, the program has not got it.
         if !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL {
-            return;
+            let leader = unsafe { libc::getsid(0) == libc::getpid() };
+            if !(sig == libc::SIGHUP && leader) {
+                return;
+            }
         }
         // SAFETY: errno is thread-local; kill may change it under the interrupted code
         let errno = unsafe { *libc::__errno_location() };
