@@ -136,30 +136,9 @@ def _ensure_tracer() -> Path:
     return d
 
 
-class _SigintToProgram:
-    """While a program is recorded, Ctrl-C is the program's to handle: its exit status,
-    whatever it is, is ours. (The handler does nothing; the program, spawned after it is
-    installed, gets the default disposition back at exec.)"""
-
-    def __enter__(self):
-        import signal
-        import threading
-
-        self.old = None
-        if threading.current_thread() is threading.main_thread():
-            self.old = signal.signal(signal.SIGINT, lambda *_: None)
-        return self
-
-    def __exit__(self, *exc):
-        import signal
-
-        if self.old is not None:
-            signal.signal(signal.SIGINT, self.old)
-        return False
-
-
 def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] = None, cache: Optional[str] = "default",
-           context: int = 4, slice: Union[None, int, str] = None, force: bool = False) -> dict:
+           context: int = 4, slice: Union[None, int, str] = None, force: bool = False,
+           kill_after: Optional[float] = None) -> dict:
     """Run an unmodified program under tierkit's Valgrind tool and write its native trace.
 
     ``cache``: the in-band cache hierarchy (a spec such as ``"L1:32K:8,L2:1M:16"`` or a preset
@@ -170,18 +149,27 @@ def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] 
     ``out`` defaults to ``PROGRAM.tkt`` in the current directory and is never overwritten
     without ``force``. The program's standard streams are its own.
 
+    Interruption (``docs/trace-format.md`` section 19): SIGTERM, SIGINT or SIGHUP sent to this
+    process while it records is passed on to the program at once (Ctrl-C and hang-ups from
+    the terminal already reach it); a program still running ``kill_after`` seconds later
+    (default 2) is killed, as it is at a second such signal. The trace is then finished,
+    valid and flagged ``incomplete``.
+
     Returns the report: ``status`` (the program's exit code, or 128 + the signal that killed
-    it), ``exit_code``, ``signal``, ``incomplete`` (why the trace stops short, or None),
+    it; 128 + the signal received if the program had to be killed), ``exit_code``,
+    ``signal``, ``incomplete`` (why the trace stops short, or None), ``interrupted_by`` (the
+    signal passed on, or None), ``killed_after_grace``,
     ``forks`` (children are not traced), ``instructions``, ``raw_loads``, ``raw_stores``,
     ``cache`` (per-level counts), ``path`` and the trace's ``summary``."""
     prog = os.fspath(program)
     if out is None:
         out = Path.cwd() / (Path(prog).name + ".tkt")
     tool = _ensure_tracer()
-    with _SigintToProgram():
-        r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args], os.fspath(out),
-                               os.fspath(tool), "default" if cache is None else str(cache), int(context),
-                               None if slice is None else str(slice), force, None)
+    # the core handles SIGTERM, SIGINT and SIGHUP while the program runs (passing them on)
+    r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args], os.fspath(out),
+                           os.fspath(tool), "default" if cache is None else str(cache), int(context),
+                           None if slice is None else str(slice), force, None,
+                           None if kill_after is None else float(kill_after))
     return json.loads(r)
 
 

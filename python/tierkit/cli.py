@@ -389,6 +389,7 @@ def trace_record(
     context: Annotated[int, typer.Option("--context", help="frames per allocation site (1-64)")] = 4,
     slice_insn: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every N instructions (e.g. 10M)")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    kill_after: Annotated[float, typer.Option("--kill-after", help="seconds the program may take to end after a SIGTERM, SIGINT or SIGHUP sent to tierkit is passed on to it; then it is killed")] = 2.0,
 ) -> None:
     """Run an unmodified program under Valgrind and record its native trace.
 
@@ -396,8 +397,12 @@ def trace_record(
     dirty writebacks), allocations with their call stacks, and slice markers. The program's
     output is its own; tierkit exits with the program's exit status (128 + signal if it was
     killed) and writes its own messages to stderr. Child processes are not traced.
+
+    SIGTERM, SIGINT or SIGHUP sent to tierkit is passed on to the program; the trace of what
+    ran is still written, flagged incomplete (a program that has not ended --kill-after
+    seconds later, or at a second signal, is killed).
     """
-    r = api.record(command[0], command[1:], out, cache, context, slice_insn, force)
+    r = api.record(command[0], command[1:], out, cache, context, slice_insn, force, kill_after)
     for m in r["valgrind_messages"]:
         print(f"tierkit: valgrind: {m}", file=sys.stderr)
     s = r["summary"]

@@ -27,6 +27,11 @@ pub trait TraceOpener: Sync {
     fn summary(&self) -> Result<Summary>;
     fn describe(&self) -> String;
     fn format_name(&self) -> String;
+    /// Why the trace stops short of its program's end, when its header says so (a native
+    /// trace's summary key `incomplete`, e.g. an interrupted `trace record`).
+    fn incomplete(&self) -> Option<String> {
+        None
+    }
     /// An owned handle that opens the same trace (a replayed trace opens it again from a
     /// reader thread, after the borrow that named it is gone).
     fn shared(&self) -> Arc<dyn TraceOpener + Send>;
@@ -56,6 +61,9 @@ impl TraceOpener for Repeated {
     fn format_name(&self) -> String {
         self.inner.format_name()
     }
+    fn incomplete(&self) -> Option<String> {
+        self.inner.incomplete()
+    }
     fn shared(&self) -> Arc<dyn TraceOpener + Send> {
         Arc::new(self.clone())
     }
@@ -73,6 +81,13 @@ impl TraceOpener for TraceInput {
     }
     fn format_name(&self) -> String {
         self.resolved_format().map(|f| f.name().to_string()).unwrap_or_default()
+    }
+    fn incomplete(&self) -> Option<String> {
+        // the summary is at the end of the file: one seek, not a pass
+        match self.resolved_format() {
+            Ok(crate::trace::Format::Tkt) => crate::trace::tkt::TktReader::read_summary(&self.path).ok()?.1.incomplete,
+            _ => None,
+        }
     }
     fn shared(&self) -> Arc<dyn TraceOpener + Send> {
         Arc::new(self.clone())
@@ -839,6 +854,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
     let mut warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
+    if let Some(why) = job.trace.incomplete() {
+        warnings.push(format!("trace {}: incomplete ({why}); the results cover only what was recorded", job.trace.describe()));
+    }
     if let (Some(Period::Ns(pn)), true) = (period, coalesced > 0) {
         // more missed than run: the period is about the work of one boundary or shorter
         if coalesced >= st.now.period {

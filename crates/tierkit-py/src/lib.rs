@@ -246,9 +246,11 @@ fn trace_synth(
 
 /// Run a program under tierkit's Valgrind tool and write its native trace; returns the
 /// report (exit status, incomplete reason, counts, summary) as JSON. `cache`: a spec, a
-/// preset or `none`; `slice`: instructions per slice marker (`1M`), none when absent.
+/// preset or `none`; `slice`: instructions per slice marker (`1M`), none when absent;
+/// `kill_after`: seconds a program may take to end after a signal sent to the recorder was
+/// passed on to it (then SIGKILL).
 #[pyfunction]
-#[pyo3(signature = (program, args, out, tool_dir, cache="default", context=4, slice=None, force=false, valgrind=None))]
+#[pyo3(signature = (program, args, out, tool_dir, cache="default", context=4, slice=None, force=false, valgrind=None, kill_after=None))]
 #[allow(clippy::too_many_arguments)]
 fn trace_record(
     py: Python<'_>,
@@ -261,7 +263,15 @@ fn trace_record(
     slice: Option<&str>,
     force: bool,
     valgrind: Option<&str>,
+    kill_after: Option<f64>,
 ) -> PyResult<String> {
+    let kill_after = match kill_after {
+        None => trace::raw::KILL_AFTER_DEFAULT,
+        Some(s) => std::time::Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| d.as_secs() <= 86_400)
+            .ok_or_else(|| plain(Error::config("--kill-after", format!("{s} s: give 0 to 86400 seconds"))))?,
+    };
     detached(py, None, Arc::new(Mutex::new(None)), move |_| {
         let opts = trace::raw::RecordOptions {
             program: program.to_string(),
@@ -273,6 +283,7 @@ fn trace_record(
             force,
             tool_dir: PathBuf::from(tool_dir),
             valgrind: valgrind.map(PathBuf::from),
+            kill_after,
         };
         Ok(serde_json::to_string(&trace::raw::record(&opts)?).unwrap())
     })

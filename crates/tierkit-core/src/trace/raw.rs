@@ -522,7 +522,14 @@ pub struct RecordOptions {
     pub tool_dir: std::path::PathBuf,
     /// The `valgrind` launcher; looked up on PATH when `None`.
     pub valgrind: Option<std::path::PathBuf>,
+    /// After SIGTERM, SIGINT or SIGHUP sent to the recorder has been passed on to the
+    /// program, how long it may take to end before it is killed (SIGKILL).
+    pub kill_after: std::time::Duration,
 }
+
+/// The default of [`RecordOptions::kill_after`]: a program that keeps the default action
+/// ends at once, one that cleans up gets this long.
+pub const KILL_AFTER_DEFAULT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What happened: where the trace is, how the program ended, what the tool counted.
 #[derive(Clone, Debug, Serialize)]
@@ -535,6 +542,11 @@ pub struct RecordReport {
     pub signal_name: Option<String>,
     /// Why the trace stops short of the program's end, if it does (also in the summary).
     pub incomplete: Option<String>,
+    /// The signal sent to the recorder (not by the terminal) and passed on to the program,
+    /// if one was: the recording was interrupted.
+    pub interrupted_by: Option<String>,
+    /// The program did not end within `kill_after` of that signal and was killed (SIGKILL).
+    pub killed_after_grace: bool,
     /// Times the program forked; the children are not traced.
     pub forks: u64,
     /// Guest instructions executed (0 if the stream was cut short).
@@ -705,19 +717,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
         Some(c) => c.levels.iter().map(|l| format!("{}:{}:{}", l.size_bytes, l.ways, l.line_bytes)).collect::<Vec<_>>().join(","),
     };
     // Valgrind's own messages go to a log, not into the program's stderr; they come back in
-    // the report
-    let log = std::env::temp_dir().join(format!(
+    // the report. The log has no name once open, so nothing is left behind even if we are
+    // killed outright.
+    let log_path = std::env::temp_dir().join(format!(
         "tierkit-record-{}-{}.log",
         std::process::id(),
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     ));
-    struct RemoveOnDrop(std::path::PathBuf);
-    impl Drop for RemoveOnDrop {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let log_guard = RemoveOnDrop(log.clone());
+    let log = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&log_path).map_err(|e| Error::io(&log_path, e))?;
+    let _ = std::fs::remove_file(&log_path);
+    let lfd = log.as_raw_fd();
     let mut cmd = std::process::Command::new(&valgrind);
     cmd.env("VALGRIND_LIB", &opts.tool_dir)
         .args([
@@ -728,40 +737,97 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
             "--child-silent-after-fork=yes",
             "--read-inline-info=yes",
         ])
-        .arg(format!("--log-file={}", log.display()))
+        .arg(format!("--log-fd={lfd}"))
         .arg(format!("--tk-fd={wfd}"))
         .arg(format!("--tk-cache={cache_arg}"))
         .arg(format!("--tk-context={}", opts.context))
         .arg(format!("--tk-slice={}", opts.slice_insn))
         .arg(&opts.program)
         .args(&opts.args);
+    // signals sent to us from here on are passed on to the program (see `forward`)
+    let fwd = forward::Forwarding::start();
+    let parent = std::process::id() as libc::pid_t;
     // SAFETY: only async-signal-safe calls between fork and exec
     unsafe {
         cmd.pre_exec(move || {
-            // the write end is the one descriptor the tool inherits on purpose
-            if libc::fcntl(wfd, libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
+            // the write end and the log are the descriptors Valgrind inherits on purpose
+            for fd in [wfd, lfd] {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             // a program started from a shell gets the default SIGPIPE; Python ignores it
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // should the recorder die unannounced (SIGKILL), its program is asked to end
+            // too rather than run on untraced; the signal survives the exec of Valgrind
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGTERM);
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = parent;
             Ok(())
         });
     }
     let mut child = cmd.spawn().map_err(|e| Error::config("valgrind", format!("{} cannot be run: {e}", valgrind.display())))?;
     drop(write_end);
+    let pid = child.id() as libc::pid_t;
+    fwd.set_pid(pid);
+    let watchdog = Watchdog::start(fwd, pid, opts.kill_after);
 
-    let wait = |child: &mut std::process::Child| child.wait().map_err(|e| Error::io(&valgrind, e));
-    let read_log = || parse_valgrind_log(&std::fs::read_to_string(&log_guard.0).unwrap_or_default());
+    // the watchdog stops signalling the pid before it is reaped (and may be reused)
+    let wait = |child: &mut std::process::Child| {
+        watchdog.before_reap();
+        child.wait().map_err(|e| Error::io(&valgrind, e))
+    };
+    let read_log = || {
+        use std::io::Seek;
+        let mut bytes = Vec::new();
+        let mut f = &log;
+        if f.seek(std::io::SeekFrom::Start(0)).is_ok() {
+            let _ = f.read_to_end(&mut bytes);
+        }
+        parse_valgrind_log(&String::from_utf8_lossy(&bytes))
+    };
+    let interrupted_by = |sig: i32| format!("recording interrupted: tierkit got {} (signal {sig}) and passed it on to the program", signal_name(sig));
     let mut src = match RawSource::new(std::fs::File::from(read_end), "tierkit tool stream") {
         Ok(s) => s,
         Err(e) => {
             let status = wait(&mut child)?;
+            let (messages, _) = read_log();
+            if let Some(sig) = watchdog.signal() {
+                // stopped on request before the tool wrote anything: an empty trace that says so
+                let why = format!("{} before the tool had started; nothing was recorded", interrupted_by(sig));
+                writer.set_incomplete(why.clone());
+                let summary = writer.finish()?;
+                return Ok(RecordReport {
+                    path: opts.out.display().to_string(),
+                    status: 128 + sig,
+                    exit_code: status.code(),
+                    signal: status.signal(),
+                    signal_name: status.signal().map(signal_name),
+                    incomplete: Some(why),
+                    interrupted_by: Some(signal_name(sig)),
+                    killed_after_grace: watchdog.killed(),
+                    forks: 0,
+                    instructions: 0,
+                    raw_loads: 0,
+                    raw_stores: 0,
+                    cache: Vec::new(),
+                    valgrind_version: version,
+                    stream_bytes: 0,
+                    valgrind_messages: messages,
+                    summary,
+                });
+            }
             let how = match (status.code(), status.signal()) {
                 (Some(c), _) => format!("exit status {c}"),
                 (_, Some(s)) => signal_name(s),
                 _ => "unknown status".into(),
             };
-            let (messages, _) = read_log();
             let said = if messages.is_empty() { e.to_string() } else { messages.join(" / ") };
             return Err(Error::config("valgrind", format!("the tierkit tool did not start ({how}): {said}")));
         }
@@ -783,13 +849,28 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
 
     let (exit_code, signal) = (status.code(), status.signal());
     let (valgrind_messages, place) = read_log();
-    let incomplete = if let Some(s) = signal {
+    let ended = if let Some(s) = signal {
         let at = place.map(|p| format!(" at {p}")).unwrap_or_default();
         Some(format!("the program was killed by {} (signal {s}){at}", signal_name(s)))
     } else if src.ended_in_exec() {
         Some("the program replaced itself with another (execve); what ran after is not traced".to_string())
     } else {
         src.cut_short().map(|c| c.to_string())
+    };
+    let (killed, asked) = (watchdog.killed(), watchdog.signal());
+    // a recording stopped on request is flagged even if the program handled the signal and
+    // exited cleanly: it did not run to its own end
+    let incomplete = match asked {
+        Some(sig) if killed => Some(format!(
+            "{}, which did not end within {} s: tierkit killed it (SIGKILL)",
+            interrupted_by(sig),
+            opts.kill_after.as_secs_f64()
+        )),
+        Some(sig) => Some(match ended {
+            Some(how) => format!("{}; {how}", interrupted_by(sig)),
+            None => format!("{}; the program then exited with status {}", interrupted_by(sig), exit_code.unwrap_or(0)),
+        }),
+        None => ended,
     };
     if let Some(r) = &incomplete {
         writer.set_incomplete(r.clone());
@@ -798,11 +879,17 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     let end = src.end().cloned().unwrap_or_default();
     Ok(RecordReport {
         path: opts.out.display().to_string(),
-        status: exit_code.unwrap_or_else(|| 128 + signal.unwrap_or(0)),
+        // the program's status, passed on; if we had to kill it, that of the signal we got
+        status: match asked {
+            Some(sig) if killed => 128 + sig,
+            _ => exit_code.unwrap_or_else(|| 128 + signal.unwrap_or(0)),
+        },
         exit_code,
         signal,
         signal_name: signal.map(signal_name),
         incomplete,
+        interrupted_by: asked.map(signal_name),
+        killed_after_grace: killed,
         forks: src.forks(),
         instructions: if src.end().is_some() { end.instructions } else { src.time() },
         raw_loads: end.raw_loads,
@@ -813,6 +900,238 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
         valgrind_messages,
         summary,
     })
+}
+
+/// Kills the recorded program (SIGKILL) once `kill_after` has passed since a signal was
+/// passed on to it and it has not ended; stops when the program is about to be reaped or the
+/// recording is abandoned. The signal handler cannot wake a thread, so the watchdog looks
+/// every 20 ms (nothing else runs on it).
+#[cfg(unix)]
+struct Watchdog {
+    shared: std::sync::Arc<WatchdogShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(unix)]
+struct WatchdogShared {
+    fwd: forward::Forwarding,
+    pid: libc::pid_t,
+    /// (the program is being reaped or abandoned, the watchdog killed it)
+    state: std::sync::Mutex<(bool, bool)>,
+    wake: std::sync::Condvar,
+}
+
+#[cfg(unix)]
+impl Watchdog {
+    fn start(fwd: forward::Forwarding, pid: libc::pid_t, kill_after: std::time::Duration) -> Watchdog {
+        let shared = std::sync::Arc::new(WatchdogShared { fwd, pid, state: std::sync::Mutex::new((false, false)), wake: std::sync::Condvar::new() });
+        let sh = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("tierkit-record-watchdog".into())
+            .spawn(move || {
+                let mut asked_at = None;
+                let mut st = sh.state.lock().unwrap_or_else(|e| e.into_inner());
+                while !st.0 {
+                    if sh.fwd.signal().is_some() {
+                        let t = *asked_at.get_or_insert_with(std::time::Instant::now);
+                        if t.elapsed() >= kill_after {
+                            // SAFETY: the pid is not reaped while we hold the lock
+                            unsafe { libc::kill(sh.pid, libc::SIGKILL) };
+                            st.1 = true;
+                            break;
+                        }
+                    }
+                    st = sh.wake.wait_timeout(st, std::time::Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
+                }
+            })
+            .ok();
+        Watchdog { shared, thread }
+    }
+
+    /// Wait until the program has ended without reaping it, then stop signalling its pid.
+    fn before_reap(&self) {
+        // SAFETY: waitid with WNOWAIT only looks; the Child reaps afterwards
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            while libc::waitid(libc::P_PID, self.shared.pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) != 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {}
+        }
+        self.stop();
+        self.shared.fwd.clear_pid();
+    }
+
+    fn stop(&self) {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
+        self.shared.wake.notify_all();
+    }
+
+    /// The signal passed on to the program, if any.
+    fn signal(&self) -> Option<i32> {
+        self.shared.fwd.signal()
+    }
+
+    /// The watchdog killed the program.
+    fn killed(&self) -> bool {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+}
+
+#[cfg(unix)]
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop();
+        self.shared.fwd.clear_pid();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Signals sent to the recorder while it records: passed on to the recorded program (the
+/// Valgrind process), so that `kill` of `tierkit trace record` (a supervisor's SIGTERM, a
+/// timeout) stops the program at once and the trace is still finished; see [`record`].
+///
+/// A process-wide handler for SIGTERM, SIGINT and SIGHUP is installed while at least one
+/// recording runs (and the previous handlers put back after the last). Each recording holds
+/// a slot: the program's pid and the first signal passed on to it. The handler does only
+/// async-signal-safe work: atomics and `kill`.
+#[cfg(target_os = "linux")]
+mod forward {
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+    use std::sync::Mutex;
+
+    pub const SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+    const SLOTS: usize = 32;
+
+    static USED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+    /// The recorded program's pid; 0 before it starts and once it has been waited for (a pid
+    /// that may have been reused is never signalled).
+    static PID: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+    /// The first signal passed on (0: none yet).
+    static GOT: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+    /// Recordings running, and the handlers to put back after the last.
+    static INSTALLED: Mutex<(usize, Vec<(i32, libc::sigaction)>)> = Mutex::new((0, Vec::new()));
+
+    extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        // Sent by the terminal to the whole foreground process group (Ctrl-C; the hang-up
+        // that follows the session leader's exit): the program got its own copy, and how it
+        // handles it is its own affair (as without tierkit). SI_KERNEL marks those; kill(2)
+        // and sigqueue(3) give SI_USER/SI_QUEUE. A terminal's own hang-up goes to the session
+        // leader alone: if that is us, the program has not got it.
+        if !info.is_null() && unsafe { (*info).si_code } == libc::SI_KERNEL {
+            let leader = unsafe { libc::getsid(0) == libc::getpid() };
+            if !(sig == libc::SIGHUP && leader) {
+                return;
+            }
+        }
+        // SAFETY: errno is thread-local; kill may change it under the interrupted code
+        let errno = unsafe { *libc::__errno_location() };
+        for i in 0..SLOTS {
+            if !USED[i].load(SeqCst) {
+                continue;
+            }
+            // the first signal is passed on as it is; a second one means "now": SIGKILL
+            let first = GOT[i].compare_exchange(0, sig, SeqCst, SeqCst).is_ok();
+            let pid = PID[i].load(SeqCst);
+            if pid > 0 {
+                unsafe { libc::kill(pid, if first { sig } else { libc::SIGKILL }) };
+            }
+        }
+        unsafe { *libc::__errno_location() = errno };
+    }
+
+    /// One recording's hold on the forwarding: released (and the handlers put back after the
+    /// last recording) on drop.
+    pub struct Forwarding {
+        slot: Option<usize>,
+    }
+
+    impl Forwarding {
+        /// Install the handlers (if no recording has) and take a slot. With every slot taken
+        /// (32 recordings at once in one process) this recording's program gets no signals
+        /// passed on.
+        pub fn start() -> Forwarding {
+            let mut inst = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = (0..SLOTS).find(|&i| USED[i].compare_exchange(false, true, SeqCst, SeqCst).is_ok());
+            let Some(i) = slot else { return Forwarding { slot: None } };
+            PID[i].store(0, SeqCst);
+            GOT[i].store(0, SeqCst);
+            if inst.0 == 0 {
+                inst.1.clear();
+                for sig in SIGNALS {
+                    // SAFETY: a zeroed sigaction is a valid value to fill; the handler is
+                    // async-signal-safe
+                    unsafe {
+                        let mut act: libc::sigaction = std::mem::zeroed();
+                        act.sa_sigaction = on_signal as *const () as usize;
+                        act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+                        libc::sigemptyset(&mut act.sa_mask);
+                        let mut old: libc::sigaction = std::mem::zeroed();
+                        if libc::sigaction(sig, &act, &mut old) == 0 {
+                            inst.1.push((sig, old));
+                        }
+                    }
+                }
+            }
+            inst.0 += 1;
+            Forwarding { slot: Some(i) }
+        }
+
+        /// The program has started: signals go to `pid` from now on, and one that came
+        /// before goes to it now.
+        pub fn set_pid(&self, pid: i32) {
+            let Some(i) = self.slot else { return };
+            PID[i].store(pid, SeqCst);
+            let got = GOT[i].load(SeqCst);
+            if got != 0 {
+                unsafe { libc::kill(pid, got) };
+            }
+        }
+
+        /// The program is about to be waited for (reaped): no signal goes to its pid after this.
+        pub fn clear_pid(&self) {
+            if let Some(i) = self.slot {
+                PID[i].store(0, SeqCst);
+            }
+        }
+
+        /// The first signal passed on, if any.
+        pub fn signal(&self) -> Option<i32> {
+            self.slot.map(|i| GOT[i].load(SeqCst)).filter(|&s| s != 0)
+        }
+    }
+
+    impl Drop for Forwarding {
+        fn drop(&mut self) {
+            let Some(i) = self.slot else { return };
+            let mut inst = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+            PID[i].store(0, SeqCst);
+            USED[i].store(false, SeqCst);
+            inst.0 -= 1;
+            if inst.0 == 0 {
+                for (sig, old) in inst.1.drain(..) {
+                    unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
+                }
+            }
+        }
+    }
+}
+
+/// Elsewhere recording stops before the program starts (see [`valgrind_platform`]).
+#[cfg(all(unix, not(target_os = "linux")))]
+mod forward {
+    pub struct Forwarding;
+    impl Forwarding {
+        pub fn start() -> Forwarding {
+            Forwarding
+        }
+        pub fn set_pid(&self, _: i32) {}
+        pub fn clear_pid(&self) {}
+        pub fn signal(&self) -> Option<i32> {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
