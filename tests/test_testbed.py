@@ -178,8 +178,8 @@ def test_output_status_and_files_come_back(testbed_vm):
     assert (r.status, r.stdout, r.stderr) == (7, "out\n", "err\n")
     assert r.files == {"d/f.bin": b"x\0y"}
     # a fresh $OUT per command; argv lists are quoted for the shell
-    r = testbed_vm.run(["sh", "-c", 'ls "$OUT"; echo "$1"', "-", "a b;c"])
-    assert (r.status, r.stdout, r.files) == (0, "a b;c\n", {})
+    r = testbed_vm.run(["sh", "-c", 'ls "$OUT"; echo "$1" "$V"', "-", "a b;c"], env={"V": "x'y"})
+    assert (r.status, r.stdout, r.files) == (0, "a b;c x'y\n", {})
 
 
 @pytest.mark.vm
@@ -201,9 +201,12 @@ def test_files_in_at_boot_and_later_with_libraries_timeout_kills(tmp_path):
         # MemTotal excludes what the kernel reserves at boot, most of it on node 0
         assert 0.75 * 512 * 1024 < total_kib[0] <= 512 * 1024
         assert 0.85 * 768 * 1024 < total_kib[1] <= 768 * 1024
-        vm.put(tb.FileSet().add_bytes("/opt/later/x", b"late\n", 0o600))
-        r = vm.run("cat /opt/later/x; stat -c %a /opt/later/x")
-        assert r.stdout == "late\n600\n"
+        # sizes around the agent's 64 KiB read block, each checked whole on the other side
+        for size in (1, 65536, 65537, 300_000):
+            blob = bytes(range(256)) * (size // 256) + bytes(size % 256)
+            vm.put(tb.FileSet().add_bytes("/opt/later/x", blob, 0o600))
+            r = vm.run("stat -c %a /opt/later/x; cp /opt/later/x $OUT/back")
+            assert r.stdout == "600\n" and r.files["back"] == blob
         with pytest.raises(tb.TestbedTimeout) as e:
             vm.run("sleep 60", timeout_s=2)
         assert "did not finish within 2 s" in str(e.value) and "\n" not in str(e.value)

@@ -388,21 +388,25 @@ class Testbed:
             self.proc.wait()
 
     # commands
-    def run(self, command, timeout_s: float = 120.0) -> Result:
+    def run(self, command, timeout_s: float = 120.0, env: dict[str, str] | None = None) -> Result:
         """Run a shell command (a string, or an argv list) in the VM as root, with $OUT set to an
-        empty directory whose files come back in ``Result.files``. On timeout the VM is killed
-        and TestbedTimeout raised (the session is over)."""
+        empty directory whose files come back in ``Result.files`` and ``env`` exported. On
+        timeout the VM is killed and TestbedTimeout raised (the session is over)."""
         if isinstance(command, (list, tuple)):
             command = shlex.join(str(c) for c in command)
+        for k, v in (env or {}).items():
+            if not k.isidentifier():
+                raise TestbedError(f"testbed: environment variable name {k!r} is not valid")
+            command = f"export {k}={shlex.quote(str(v))}\n" + command
         if self.conn is None:
             raise TestbedError("testbed: the VM is not running")
         rid = self._next_id
         self._next_id += 1
         script = command.encode()
         t0 = time.monotonic()
-        self.conn.sendall(f"RUN {rid} {len(script)}\n".encode() + script)
         deadline = t0 + timeout_s
         what = f"command {command[:60]!r}"
+        self._send(f"RUN {rid} {len(script)}\n".encode() + script, deadline, what, timeout_s)
         line = self._readline(deadline, what, timeout_s)
         parts = line.split()
         if len(parts) != 3 or parts[0] != "RESULT" or parts[1] != str(rid):
@@ -433,7 +437,7 @@ class Testbed:
         self._next_id += 1
         data = files.tar()
         deadline = time.monotonic() + timeout_s
-        self.conn.sendall(f"PUT {rid} {len(data)}\n".encode() + data)
+        self._send(f"PUT {rid} {len(data)}\n".encode() + data, deadline, "copying files in", timeout_s)
         line = self._readline(deadline, "copying files in", timeout_s)
         if line != f"OK {rid} 0":
             raise TestbedError(f"testbed: copying files into the VM failed ({line[:80]!r})")
@@ -457,6 +461,25 @@ class Testbed:
         tail = self._console_tail()
         self.kill()
         raise TestbedTimeout(f"testbed: {msg}; the VM was killed (last console line: {tail})")
+
+    def _send(self, data: bytes, deadline, what, limit_s):
+        # in slices with the deadline checked between them: the guest may drain the port slowly
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._fail_timeout(f"{what} did not finish within {limit_s:g} s")
+            self.conn.settimeout(min(remaining, 0.5))
+            try:
+                n = self.conn.send(view[:1 << 20])
+            except socket.timeout:
+                self._check_alive(what)
+                continue
+            except OSError as e:
+                self._check_alive(what)
+                self.kill()
+                raise TestbedError(f"testbed: lost the VM's control port {what}: {e.strerror}") from None
+            view = view[n:]
 
     def _fill(self, deadline, what, limit_s):
         remaining = deadline - time.monotonic()
