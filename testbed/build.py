@@ -5,8 +5,9 @@ From Debian packages, downloaded with ``apt-get download`` and unpacked with ``d
 (nothing is installed on the host except QEMU itself, when missing):
   - the kernel: Debian's Linux 6.12 cloud image, ``linux-image-6.12.*-cloud-amd64-unsigned``
     (the version the meta-package ``linux-image-6.12-cloud-amd64`` points to; bookworm has it in
-    bookworm-security; where the host's apt sources do not offer it, bookworm-backports is used
-    through a private apt state under testbed/build/apt, leaving the host's sources alone);
+    bookworm-security; where the host's apt sources do not offer it, or TESTBED_APT_SOURCE=
+    backports, bookworm-backports is used through a private apt state under testbed/build/apt,
+    leaving the host's sources alone);
   - ``busybox-static``: the whole user space of the VM (/bin/sh and the tools).
 Then an initramfs (newc cpio, gzip): busybox and its applet links, /init (testbed/init.sh), the
 command agent (testbed/agent.sh), the testbed's static test programs (testbed/build/bin, from
@@ -35,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-META_PACKAGE = "linux-image-6.12-cloud-amd64"
+META_PACKAGES = ("linux-image-6.12-cloud-amd64", "linux-image-cloud-amd64")
 BACKPORTS = "deb http://deb.debian.org/debian bookworm-backports main\n"
 
 # kernel options the testbed and the real-Linux tests rely on; for each, the module that provides
@@ -140,35 +141,44 @@ class Apt:
 
 
 def kernel_package(apt: Apt) -> str | None:
-    """The unsigned flavour of the image the 6.12 cloud meta-package depends on."""
-    dep = apt.field(META_PACKAGE, "Depends")
-    if not dep:
-        return None
-    m = re.match(r"(linux-image-6\.12\.[^ ,]*-cloud-amd64)", dep)
-    return m.group(1) + "-unsigned" if m else None
+    """The unsigned flavour of the 6.12 cloud image a meta-package depends on: bookworm-security
+    has linux-image-6.12-cloud-amd64; bookworm-backports has only linux-image-cloud-amd64, which
+    points to its 6.12."""
+    for meta in META_PACKAGES:
+        dep = apt.field(meta, "Depends")
+        m = re.match(r"(linux-image-6\.12\.[^ ,]*-cloud-amd64)\b", dep or "")
+        if m:
+            return m.group(1) + "-unsigned"
+    return None
 
 
 def fetch(debs: Path, offline: bool) -> dict[str, Path]:
     """The two .deb files (reused when already downloaded)."""
     debs.mkdir(parents=True, exist_ok=True)
     have = {p.name.split("_")[0]: p for p in debs.glob("*.deb")}
-    kernel_have = [n for n in have if n.startswith("linux-image-6.12") and n.endswith("-cloud-amd64-unsigned")]
+    pinned = os.environ.get("TESTBED_KERNEL_PACKAGE")
+    kernel_have = [n for n in have if n.startswith("linux-image-6.12") and n.endswith("-cloud-amd64-unsigned")
+                   and n == (pinned or n)]
     if kernel_have and "busybox-static" in have:
         return {"kernel": have[sorted(kernel_have)[-1]], "busybox": have["busybox-static"]}
     if offline:
         raise BuildError(f"the packages are not in {debs} and --offline was given")
     apt = Apt()
-    pkg = os.environ.get("TESTBED_KERNEL_PACKAGE") or kernel_package(apt)
+    pkg = pinned
+    if not pkg and os.environ.get("TESTBED_APT_SOURCE") != "backports":
+        pkg = kernel_package(apt)
     if pkg is None:
-        log("no 6.12 cloud kernel in the host's apt sources; trying bookworm-backports (private apt state)")
+        log("no 6.12 cloud kernel from the host's apt sources; using bookworm-backports (private apt state)")
         apt = Apt(debs.parent / "apt")
         apt.update()
         pkg = kernel_package(apt)
         if pkg is None:
-            raise BuildError(f"no {META_PACKAGE} in bookworm-backports either")
-    log(f"downloading {pkg} and busybox-static")
+            raise BuildError(f"no 6.12 cloud kernel ({' or '.join(META_PACKAGES)}) in bookworm-backports either")
+    log(f"downloading {pkg}")
+    for old in debs.glob("linux-image-*.deb"):
+        old.unlink()  # one kernel at a time: the one just chosen is the one built
     kernel = apt.download(pkg, debs)
-    busybox = Apt().download("busybox-static", debs)
+    busybox = have.get("busybox-static") or Apt().download("busybox-static", debs)
     return {"kernel": kernel, "busybox": busybox}
 
 

@@ -315,6 +315,13 @@ class Testbed:
         return Path(self._tmp.name) / "console.log" if self._tmp else None
 
     def start(self):
+        try:
+            return self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self):
         why = availability()
         if why:
             raise TestbedUnavailable(f"testbed: {why}")
@@ -336,8 +343,10 @@ class Testbed:
         cmd = qemu_command(self.config, build_dir() / m["kernel"], initrd, sock_path, self.console_log)
         t0 = time.monotonic()
         try:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            # QEMU's own messages to a file, not a pipe nobody drains while the VM runs
+            with open(tmp / "qemu.log", "wb") as qlog:
+                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
         except OSError as e:
             srv.close()
             raise TestbedUnavailable(f"testbed: cannot start QEMU: {e}") from None
@@ -445,7 +454,10 @@ class Testbed:
     # transport
     def _check_alive(self, what):
         if self.proc.poll() is not None:
-            out = self.proc.stdout.read().decode(errors="replace").strip() if self.proc.stdout else ""
+            try:
+                out = (Path(self._tmp.name) / "qemu.log").read_text(errors="replace").strip()
+            except OSError:
+                out = ""
             tail = out.splitlines()[-1] if out else self._console_tail()
             self.kill()
             raise TestbedError(f"testbed: QEMU exited ({self.proc.returncode}) {what}: {tail}")
