@@ -45,7 +45,7 @@ rust-test:
 py-test: $(VENV)/.built tracer
 	$(PY) -m pytest tests
 
-test: $(VENV)/.built tracer rust-test py-test fuzz-smoke
+test: $(VENV)/.built tracer rust-test py-test test-vm fuzz-smoke
 
 # libFuzzer targets for every parser (fuzz/, docs/fuzzing.md), built with stable Rust.
 # `make fuzz` builds them optimised and runs each for FUZZ_SECONDS / (number of targets)
@@ -102,5 +102,17 @@ experiments-learned: $(VENV)/.built workloads tracer
 experiments-tiering: $(VENV)/.built workloads tracer
 	$(PY) experiments/os_tiering.py
 
+# the real-Linux testbed (docs/real-linux.md): a QEMU VM image from Debian packages (Linux 6.12
+# cloud kernel, busybox-static) into testbed/build/, installing qemu-system-x86 when missing
+.PHONY: testbed test-vm
+testbed:
+	$(MAKE) -s -C testbed
+
+# the real-Linux tests (pytest -m vm) in the testbed VM; where it cannot be built they skip with
+# one line saying why, except with CI=true, where that is a failure
+test-vm: $(VENV)/.built
+	@$(MAKE) -s -C testbed || [ "$$CI" != true ]
+	TIERKIT_VM_TESTS=1 $(PY) -m pytest -m vm tests -rs
+
 clean:
-	rm -rf $(VENV) target demo-out workloads/build tracer/build fuzz/target fuzz/corpus fuzz/artifacts
+	rm -rf $(VENV) target demo-out workloads/build tracer/build fuzz/target fuzz/corpus fuzz/artifacts testbed/build

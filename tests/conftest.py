@@ -45,3 +45,50 @@ def shared_traces():
     if not SHARED_TRACES.is_dir():
         pytest.skip("../shared/traces is absent (fine outside the development machine)")
     return SHARED_TRACES
+
+
+# --- the real-Linux testbed VM (docs/real-linux.md) ---------------------------------------------
+# Tests marked `vm` boot a QEMU VM with Linux 6.12 and a lower memory tier. They run under
+# `make test-vm` (pytest -m vm, TIERKIT_VM_TESTS=1) and are skipped otherwise, so that the rest of
+# the suite never waits on a VM. Where the VM cannot run (no QEMU, image not built), they skip
+# with one line saying why; with CI=true they fail instead.
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "vm: boots the testbed VM (run by make test-vm)")
+
+
+def _vm_selected(config) -> bool:
+    import re
+
+    expr = config.getoption("markexpr", default="") or ""
+    return os.environ.get("TIERKIT_VM_TESTS") == "1" or bool(re.search(r"(?<!not )\bvm\b", expr))
+
+
+def pytest_runtest_setup(item):
+    # raised here rather than as marks or in fixtures, so that pytest -rs folds every VM test's
+    # skip into one line (same location, same reason)
+    if item.get_closest_marker("vm"):
+        if not _vm_selected(item.config):
+            pytest.skip("boots the testbed VM: run by make test-vm (or TIERKIT_VM_TESTS=1)")
+        require_testbed()
+
+
+def require_testbed():
+    """Skip (fail with CI=true) unless the testbed VM can boot here."""
+    from tierkit import testbed
+
+    why = testbed.availability()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"testbed VM cannot run, and CI=true requires it: {why}", pytrace=False)
+        pytest.skip(f"testbed VM unavailable: {why}")
+
+
+@pytest.fixture(scope="session")
+def testbed_vm():
+    """One VM for the whole session (default shape: 1 GiB fast node 0, 1 GiB CPU-less node 1)."""
+    require_testbed()
+    from tierkit.testbed import Testbed
+
+    with Testbed() as vm:
+        yield vm
