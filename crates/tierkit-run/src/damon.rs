@@ -1,0 +1,439 @@
+//! DAMON through its sysfs interface (/sys/kernel/mm/damon/admin, Documentation/admin-guide/
+//! mm/damon/usage.rst): virtual-address monitoring of one process for the daemon policies, and
+//! the physical-address `migrate_hot`/`migrate_cold` schemes of the `damon-tiering` kernel
+//! policy. Everything tierkit creates it removes again on drop ([`DamonAdmin`]).
+
+use std::path::{Path, PathBuf};
+
+use tierkit_core::{Error, Result};
+
+pub const ADMIN: &str = "sys/kernel/mm/damon/admin";
+
+/// One region DAMON reported for a scheme (`tried_regions/N/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    /// Sampling intervals, of the last aggregation window's, in which the region was accessed.
+    pub nr_accesses: u32,
+    /// Aggregation windows the region kept its access frequency.
+    pub age: u32,
+}
+
+fn read_u64(p: &Path) -> Result<u64> {
+    let t = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+    t.trim().parse().map_err(|_| Error::config(p.display().to_string(), format!("'{}' is not a number", t.trim())))
+}
+
+fn write(p: &Path, v: impl AsRef<str>) -> Result<()> {
+    std::fs::write(p, v.as_ref()).map_err(|e| Error::config(p.display().to_string(), format!("writing '{}': {e}", v.as_ref())))
+}
+
+/// Read a scheme's `tried_regions` directory: every numbered subdirectory's start, end,
+/// nr_accesses and age, sorted by start.
+pub fn read_tried_regions(dir: &Path) -> Result<Vec<Region>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        if e.file_name().to_str().is_none_or(|n| n.parse::<u64>().is_err()) {
+            continue; // total_bytes
+        }
+        let p = e.path();
+        let r = Region {
+            start: read_u64(&p.join("start"))?,
+            end: read_u64(&p.join("end"))?,
+            nr_accesses: read_u64(&p.join("nr_accesses"))? as u32,
+            age: read_u64(&p.join("age"))? as u32,
+        };
+        if r.end <= r.start {
+            return Err(Error::config(p.display().to_string(), format!("region end {:#x} not after start {:#x}", r.end, r.start)));
+        }
+        out.push(r);
+    }
+    out.sort_by_key(|r| r.start);
+    Ok(out)
+}
+
+/// The region holding `addr` in sorted, non-overlapping `regions`.
+pub fn region_of(regions: &[Region], addr: u64) -> Option<&Region> {
+    let i = regions.partition_point(|r| r.start <= addr);
+    let r = regions.get(i.checked_sub(1)?)?;
+    (addr < r.end).then_some(r)
+}
+
+/// The kdamonds tierkit made. DAMON's sysfs directory is one shared, machine-wide state, so
+/// tierkit only uses it when nobody else does (no kdamond exists), and leaves it as it found
+/// it: every kdamond off, none left.
+pub struct DamonAdmin {
+    kdamonds_dir: PathBuf,
+    pub n: usize,
+    released: bool,
+}
+
+impl DamonAdmin {
+    /// Make `n` kdamonds under `root`/sys/kernel/mm/damon/admin.
+    pub fn claim(root: &Path, n: usize) -> Result<DamonAdmin> {
+        let admin = root.join(ADMIN);
+        if !admin.is_dir() {
+            return Err(Error::config(
+                "DAMON",
+                format!("this kernel has no DAMON sysfs interface ({} missing; needs CONFIG_DAMON_SYSFS, Linux 5.18+, e.g. Debian's 6.12 kernels)", admin.display()),
+            ));
+        }
+        let kd = admin.join("kdamonds");
+        let existing = read_u64(&kd.join("nr_kdamonds"))?;
+        if existing != 0 {
+            return Err(Error::config(
+                "DAMON",
+                format!("{existing} kdamond(s) already exist under {} (another user of DAMON); tierkit run never touches them", kd.display()),
+            ));
+        }
+        write(&kd.join("nr_kdamonds"), n.to_string())?;
+        Ok(DamonAdmin { kdamonds_dir: kd, n, released: false })
+    }
+
+    pub fn kdamond(&self, i: usize) -> PathBuf {
+        self.kdamonds_dir.join(i.to_string())
+    }
+
+    /// Turn every kdamond off and remove them. Errors are collected, not raised: this runs
+    /// on the way out, also after a failure.
+    pub fn release(&mut self) -> Vec<String> {
+        if self.released {
+            return Vec::new();
+        }
+        self.released = true;
+        let mut errs = Vec::new();
+        for i in 0..self.n {
+            let st = self.kdamond(i).join("state");
+            if std::fs::read_to_string(&st).map(|s| s.trim() == "on").unwrap_or(false) {
+                if let Err(e) = std::fs::write(&st, "off") {
+                    errs.push(format!("{}: {e}", st.display()));
+                }
+            }
+        }
+        let nr = self.kdamonds_dir.join("nr_kdamonds");
+        if let Err(e) = std::fs::write(&nr, "0") {
+            errs.push(format!("{}: {e}", nr.display()));
+        }
+        errs
+    }
+}
+
+impl Drop for DamonAdmin {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}
+
+/// Monitoring attributes of the vaddr monitor.
+#[derive(Clone, Copy, Debug)]
+pub struct MonitorAttrs {
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub update_us: u64,
+    pub min_regions: u64,
+    pub max_regions: u64,
+}
+
+impl Default for MonitorAttrs {
+    fn default() -> Self {
+        // DAMON's defaults for the intervals; many more regions than its default (1000) so
+        // that a region is a few pages of a program of a few hundred MiB
+        MonitorAttrs { sample_us: 5_000, aggr_us: 100_000, update_us: 1_000_000, min_regions: 10, max_regions: 4_000 }
+    }
+}
+
+/// Write the access pattern that matches every region.
+fn match_all(scheme: &Path) -> Result<()> {
+    for (k, max) in [("sz", u64::MAX), ("nr_accesses", u32::MAX as u64), ("age", u32::MAX as u64)] {
+        write(&scheme.join(format!("access_pattern/{k}/min")), "0")?;
+        write(&scheme.join(format!("access_pattern/{k}/max")), max.to_string())?;
+    }
+    Ok(())
+}
+
+fn context(kdamond: &Path, ops: &str, a: &MonitorAttrs) -> Result<PathBuf> {
+    write(&kdamond.join("contexts/nr_contexts"), "1")?;
+    let ctx = kdamond.join("contexts/0");
+    let avail = std::fs::read_to_string(ctx.join("avail_operations")).unwrap_or_default();
+    if !avail.split_whitespace().any(|o| o == ops) {
+        return Err(Error::config("DAMON", format!("this kernel's DAMON has no '{ops}' operations (it offers: {})", avail.split_whitespace().collect::<Vec<_>>().join(", "))));
+    }
+    write(&ctx.join("operations"), ops)?;
+    let m = ctx.join("monitoring_attrs");
+    write(&m.join("intervals/sample_us"), a.sample_us.to_string())?;
+    write(&m.join("intervals/aggr_us"), a.aggr_us.to_string())?;
+    write(&m.join("intervals/update_us"), a.update_us.to_string())?;
+    // max before min: the kernel checks min <= max on commit, not per write, but keep it valid
+    write(&m.join("nr_regions/max"), a.max_regions.to_string())?;
+    write(&m.join("nr_regions/min"), a.min_regions.to_string())?;
+    Ok(ctx)
+}
+
+/// DAMON virtual-address monitoring of one process: a kdamond with one `vaddr` context whose
+/// only scheme has the action `stat` and matches every region, so that
+/// `update_schemes_tried_regions` exposes all the regions with their access frequency.
+pub struct VaddrMonitor {
+    kdamond: PathBuf,
+    scheme: PathBuf,
+    pub attrs: MonitorAttrs,
+}
+
+impl VaddrMonitor {
+    /// Configure kdamond `idx` of `admin` to watch `pid`, and start it.
+    pub fn start(admin: &DamonAdmin, idx: usize, pid: i32, attrs: MonitorAttrs) -> Result<VaddrMonitor> {
+        let kd = admin.kdamond(idx);
+        let ctx = context(&kd, "vaddr", &attrs)?;
+        write(&ctx.join("targets/nr_targets"), "1")?;
+        write(&ctx.join("targets/0/pid_target"), pid.to_string())?;
+        write(&ctx.join("schemes/nr_schemes"), "1")?;
+        let scheme = ctx.join("schemes/0");
+        write(&scheme.join("action"), "stat")?;
+        match_all(&scheme)?;
+        write(&kd.join("state"), "on")?;
+        Ok(VaddrMonitor { kdamond: kd, scheme, attrs })
+    }
+
+    /// The regions of the last aggregation window. The kernel fills `tried_regions` when the
+    /// scheme is next applied (one aggregation interval at most), and the write returns then.
+    /// A monitor whose process has gone stops by itself: then no regions.
+    pub fn regions(&self) -> Result<Vec<Region>> {
+        let st = self.kdamond.join("state");
+        if std::fs::read_to_string(&st).map(|s| s.trim() != "on").unwrap_or(true) {
+            return Ok(Vec::new());
+        }
+        if std::fs::write(&st, "update_schemes_tried_regions").is_err() {
+            return Ok(Vec::new());
+        }
+        read_tried_regions(&self.scheme.join("tried_regions"))
+    }
+}
+
+/// The `damon-tiering` kernel policy's parameters (after the kernel's samples/damon/mtier.c:
+/// promote hot pages of the slow node, demote cold pages of the fast node, each with a size
+/// quota per interval and a goal on the fast node's use).
+#[derive(Clone, Debug)]
+pub struct TieringParams {
+    pub apply_interval_us: u64,
+    pub quota_bytes: u64,
+    pub quota_reset_ms: u64,
+    /// nr_accesses a region of the slow node needs to be promoted.
+    pub hot_min_accesses: u64,
+    /// Goal for promotion: the fast node's used memory, basis points (mtier: 9970).
+    pub used_goal_bp: u64,
+    /// Goal for demotion: the fast node's free memory, basis points (mtier: 50).
+    pub free_goal_bp: u64,
+    pub attrs: MonitorAttrs,
+}
+
+impl Default for TieringParams {
+    fn default() -> Self {
+        TieringParams {
+            apply_interval_us: 1_000_000,
+            quota_bytes: 200 << 20,
+            quota_reset_ms: 1000,
+            hot_min_accesses: 1,
+            used_goal_bp: 9970,
+            free_goal_bp: 50,
+            attrs: MonitorAttrs { max_regions: 1000, ..MonitorAttrs::default() },
+        }
+    }
+}
+
+/// A node's physical address range: its memory blocks (`nodeN/memoryM`) times the block size.
+pub fn node_phys_range(root: &Path, node: u32) -> Result<(u64, u64)> {
+    let bs_path = root.join("sys/devices/system/memory/block_size_bytes");
+    let bs_text = std::fs::read_to_string(&bs_path).map_err(|e| Error::io(&bs_path, e))?;
+    let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16)
+        .map_err(|_| Error::config(bs_path.display().to_string(), format!("'{}' is not a hex size", bs_text.trim())))?;
+    let dir = root.join(format!("sys/devices/system/node/node{node}"));
+    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let blocks: Vec<u64> = rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("memory")?.parse().ok()).collect();
+    let (lo, hi) = (blocks.iter().min(), blocks.iter().max());
+    match (lo, hi) {
+        (Some(&lo), Some(&hi)) => Ok((lo * bs, (hi + 1) * bs)),
+        _ => Err(Error::config(dir.display().to_string(), "no memory blocks (memoryN entries) for this node")),
+    }
+}
+
+/// What the tiering schemes did (`stats/`), and whether the kernel took the goals.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SchemeStats {
+    pub action: String,
+    pub nr_tried: u64,
+    pub sz_tried: u64,
+    pub nr_applied: u64,
+    pub sz_applied: u64,
+    pub qt_exceeds: u64,
+    /// The quota goal the kernel took, or why none (metrics by node arrived in Linux 6.16).
+    pub goal: String,
+}
+
+pub struct TieringSchemes {
+    kdamonds: Vec<PathBuf>,
+    goals: Vec<String>,
+    actions: Vec<&'static str>,
+}
+
+impl TieringSchemes {
+    /// Kdamonds `first` and `first + 1` of `admin`: promotion on the slow node's physical
+    /// range, demotion on the fast node's.
+    pub fn start(admin: &DamonAdmin, first: usize, root: &Path, fast: u32, slow: u32, p: &TieringParams) -> Result<TieringSchemes> {
+        let mut kds = Vec::new();
+        let mut goals = Vec::new();
+        let max_acc = (p.attrs.aggr_us / p.attrs.sample_us.max(1)).max(1);
+        for (k, promote) in [(first, true), (first + 1, false)] {
+            let kd = admin.kdamond(k);
+            let ctx = context(&kd, "paddr", &p.attrs)?;
+            let (lo, hi) = node_phys_range(root, if promote { slow } else { fast })?;
+            write(&ctx.join("targets/nr_targets"), "1")?;
+            let t = ctx.join("targets/0");
+            write(&t.join("regions/nr_regions"), "1")?;
+            write(&t.join("regions/0/start"), lo.to_string())?;
+            write(&t.join("regions/0/end"), hi.to_string())?;
+            write(&ctx.join("schemes/nr_schemes"), "1")?;
+            let s = ctx.join("schemes/0");
+            write(&s.join("action"), if promote { "migrate_hot" } else { "migrate_cold" })?;
+            write(&s.join("target_nid"), (if promote { fast } else { slow }).to_string())?;
+            match_all(&s)?;
+            if promote {
+                write(&s.join("access_pattern/nr_accesses/min"), p.hot_min_accesses.min(max_acc).to_string())?;
+            } else {
+                write(&s.join("access_pattern/nr_accesses/max"), "0")?;
+            }
+            let _ = std::fs::write(s.join("apply_interval_us"), p.apply_interval_us.to_string());
+            write(&s.join("quotas/bytes"), p.quota_bytes.to_string())?;
+            write(&s.join("quotas/reset_interval_ms"), p.quota_reset_ms.to_string())?;
+            // size does not rank regions; frequency and age do
+            write(&s.join("quotas/weights/sz_permil"), "0")?;
+            write(&s.join("quotas/weights/nr_accesses_permil"), "100")?;
+            write(&s.join("quotas/weights/age_permil"), "100")?;
+            goals.push(Self::goal(&s, promote, fast, p));
+            if !promote {
+                // never demote a page referenced since the last check (the young filter,
+                // matching = the filter rejects what matches)
+                if std::fs::write(s.join("filters/nr_filters"), "1").is_ok() {
+                    let f = s.join("filters/0");
+                    if std::fs::write(f.join("type"), "young").is_err() || std::fs::write(f.join("matching"), "Y").is_err() {
+                        let _ = std::fs::write(s.join("filters/nr_filters"), "0");
+                    }
+                }
+            }
+            kds.push(kd);
+        }
+        for kd in &kds {
+            write(&kd.join("state"), "on")?;
+        }
+        Ok(TieringSchemes { kdamonds: kds, goals, actions: vec!["migrate_hot", "migrate_cold"] })
+    }
+
+    /// A goal on the fast node's use, as mtier sets it; a kernel without the node metrics
+    /// (before 6.16) refuses the metric's name: then the quota alone limits the schemes.
+    fn goal(s: &Path, promote: bool, fast: u32, p: &TieringParams) -> String {
+        let (metric, value) = if promote { ("node_mem_used_bp", p.used_goal_bp) } else { ("node_mem_free_bp", p.free_goal_bp) };
+        let g = s.join("quotas/goals");
+        if std::fs::write(g.join("nr_goals"), "1").is_err() {
+            return "none (no quota goals in this kernel)".into();
+        }
+        let g0 = g.join("0");
+        let ok = std::fs::write(g0.join("target_metric"), metric).is_ok()
+            && std::fs::write(g0.join("target_value"), value.to_string()).is_ok()
+            && std::fs::write(g0.join("nid"), fast.to_string()).is_ok();
+        if ok {
+            format!("{metric}={value} on node {fast}")
+        } else {
+            let _ = std::fs::write(g.join("nr_goals"), "0");
+            format!("none ({metric} needs Linux 6.16+; the quota alone limits the scheme)")
+        }
+    }
+
+    pub fn stats(&self) -> Vec<SchemeStats> {
+        let mut out = Vec::new();
+        for (i, kd) in self.kdamonds.iter().enumerate() {
+            let _ = std::fs::write(kd.join("state"), "update_schemes_stats");
+            let st = kd.join("contexts/0/schemes/0/stats");
+            let g = |k: &str| read_u64(&st.join(k)).unwrap_or(0);
+            out.push(SchemeStats {
+                action: self.actions[i].into(),
+                nr_tried: g("nr_tried"),
+                sz_tried: g("sz_tried"),
+                nr_applied: g("nr_applied"),
+                sz_applied: g("sz_applied"),
+                qt_exceeds: g("qt_exceeds"),
+                goal: self.goals[i].clone(),
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(root: &Path, p: &str, t: &str) {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, t).unwrap();
+    }
+
+    #[test]
+    fn tried_regions_are_read_sorted_and_looked_up() {
+        let d = tempfile::tempdir().unwrap();
+        let tr = d.path();
+        put(tr, "total_bytes", "12288\n");
+        for (i, (s, e, n, a)) in [(0x3000u64, 0x5000u64, 0u32, 7u32), (0x1000, 0x3000, 4, 2)].iter().enumerate() {
+            put(tr, &format!("{i}/start"), &format!("{s}\n"));
+            put(tr, &format!("{i}/end"), &format!("{e}\n"));
+            put(tr, &format!("{i}/nr_accesses"), &format!("{n}\n"));
+            put(tr, &format!("{i}/age"), &format!("{a}\n"));
+        }
+        let r = read_tried_regions(tr).unwrap();
+        assert_eq!(r, vec![Region { start: 0x1000, end: 0x3000, nr_accesses: 4, age: 2 }, Region { start: 0x3000, end: 0x5000, nr_accesses: 0, age: 7 }]);
+        assert_eq!(region_of(&r, 0x0fff), None);
+        assert_eq!(region_of(&r, 0x1000).unwrap().nr_accesses, 4);
+        assert_eq!(region_of(&r, 0x2fff).unwrap().nr_accesses, 4);
+        assert_eq!(region_of(&r, 0x3000).unwrap().age, 7);
+        assert_eq!(region_of(&r, 0x5000), None);
+        // a bad value names its file
+        put(tr, "1/nr_accesses", "many\n");
+        let e = read_tried_regions(tr).unwrap_err().to_string();
+        assert!(e.contains("1/nr_accesses") && e.contains("'many' is not a number"), "{e}");
+    }
+
+    #[test]
+    fn no_damon_and_damon_in_use_are_one_line_each() {
+        let d = tempfile::tempdir().unwrap();
+        let e = DamonAdmin::claim(d.path(), 1).err().unwrap().to_string();
+        assert!(e.starts_with("DAMON: this kernel has no DAMON sysfs interface"), "{e}");
+        put(d.path(), &format!("{ADMIN}/kdamonds/nr_kdamonds"), "1\n");
+        let e = DamonAdmin::claim(d.path(), 1).err().unwrap().to_string();
+        assert!(e.contains("1 kdamond(s) already exist") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn claimed_kdamonds_are_removed_on_drop() {
+        let d = tempfile::tempdir().unwrap();
+        let nr = d.path().join(ADMIN).join("kdamonds/nr_kdamonds");
+        put(d.path(), &format!("{ADMIN}/kdamonds/nr_kdamonds"), "0\n");
+        put(d.path(), &format!("{ADMIN}/kdamonds/0/state"), "on\n");
+        {
+            let a = DamonAdmin::claim(d.path(), 1).unwrap();
+            assert_eq!(std::fs::read_to_string(&nr).unwrap(), "1");
+            drop(a);
+        }
+        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "0");
+        assert_eq!(std::fs::read_to_string(d.path().join(ADMIN).join("kdamonds/0/state")).unwrap(), "off");
+    }
+
+    #[test]
+    fn a_nodes_physical_range_from_its_memory_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        put(d.path(), "sys/devices/system/memory/block_size_bytes", "8000000\n");
+        for b in [8, 9, 11] {
+            std::fs::create_dir_all(d.path().join(format!("sys/devices/system/node/node1/memory{b}"))).unwrap();
+        }
+        assert_eq!(node_phys_range(d.path(), 1).unwrap(), (8 * 0x800_0000, 12 * 0x800_0000));
+    }
+}

@@ -1,0 +1,980 @@
+//! `tierkit run`: run a program (or attach to one) on a real Linux with a fast and a slow
+//! NUMA node, place its pages under a policy, and report what happened (docs/real-linux.md).
+//!
+//! Four kinds of policy:
+//! - memory policies set before `exec` (`first-touch`, `all-fast`, `all-slow`, `interleave`);
+//! - daemon policies: the simulator's decision code (`tierkit_core::live::build_decider`)
+//!   fed with observations of the program (pagemap, soft-dirty bits, DAMON, move_pages
+//!   queries), its moves carried out with `move_pages(2)` within the fast budget;
+//! - kernel policies (`autonuma-tiering`, `damon-tiering`): kernel settings made for the run
+//!   and put back afterwards, only inside the testbed VM or where allowed ([`kernel`]).
+//!
+//! Every policy observes the program the same way, so that the reports compare.
+
+pub mod damon;
+pub mod kernel;
+pub mod sys;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use serde_json::{json, Value};
+use tierkit_core::live::{LiveDecider, LiveMove, MoveResult, Observation, PageObs};
+use tierkit_core::mechanics::TierId;
+use tierkit_core::policy::PolicySpec;
+use tierkit_core::{Error, Result};
+
+/// The memory policies set at exec, and the kernel policies.
+pub const MEMORY_POLICIES: &[&str] = &["first-touch", "all-fast", "all-slow", "interleave"];
+pub const KERNEL_POLICIES: &[&str] = &["autonuma-tiering", "damon-tiering"];
+/// Observation interval when neither `--interval` nor a daemon policy gives one.
+pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000_000;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "tierkit run",
+    about = "Run a program on a machine with a fast and a slow NUMA node (DRAM + CXL, DRAM + Optane, the testbed VM), place its pages under a policy, and report pages per node over time, migrations and the daemon's cost (docs/real-linux.md).",
+    after_help = "Policies: first-touch (default), all-fast, all-slow, interleave (memory policy at exec); \
+daemon policies (the simulator's decision code, see 'tierkit policies'); autonuma-tiering, damon-tiering \
+(kernel settings, restored afterwards; only inside the testbed VM or with TIERKIT_ALLOW_KERNEL_SETTINGS=1). \
+Exit status: the program's (128 + signal if a signal ended it); 2 for an error of tierkit's."
+)]
+pub struct Args {
+    /// Placement policy, NAME[:key=value,...]
+    #[arg(long, default_value = "first-touch")]
+    pub policy: String,
+    /// The fast node [default: from /sys/devices/virtual/memory_tiering, else node distances]
+    #[arg(long)]
+    pub fast_node: Option<u32>,
+    /// The slow node [default: as --fast-node]
+    #[arg(long)]
+    pub slow_node: Option<u32>,
+    /// Most of the program tierkit puts on the fast node (512M, 1G) [default: the fast node's size]
+    #[arg(long)]
+    pub fast_capacity: Option<String>,
+    /// Time between observations (100ms, 1s) [default: the daemon policy's, else 1s]
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// Write one CSV row per observation here
+    #[arg(long)]
+    pub timeseries: Option<PathBuf>,
+    /// Print one JSON object (the last line of stdout) instead of the table (on stderr)
+    #[arg(long)]
+    pub json: bool,
+    /// Overwrite the --timeseries file
+    #[arg(long)]
+    pub force: bool,
+    /// DAMON access monitoring of the program: on, off, or auto (on for daemon policies)
+    #[arg(long, default_value = "auto")]
+    pub damon: String,
+    /// DAMON regions at most (more: closer to per-page referenced bits, more cost)
+    #[arg(long, default_value_t = 4000)]
+    pub damon_regions: u64,
+    /// Attach to this running process instead of starting a program
+    #[arg(long, conflicts_with = "program")]
+    pub pid: Option<i32>,
+    /// The program and its arguments, after --
+    #[arg(last = true)]
+    pub program: Vec<String>,
+}
+
+/// What kind of policy a spec names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Memory,
+    Daemon,
+    Kernel,
+}
+
+pub fn policy_kind(name: &str) -> Kind {
+    if MEMORY_POLICIES.contains(&name) {
+        Kind::Memory
+    } else if KERNEL_POLICIES.contains(&name) {
+        Kind::Kernel
+    } else {
+        Kind::Daemon
+    }
+}
+
+/// The entry point of `tierkit run` and of the `tierkit-run` binary: `args[0]` is the
+/// program name. Returns the exit status: the program's, or 2 after one error line.
+pub fn main_with_args(args: Vec<String>) -> i32 {
+    let args = match Args::try_parse_from(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return 0;
+            }
+            let msg = e.to_string();
+            let first = msg.lines().find(|l| !l.trim().is_empty()).unwrap_or("bad arguments");
+            eprintln!("tierkit: error: run: {} (see 'tierkit run --help')", first.trim_start_matches("error: "));
+            return 2;
+        }
+    };
+    match run(&args, None) {
+        Ok(rep) => {
+            if args.json {
+                println!("{}", serde_json::to_string(&rep.json).unwrap());
+            } else {
+                eprint!("{}", rep.table());
+            }
+            rep.exit_status
+        }
+        Err(e) => {
+            eprintln!("tierkit: error: {e}");
+            2
+        }
+    }
+}
+
+/// The outcome of one run.
+pub struct Report {
+    pub json: Value,
+    pub exit_status: i32,
+}
+
+impl Report {
+    /// A short human table (like `simulate`'s).
+    pub fn table(&self) -> String {
+        let j = &self.json;
+        let mut s = String::new();
+        let g = |k: &str| j.get(k).cloned().unwrap_or(Value::Null);
+        let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<28} {v}\n"));
+        row("policy", format!("{} ({})", g("policy").as_str().unwrap_or(""), g("kind").as_str().unwrap_or("")));
+        row("nodes", format!("fast {} slow {} (from {})", g("fast_node"), g("slow_node").as_u64().map_or("none".into(), |n| n.to_string()), g("tiers_from").as_str().unwrap_or("")));
+        row("fast budget", format!("{} pages", g("fast_budget_pages")));
+        row("wall time", format!("{:.3} s", g("wall_s").as_f64().unwrap_or(0.0)));
+        row("exit status", format!("{}", g("exit_status")));
+        let p = &j["pages"];
+        row("pages fast / slow (last)", format!("{} / {}", p["last_fast"], p["last_slow"]));
+        row("pages fast (max)", format!("{}", p["max_fast"]));
+        let m = &j["migrations"];
+        row("migrations req/done/failed", format!("{} / {} / {}", m["requested"], m["done"], m["failed"]));
+        if let Some(o) = m["failed_by_errno"].as_object().filter(|o| !o.is_empty()) {
+            row("  failures", o.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+        }
+        row("observations", format!("{} every {} ms", g("observations"), g("interval_ms")));
+        row("daemon CPU", format!("{:.3} s", g("daemon_cpu_s").as_f64().unwrap_or(0.0)));
+        if let Some(v) = j["vmstat"].as_object() {
+            let nz: Vec<String> = v.iter().filter(|(_, x)| x.as_i64() != Some(0)).map(|(k, x)| format!("{k} {x}")).collect();
+            row("vmstat deltas", if nz.is_empty() { "none".into() } else { nz.join(", ") });
+        }
+        if let Some(ks) = j["kernel_settings"].as_array() {
+            for k in ks {
+                row("  kernel setting", format!("{} = {} (was {}, restored: {})", k["path"].as_str().unwrap_or(""), k["set"], k["before"], k["restored"]));
+            }
+        }
+        format!("tierkit run:\n{s}")
+    }
+}
+
+// --- signals: passed on to the program we started ------------------------------------------
+
+static CHILD: AtomicI32 = AtomicI32::new(0);
+static GOT_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let first = GOT_SIGNAL.compare_exchange(0, sig, SeqCst, SeqCst).is_ok();
+    STOP.store(true, SeqCst);
+    let pid = CHILD.load(SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; a second signal means now
+        unsafe { libc::kill(pid, if first { sig } else { libc::SIGKILL }) };
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP handlers for the run, the old ones put back on drop.
+struct SignalGuard(Vec<(i32, libc::sigaction)>);
+
+impl SignalGuard {
+    fn install() -> SignalGuard {
+        GOT_SIGNAL.store(0, SeqCst);
+        STOP.store(false, SeqCst);
+        let mut old = Vec::new();
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: zeroed sigaction filled in; the handler only does atomics and kill
+            unsafe {
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = on_signal as *const () as usize;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut act.sa_mask);
+                let mut o: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &act, &mut o) == 0 {
+                    old.push((sig, o));
+                }
+            }
+        }
+        SignalGuard(old)
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        CHILD.store(0, SeqCst);
+        for (sig, o) in &self.0 {
+            // SAFETY: restoring what sigaction gave us
+            unsafe { libc::sigaction(*sig, o, std::ptr::null_mut()) };
+        }
+    }
+}
+
+// --- the process: started, or attached to -------------------------------------------------
+
+enum Target {
+    Child(std::process::Child),
+    Attached,
+}
+
+struct Proc {
+    pid: i32,
+    target: Target,
+    pidfd: Option<i32>,
+    status: Option<std::process::ExitStatus>,
+    gone: bool,
+}
+
+impl Proc {
+    /// Wait up to `d` for the process to end; true if it has.
+    fn wait_for(&mut self, d: Duration) -> bool {
+        if self.gone {
+            return true;
+        }
+        let deadline = Instant::now() + d;
+        loop {
+            if self.poll_gone() {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || STOP.load(SeqCst) && matches!(self.target, Target::Attached) {
+                return self.poll_gone();
+            }
+            match self.pidfd {
+                Some(fd) => {
+                    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+                    // SAFETY: one valid pollfd; a signal interrupts it (EINTR), then we loop
+                    unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 200) as i32) };
+                }
+                None => std::thread::sleep(left.min(Duration::from_millis(10))),
+            }
+        }
+    }
+
+    fn poll_gone(&mut self) -> bool {
+        if self.gone {
+            return true;
+        }
+        match &mut self.target {
+            Target::Child(c) => {
+                if let Ok(Some(st)) = c.try_wait() {
+                    CHILD.store(0, SeqCst);
+                    self.status = Some(st);
+                    self.gone = true;
+                }
+            }
+            Target::Attached => {
+                // SAFETY: signal 0 checks existence only
+                let alive = unsafe { libc::kill(self.pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+                let zombie = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+                    .map(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')).unwrap_or(false))
+                    .unwrap_or(true);
+                if !alive || zombie {
+                    self.gone = true;
+                }
+            }
+        }
+        self.gone
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(fd) = self.pidfd.take() {
+            // SAFETY: our descriptor
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<i32> {
+    // SAFETY: no pointers
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then_some(fd as i32)
+}
+
+// --- observing -------------------------------------------------------------------------------
+
+/// What one observation saw, beyond the decider's [`Observation`].
+#[derive(Default, Clone)]
+struct Seen {
+    pages: Vec<PageObs>,
+    fast: u64,
+    slow: u64,
+    other: u64,
+    referenced: u64,
+    dirty: u64,
+    regions: usize,
+    ok: bool,
+}
+
+struct Observer {
+    pid: i32,
+    page: u64,
+    fast: u32,
+    slow: Option<u32>,
+    pagemap: std::fs::File,
+    soft_dirty: bool,
+    damon: Option<damon::VaddrMonitor>,
+}
+
+impl Observer {
+    fn observe(&self) -> Seen {
+        let mut seen = Seen::default();
+        let Ok(maps_text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else { return seen };
+        let Ok(vmas) = sys::parse_maps(&format!("/proc/{}/maps", self.pid), &maps_text) else { return seen };
+        let mut addrs = Vec::new();
+        let mut dirty = Vec::new();
+        let mut buf = Vec::new();
+        for v in vmas.iter().filter(|v| v.is_program_data()) {
+            // in slices of 64 Ki pages (512 KiB of pagemap)
+            let mut a = v.start;
+            while a < v.end {
+                let n = ((v.end - a) / self.page).min(1 << 16);
+                buf.resize(n as usize * 8, 0);
+                if self.pagemap.read_exact_at(&mut buf, a / self.page * 8).is_err() {
+                    break;
+                }
+                for (i, e) in sys::parse_pagemap(&buf).into_iter().enumerate() {
+                    if e.present() {
+                        addrs.push(a + i as u64 * self.page);
+                        dirty.push(e.soft_dirty());
+                    }
+                }
+                a += n * self.page;
+            }
+        }
+        let nodes = sys::query_nodes(self.pid, &addrs);
+        let regions = match &self.damon {
+            Some(m) => m.regions().unwrap_or_default(),
+            None => Vec::new(),
+        };
+        seen.regions = regions.len();
+        for ((&addr, &d), &node) in addrs.iter().zip(&dirty).zip(&nodes) {
+            let tier: TierId = if node == self.fast as i32 {
+                0
+            } else if Some(node as u32) == self.slow && node >= 0 {
+                1
+            } else {
+                if node >= 0 {
+                    seen.other += 1;
+                }
+                continue;
+            };
+            let accesses = damon::region_of(&regions, addr).map_or(0, |r| r.nr_accesses);
+            let p = PageObs { addr, tier, referenced: accesses > 0, dirty: d && self.soft_dirty, accesses };
+            if tier == 0 {
+                seen.fast += 1;
+            } else {
+                seen.slow += 1;
+            }
+            seen.referenced += p.referenced as u64;
+            seen.dirty += p.dirty as u64;
+            seen.pages.push(p);
+        }
+        seen.ok = true;
+        seen
+    }
+
+    fn clear_soft_dirty(&self) {
+        if self.soft_dirty {
+            let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid), "4");
+        }
+    }
+}
+
+// --- carrying out moves ----------------------------------------------------------------------
+
+/// Carry out `moves` in order, never taking the fast tier past `budget` pages: a move to the
+/// fast tier that would is not tried (errno -1). Moves are sent in batches of at most
+/// [`sys::MOVE_BATCH`]; a batch is sent early when a promotion needs the room that demotions
+/// queued before it would free, so that only room actually freed counts. `exec` moves a
+/// batch (addresses, target tiers) and gives a status per page (0 or a positive errno).
+/// Returns the results, in order, and the fast tier's page count afterwards.
+pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mut dyn FnMut(&[u64], &[TierId]) -> Vec<i32>) -> (Vec<MoveResult>, u64) {
+    let mut results: Vec<MoveResult> = Vec::with_capacity(moves.len());
+    // (index into results, addr, to) waiting to be sent
+    let mut pending: Vec<(usize, u64, TierId)> = Vec::new();
+    let mut pending_in = 0u64; // promotions queued
+    let mut pending_out = 0u64; // demotions queued
+    let mut flush = |pending: &mut Vec<(usize, u64, TierId)>, results: &mut Vec<MoveResult>, fast: &mut u64| {
+        if pending.is_empty() {
+            return;
+        }
+        let addrs: Vec<u64> = pending.iter().map(|p| p.1).collect();
+        let tos: Vec<TierId> = pending.iter().map(|p| p.2).collect();
+        let st = exec(&addrs, &tos);
+        for (&(i, _, to), &e) in pending.iter().zip(&st) {
+            results[i].errno = e;
+            if e == 0 {
+                if to == 0 {
+                    *fast += 1;
+                } else {
+                    *fast = fast.saturating_sub(1);
+                }
+            }
+        }
+        pending.clear();
+    };
+    for m in moves {
+        let i = results.len();
+        results.push(MoveResult { addr: m.addr, to: m.to, errno: 0 });
+        if m.to == m.from {
+            continue;
+        }
+        if m.to == 0 {
+            if fast_pages + pending_in >= budget && pending_out > 0 {
+                // the room may come from the demotions queued: send them first
+                flush(&mut pending, &mut results, &mut fast_pages);
+                pending_in = 0;
+                pending_out = 0;
+            }
+            if fast_pages + pending_in >= budget {
+                results[i].errno = -1;
+                continue;
+            }
+            pending_in += 1;
+        } else {
+            pending_out += 1;
+        }
+        pending.push((i, m.addr, m.to));
+        if pending.len() >= sys::MOVE_BATCH {
+            flush(&mut pending, &mut results, &mut fast_pages);
+            pending_in = 0;
+            pending_out = 0;
+        }
+    }
+    flush(&mut pending, &mut results, &mut fast_pages);
+    (results, fast_pages)
+}
+
+/// The pages to demote when the fast tier holds more than `budget` of the program's pages
+/// (its own first touch put them there): the excess, least accessed first (DAMON's
+/// frequency, then not referenced, then clean before dirty, then by address).
+pub fn over_budget(pages: &[PageObs], budget: u64) -> Vec<LiveMove> {
+    let mut fast: Vec<&PageObs> = pages.iter().filter(|p| p.tier == 0).collect();
+    let excess = (fast.len() as u64).saturating_sub(budget) as usize;
+    if excess == 0 {
+        return Vec::new();
+    }
+    fast.sort_by_key(|p| (p.accesses, p.referenced, p.dirty, p.addr));
+    fast[..excess].iter().map(|p| LiveMove { addr: p.addr, from: 0, to: 1 }).collect()
+}
+
+// --- the run ---------------------------------------------------------------------------------
+
+/// Options the library API adds to the command line's (for tests).
+pub struct Overrides {
+    /// The decider to use instead of `build_decider` (a test's own).
+    pub decider: Option<Box<dyn LiveDecider>>,
+    /// Nodes to use as they are, without checking them against the machine (a test's).
+    pub nodes: Option<(u32, u32)>,
+}
+
+#[derive(Default)]
+struct Counts {
+    requested: u64,
+    done: u64,
+    failed: u64,
+    by_errno: BTreeMap<String, u64>,
+    budget_demotions: u64,
+}
+
+impl Counts {
+    fn add(&mut self, r: &[MoveResult]) {
+        for x in r {
+            self.requested += 1;
+            if x.errno == 0 {
+                self.done += 1;
+            } else {
+                self.failed += 1;
+                *self.by_errno.entry(sys::errno_name(x.errno)).or_default() += 1;
+            }
+        }
+    }
+}
+
+fn parse_interval(s: &str) -> Result<u64> {
+    let ns = tierkit_core::units::parse_duration_ns("--interval", s)?;
+    if !(1e6..=3.6e12).contains(&ns) {
+        return Err(Error::config("--interval", format!("'{s}': give 1ms to 1h")));
+    }
+    Ok(ns.round() as u64)
+}
+
+fn param_u64(spec: &PolicySpec, key: &str, default: u64) -> Result<u64> {
+    match spec.args.iter().find(|(k, _)| k == key) {
+        None => Ok(default),
+        Some((_, v)) => v.parse().map_err(|_| Error::config(format!("policy '{}'", spec.name), format!("{key}='{v}' is not a whole number"))),
+    }
+}
+
+fn check_params(spec: &PolicySpec, known: &[&str]) -> Result<()> {
+    for (k, _) in &spec.args {
+        if !known.contains(&k.as_str()) {
+            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            return Err(Error::config(format!("policy '{}'", spec.name), format!("unknown parameter '{k}' (parameters: {known})")));
+        }
+    }
+    Ok(())
+}
+
+/// Run `args` (the command line's options); see [`main_with_args`].
+pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
+    let root = Path::new("/");
+    let mut ov = overrides.unwrap_or(Overrides { decider: None, nodes: None });
+    let spec = PolicySpec::parse(&args.policy)?;
+    let kind = if ov.decider.is_some() { Kind::Daemon } else { policy_kind(&spec.name) };
+    let page = sys::page_bytes();
+
+    if args.program.is_empty() && args.pid.is_none() {
+        return Err(Error::config("run", "no program given: tierkit run [OPTIONS] -- PROGRAM ARGS... (or --pid PID)"));
+    }
+    if args.pid.is_some() && kind == Kind::Memory && spec.name != "first-touch" {
+        return Err(Error::config("--policy", format!("{} is a memory policy set when the program starts; with --pid use first-touch (observe only), a daemon or a kernel policy", spec.name)));
+    }
+    let damon_on = match args.damon.as_str() {
+        "auto" => kind == Kind::Daemon,
+        "on" => true,
+        "off" => false,
+        o => return Err(Error::config("--damon", format!("'{o}' is not on, off or auto"))),
+    };
+    if !(10..=1_000_000).contains(&args.damon_regions) {
+        return Err(Error::config("--damon-regions", format!("{}: give 10 to 1000000", args.damon_regions)));
+    }
+    let interval_override = args.interval.as_deref().map(parse_interval).transpose()?;
+
+    // machine-wide kernel state is changed only where allowed: said before anything else
+    if kind == Kind::Kernel || damon_on {
+        let what = if kind == Kind::Kernel { spec.name.clone() } else { "DAMON monitoring (--damon)".to_string() };
+        kernel::check_allowed(root, &what)?;
+    }
+    // nodes
+    let tiers = match ov.nodes {
+        Some((f, s)) => sys::Tiers { fast: f, slow: Some(s), from: "given", nodes: vec![f, s] },
+        None => sys::discover_tiers(root, args.fast_node, args.slow_node)?,
+    };
+    let needs_two = !(kind == Kind::Memory && matches!(spec.name.as_str(), "first-touch" | "all-fast"));
+    if needs_two && tiers.slow.is_none() {
+        return Err(Error::config(
+            "--policy",
+            format!("{} needs a fast and a slow NUMA node, and this machine has one node with memory (node {}); see docs/real-linux.md for the testbed VM", spec.name, tiers.fast),
+        ));
+    }
+    let fast_node_bytes = sys::node_mem_total_bytes(root, tiers.fast).unwrap_or(0);
+    let budget_bytes = match &args.fast_capacity {
+        Some(s) => {
+            let b = tierkit_core::units::parse_bytes("--fast-capacity", s)?;
+            if b < page {
+                return Err(Error::config("--fast-capacity", format!("'{s}' is less than one page ({page} bytes)")));
+            }
+            b
+        }
+        None if fast_node_bytes > 0 => fast_node_bytes,
+        None => u64::MAX / 2,
+    };
+    let budget_pages = budget_bytes / page;
+
+    // the decider, or the kernel policy's parameters, checked before anything starts
+    let mut decider: Option<Box<dyn LiveDecider>> = match kind {
+        Kind::Daemon => Some(match ov.decider.take() {
+            Some(d) => d,
+            None => tierkit_core::live::build_decider(&spec, budget_pages, page)?,
+        }),
+        _ => None,
+    };
+    match kind {
+        Kind::Memory => check_params(&spec, &[])?,
+        Kind::Kernel if spec.name == "autonuma-tiering" => check_params(&spec, &["hot_threshold_ms", "rate_limit_mbps"])?,
+        Kind::Kernel => check_params(&spec, &["quota_mib", "apply_ms", "hot_min_accesses", "used_goal_bp", "free_goal_bp"])?,
+        Kind::Daemon => {}
+    }
+    if kind == Kind::Kernel {
+        // SAFETY: no arguments
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(Error::config("--policy", format!("{} changes kernel settings and needs root", spec.name)));
+        }
+    }
+    if damon_on && !root.join(damon::ADMIN).is_dir() {
+        return Err(Error::config("DAMON", format!("this kernel has no DAMON sysfs interface (/{} missing; CONFIG_DAMON_SYSFS); --damon off runs without access frequencies", damon::ADMIN)));
+    }
+    // the time series file, before anything starts (an existing file stops us here)
+    let mut ts_out = match &args.timeseries {
+        Some(p) => Some(tierkit_core::outfile::PartialFile::create(p, args.force)?),
+        None => None,
+    };
+    // an attached process: it exists and we may read its page map
+    if let Some(pid) = args.pid {
+        if pid <= 0 || !Path::new(&format!("/proc/{pid}")).is_dir() {
+            return Err(Error::config("--pid", format!("{pid}: no such process")));
+        }
+        if let Err(e) = std::fs::File::open(format!("/proc/{pid}/pagemap")) {
+            return Err(Error::config("--pid", format!("{pid}: cannot read /proc/{pid}/pagemap ({e}); tierkit may only watch a process it may ptrace")));
+        }
+    }
+
+    // kernel state, restored when these go out of scope (also on error and after signals)
+    let mut settings = kernel::Settings::default();
+    let mut notes: Vec<String> = Vec::new();
+    let n_kdamonds = damon_on as usize + 2 * (spec.name == "damon-tiering") as usize;
+    let mut admin = if n_kdamonds > 0 { Some(damon::DamonAdmin::claim(root, n_kdamonds)?) } else { None };
+    let mut tiering: Option<damon::TieringSchemes> = None;
+    if kind == Kind::Kernel {
+        let slow = tiers.slow.unwrap();
+        if spec.name == "autonuma-tiering" {
+            let p = kernel::AutonumaParams {
+                hot_threshold_ms: spec.args.iter().any(|(k, _)| k == "hot_threshold_ms").then(|| param_u64(&spec, "hot_threshold_ms", 1000)).transpose()?,
+                rate_limit_mbps: param_u64(&spec, "rate_limit_mbps", 65536)?,
+            };
+            notes.extend(kernel::autonuma_tiering(root, &p, &mut settings)?);
+        } else {
+            let d = damon::TieringParams::default();
+            let p = damon::TieringParams {
+                quota_bytes: param_u64(&spec, "quota_mib", d.quota_bytes >> 20)? << 20,
+                apply_interval_us: param_u64(&spec, "apply_ms", d.apply_interval_us / 1000)? * 1000,
+                hot_min_accesses: param_u64(&spec, "hot_min_accesses", d.hot_min_accesses)?,
+                used_goal_bp: param_u64(&spec, "used_goal_bp", d.used_goal_bp)?,
+                free_goal_bp: param_u64(&spec, "free_goal_bp", d.free_goal_bp)?,
+                ..d
+            };
+            // migration to the other node must be allowed for DAMON's migrate actions
+            tiering = Some(damon::TieringSchemes::start(admin.as_ref().unwrap(), damon_on as usize, root, tiers.fast, slow, &p)?);
+        }
+    }
+
+    let vm_before = sys::read_vmstat(root);
+    let soft_dirty = sys::soft_dirty_supported();
+    if !soft_dirty {
+        notes.push("this kernel keeps no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY): no page is seen dirty".into());
+    }
+    let signals = SignalGuard::install();
+    let t0 = Instant::now();
+
+    // start the program, or attach
+    let mut proc = match args.pid {
+        Some(pid) => Proc { pid, target: Target::Attached, pidfd: pidfd_open(pid), status: None, gone: false },
+        None => {
+            let mut cmd = std::process::Command::new(&args.program[0]);
+            cmd.args(&args.program[1..]);
+            let (mode, mask) = match spec.name.as_str() {
+                "all-fast" => (sys::MPOL_BIND, sys::nodemask(&[tiers.fast])),
+                "all-slow" => (sys::MPOL_BIND, sys::nodemask(&[tiers.slow.unwrap()])),
+                "interleave" => (sys::MPOL_INTERLEAVE, sys::nodemask(&[tiers.fast, tiers.slow.unwrap()])),
+                _ => (sys::MPOL_DEFAULT, sys::nodemask(&[])),
+            };
+            let set_policy = kind == Kind::Memory && mode != sys::MPOL_DEFAULT;
+            // SAFETY: only async-signal-safe calls between fork and exec
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                    // should tierkit die unannounced, the program is asked to end too
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                    if set_policy {
+                        sys::set_mempolicy(mode, &mask)?;
+                    }
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().map_err(|e| Error::config("program", format!("'{}' cannot be run: {e}", args.program[0])))?;
+            let pid = child.id() as i32;
+            CHILD.store(pid, SeqCst);
+            Proc { pid, target: Target::Child(child), pidfd: pidfd_open(pid), status: None, gone: false }
+        }
+    };
+    let pid = proc.pid;
+
+    let cpu0 = sys::thread_cpu_ns();
+    let mut monitor_err = None;
+    let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap"));
+    let damon_mon = match (&admin, damon_on) {
+        (Some(a), true) => match damon::VaddrMonitor::start(a, 0, pid, damon::MonitorAttrs { max_regions: args.damon_regions, ..Default::default() }) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                // the program may have ended already; said in the report
+                monitor_err = Some(e.to_string());
+                None
+            }
+        },
+        _ => None,
+    };
+    let observer = pagemap.ok().map(|f| Observer { pid, page, fast: tiers.fast, slow: tiers.slow, pagemap: f, soft_dirty, damon: damon_mon });
+
+    let mut counts = Counts::default();
+    let mut rows: Vec<[u64; 13]> = Vec::new();
+    let mut max_fast = 0u64;
+    let mut max_slow = 0u64;
+    let mut last = Seen::default();
+    let mut regions_max = 0usize;
+    let mut observations = 0u64;
+    let mut last_clear = t0;
+    let mut decider_err: Option<String> = None;
+    let mut next_ns = interval_override.unwrap_or(DEFAULT_INTERVAL_NS);
+    let mut over_budget_seen = 0u64;
+    if let Some(obs) = &observer {
+        obs.clear_soft_dirty();
+    }
+    // observe first after a short while: the program has barely started at t0
+    let mut wait = Duration::from_nanos(interval_override.unwrap_or(DEFAULT_INTERVAL_NS).min(100_000_000));
+    while !proc.wait_for(wait) {
+        if STOP.load(SeqCst) && matches!(proc.target, Target::Attached) {
+            break;
+        }
+        let Some(obs) = &observer else { break };
+        let mut seen = obs.observe();
+        if !seen.ok {
+            continue;
+        }
+        observations += 1;
+        let t_ns = t0.elapsed().as_nanos() as u64;
+        let before = (counts.requested, counts.done, counts.failed);
+        let mut over = 0u64;
+        if let Some(d) = decider.as_mut().filter(|_| decider_err.is_none()) {
+            // the program's own first touch may have put more than the budget on the fast
+            // node: the excess goes to the slow node first, least accessed first
+            let excess = over_budget(&seen.pages, budget_pages);
+            if !excess.is_empty() {
+                over = excess.len() as u64;
+                over_budget_seen += over;
+                let (res, _) = carry_out(&excess, 0, u64::MAX, &mut |a, t| exec_moves(pid, &tiers, a, t));
+                counts.budget_demotions += res.iter().filter(|r| r.errno == 0).count() as u64;
+                counts.add(&res);
+                let moved: std::collections::HashSet<u64> = res.iter().filter(|r| r.errno == 0).map(|r| r.addr).collect();
+                for p in seen.pages.iter_mut().filter(|p| moved.contains(&p.addr)) {
+                    p.tier = 1;
+                }
+                seen.fast -= moved.len() as u64;
+                seen.slow += moved.len() as u64;
+            }
+            let o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
+            match d.step(&o) {
+                Ok(step) => {
+                    let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut |a, t| exec_moves(pid, &tiers, a, t));
+                    counts.add(&res);
+                    d.moved(&res);
+                    let moved_in = fast_after as i64 - seen.fast as i64;
+                    seen.fast = fast_after;
+                    seen.slow = (seen.slow as i64 - moved_in).max(0) as u64;
+                    if step.clear_bits {
+                        obs.clear_soft_dirty();
+                        last_clear = Instant::now();
+                    }
+                    next_ns = interval_override.unwrap_or(step.next_in_ns.max(1_000_000));
+                }
+                Err(e) => decider_err = Some(e.to_string()),
+            }
+        } else {
+            // observation only: dirty = written during the last interval
+            obs.clear_soft_dirty();
+            last_clear = Instant::now();
+        }
+        max_fast = max_fast.max(seen.fast);
+        max_slow = max_slow.max(seen.slow);
+        regions_max = regions_max.max(seen.regions);
+        let cpu_ms = (sys::thread_cpu_ns() - cpu0) / 1_000_000;
+        rows.push([
+            t_ns / 1_000_000,
+            seen.fast,
+            seen.slow,
+            seen.other,
+            seen.referenced,
+            seen.dirty,
+            seen.regions as u64,
+            counts.requested - before.0,
+            counts.done - before.1,
+            counts.failed - before.2,
+            over,
+            counts.done,
+            cpu_ms,
+        ]);
+        last = seen;
+        wait = Duration::from_nanos(next_ns);
+    }
+    let wall = t0.elapsed();
+    let daemon_cpu_ns = sys::thread_cpu_ns() - cpu0;
+    drop(observer);
+    drop(signals);
+    let got_signal = GOT_SIGNAL.load(SeqCst);
+
+    // kernel state back as it was
+    let tiering_stats = tiering.as_ref().map(|t| t.stats());
+    let damon_errs = admin.as_mut().map(|a| a.release()).unwrap_or_default();
+    let vm_after = sys::read_vmstat(root);
+    let restored = settings.restore();
+
+    let (exit_status, signal) = match (&proc.target, proc.status) {
+        (Target::Child(_), Some(st)) => match (st.code(), st.signal()) {
+            (Some(c), _) => (c, None),
+            (None, Some(s)) => (128 + s, Some(s)),
+            _ => (0, None),
+        },
+        // an attached process's status is its parent's to collect
+        _ => (if got_signal > 0 && !proc.gone { 128 + got_signal } else { 0 }, None),
+    };
+
+    if let Some((mut pf, mut f)) = ts_out.take() {
+        let mut w = std::io::BufWriter::new(&mut f);
+        let io = |e| Error::io(pf.path(), e);
+        writeln!(w, "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms").map_err(io)?;
+        for r in &rows {
+            writeln!(w, "{}", r.iter().map(u64::to_string).collect::<Vec<_>>().join(",")).map_err(io)?;
+        }
+        w.flush().map_err(io)?;
+        drop(w);
+        pf.commit(&f)?;
+    }
+
+    let gib_monitored = (max_fast + max_slow) as f64 * page as f64 / (1u64 << 30) as f64;
+    let cpu_s = daemon_cpu_ns as f64 / 1e9;
+    let json = json!({
+        "policy": spec.name,
+        "policy_spec": args.policy,
+        "kind": match kind { Kind::Memory => "memory policy", Kind::Daemon => "daemon", Kind::Kernel => "kernel" },
+        "program": args.program,
+        "pid": pid,
+        "attached": args.pid.is_some(),
+        "fast_node": tiers.fast,
+        "slow_node": tiers.slow,
+        "tiers_from": tiers.from,
+        "page_bytes": page,
+        "fast_node_bytes": fast_node_bytes,
+        "fast_budget_pages": budget_pages,
+        "budget_enforced": kind == Kind::Daemon,
+        "wall_s": wall.as_secs_f64(),
+        "exit_status": exit_status,
+        "signal": signal,
+        "signal_name": signal.map(tierkit_core::trace::raw::signal_name),
+        "tierkit_got_signal": (got_signal > 0).then(|| tierkit_core::trace::raw::signal_name(got_signal)),
+        "observations": observations,
+        "interval_ms": next_ns as f64 / 1e6,
+        "soft_dirty": soft_dirty,
+        "damon": if damon_on { json!({
+            "regions_last": last.regions, "regions_max": regions_max, "max_regions": args.damon_regions,
+            "error": monitor_err, "teardown_errors": damon_errs }) } else { Value::Null },
+        "pages": {
+            "last_fast": last.fast, "last_slow": last.slow, "last_other": last.other,
+            "last_referenced": last.referenced, "last_dirty": last.dirty,
+            "max_fast": max_fast, "max_slow": max_slow,
+        },
+        "migrations": {
+            "requested": counts.requested, "done": counts.done, "failed": counts.failed,
+            "failed_by_errno": counts.by_errno, "budget_demotions": counts.budget_demotions,
+            "over_budget_pages_seen": over_budget_seen,
+        },
+        "daemon_cpu_s": cpu_s,
+        "daemon_cpu_s_per_s_per_gib": if wall.as_secs_f64() > 0.0 && gib_monitored > 0.0 { json!(cpu_s / wall.as_secs_f64() / gib_monitored) } else { Value::Null },
+        "vmstat": sys::vmstat_delta(&vm_before, &vm_after),
+        "kernel_settings": restored,
+        "damon_tiering": tiering_stats,
+        "decider": decider.as_ref().map(|d| d.report()),
+        "decider_error": decider_err,
+        "notes": notes,
+        "timeseries": args.timeseries.as_ref().map(|p| p.display().to_string()),
+        "timeseries_rows": rows.len(),
+    });
+    Ok(Report { json, exit_status })
+}
+
+/// move_pages for tiers: tier 0 is the fast node, 1 the slow one.
+fn exec_moves(pid: i32, tiers: &sys::Tiers, addrs: &[u64], to: &[TierId]) -> Vec<i32> {
+    let nodes: Vec<i32> = to.iter().map(|&t| if t == 0 { tiers.fast as i32 } else { tiers.slow.map_or(-1, |s| s as i32) }).collect();
+    sys::move_pages(pid, addrs, &nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mv(addr: u64, to: TierId) -> LiveMove {
+        LiveMove { addr, from: 1 - to, to }
+    }
+
+    #[test]
+    fn moves_never_take_the_fast_tier_past_the_budget() {
+        // budget 3, 2 fast already: one promotion fits, the next is refused (-1)
+        let mut calls = Vec::new();
+        let (r, fast) = carry_out(&[mv(1, 0), mv(2, 0), mv(3, 0)], 2, 3, &mut |a, t| {
+            calls.push((a.to_vec(), t.to_vec()));
+            vec![0; a.len()]
+        });
+        assert_eq!(r.iter().map(|x| x.errno).collect::<Vec<_>>(), vec![0, -1, -1]);
+        assert_eq!(fast, 3);
+        assert_eq!(calls, vec![(vec![1], vec![0])]);
+    }
+
+    #[test]
+    fn a_demotion_before_a_promotion_makes_room_only_once_it_is_done() {
+        // full (3 of 3): demote 10 then promote 11: the demotion is sent first, then the room counts
+        let mut calls = Vec::new();
+        let (r, fast) = carry_out(&[mv(10, 1), mv(11, 0)], 3, 3, &mut |a, _| {
+            calls.push(a.to_vec());
+            vec![0; a.len()]
+        });
+        assert_eq!(r.iter().map(|x| x.errno).collect::<Vec<_>>(), vec![0, 0]);
+        assert_eq!(fast, 3);
+        assert_eq!(calls, vec![vec![10], vec![11]]);
+        // the demotion fails (EBUSY): no room, the promotion is not tried
+        let (r, fast) = carry_out(&[mv(10, 1), mv(11, 0)], 3, 3, &mut |a, _| vec![libc::EBUSY; a.len()]);
+        assert_eq!(r.iter().map(|x| x.errno).collect::<Vec<_>>(), vec![libc::EBUSY, -1]);
+        assert_eq!(fast, 3);
+    }
+
+    #[test]
+    fn moves_go_in_order_in_batches_and_failures_are_per_page() {
+        let n = sys::MOVE_BATCH * 2 + 5;
+        let moves: Vec<LiveMove> = (0..n as u64).map(|i| mv(i, 1)).collect();
+        let mut sizes = Vec::new();
+        let (r, fast) = carry_out(&moves, n as u64, n as u64, &mut |a, _| {
+            sizes.push(a.len());
+            a.iter().map(|&x| if x % 7 == 0 { libc::ENOMEM } else { 0 }).collect()
+        });
+        assert_eq!(sizes, vec![sys::MOVE_BATCH, sys::MOVE_BATCH, 5]);
+        assert!(r.iter().enumerate().all(|(i, x)| x.addr == i as u64 && (x.errno == libc::ENOMEM) == (i % 7 == 0)));
+        let failed = (0..n).filter(|i| i % 7 == 0).count();
+        assert_eq!(fast, failed as u64);
+    }
+
+    #[test]
+    fn the_excess_over_the_budget_is_the_least_accessed() {
+        let p = |addr, tier, accesses, dirty| PageObs { addr, tier, referenced: accesses > 0, dirty, accesses };
+        let pages = vec![p(1, 0, 5, false), p(2, 0, 0, true), p(3, 1, 0, false), p(4, 0, 0, false), p(5, 0, 2, false)];
+        let m = over_budget(&pages, 2);
+        assert_eq!(m.iter().map(|x| x.addr).collect::<Vec<_>>(), vec![4, 2]); // clean before dirty
+        assert!(m.iter().all(|x| x.from == 0 && x.to == 1));
+        assert!(over_budget(&pages, 4).is_empty());
+    }
+
+    #[test]
+    fn command_line_errors_are_one_line_exit_2() {
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        assert_eq!(run(&["--bogus", "--", "true"]), 2);
+        assert_eq!(run(&[]), 2);
+        assert_eq!(run(&["--interval", "fast", "--", "true"]), 2);
+        assert_eq!(run(&["--policy", "all-fast:x=1", "--", "true"]), 2);
+        assert_eq!(run(&["--pid", "999999999"]), 2);
+        assert_eq!(run(&["--help"]), 0);
+    }
+
+    #[test]
+    fn the_exit_status_passes_through() {
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        assert_eq!(run(&["--json", "--", "sh", "-c", "exit 3"]), 3);
+        assert_eq!(run(&["--json", "--", "sh", "-c", "kill -9 $$"]), 128 + 9);
+    }
+}
