@@ -724,6 +724,26 @@ def trace_heatmap(
     print(f"wrote {out}", file=sys.stderr)
 
 
+@app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+             add_help_option=False)
+def run_cmd(ctx: typer.Context) -> None:
+    """Run a program on a machine with a fast and a slow NUMA node, place its pages under a
+    policy, and report (docs/real-linux.md): tierkit run [--policy SPEC] ... -- PROGRAM ARGS.
+
+    The options are those of the Rust command (crates/tierkit-run; 'tierkit run --help'
+    shows them). tierkit exits with the program's exit status (128 + signal if it was killed).
+    """
+    raise typer.Exit(_core_run(list(ctx.args)))
+
+
+def _core_run(argv: List[str]) -> int:
+    from ._core import run_main
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return run_main(argv)
+
+
 @app.command("policies")
 def list_policies(json_out: JsonOpt = False) -> None:
     """List every policy with its parameters (type, unit, default, source)."""
@@ -826,6 +846,11 @@ def error_line(prefix: str, message: object, suffix: str = "") -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point: run the app, turning every user error into one line and exit status 2."""
+    # 'tierkit run' goes to the Rust command as it is: click would swallow the '--' that
+    # separates tierkit's options from the program's
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["run"]:
+        return _core_run(args[1:])
     cmd = typer.main.get_command(app)
     try:
         rc = cmd.main(args=argv, prog_name="tierkit", standalone_mode=False)

@@ -564,6 +564,16 @@ fn cache_presets() -> PyResult<String> {
     json_out(&v)
 }
 
+/// `tierkit run ARGS...` (crates/tierkit-run): runs the program, prints its report, and
+/// returns the exit status to pass on (the program's, or 2 after one error line). Runs
+/// without the GIL; SIGINT, SIGTERM and SIGHUP go to the program meanwhile.
+#[pyfunction]
+fn run_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    let args: Vec<String> = std::iter::once("tierkit run".to_string()).chain(argv).collect();
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    py.detach(move || tierkit_run::main_with_args(args))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TierkitError", m.py().get_type::<TierkitError>())?;
@@ -586,5 +596,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(platforms, m)?)?;
     m.add_function(wrap_pyfunction!(cache_presets, m)?)?;
+    m.add_function(wrap_pyfunction!(run_main, m)?)?;
     Ok(())
 }

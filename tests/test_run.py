@@ -1,0 +1,173 @@
+"""`tierkit run` on the host (docs/real-linux.md, issue 16): what needs no kernel setting — the
+program's exit status passed through, placement observed with pagemap and move_pages queries,
+soft-dirty bits of tierkit's own child, one-line errors — and the refusal to change the host's
+kernel settings. What needs a tiered machine is in tests/test_run_vm.py (the testbed VM).
+
+Seed 004 (HyPlacer), section 4: the referenced/dirty observation of a running program that the
+daemon policies build on (here its Linux side: soft-dirty bits, page presence, page nodes).
+"""
+import ctypes
+import json
+import mmap
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+
+def last_json(stdout: str) -> dict:
+    """--json prints one object as the last line of stdout (the program's output comes first)."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def one_error_line(rc, err):
+    lines = [l for l in err.splitlines() if l.strip()]
+    return rc == 2 and len(lines) == 1 and lines[0].startswith("tierkit: error: ") and "Traceback" not in err
+
+
+def host_keeps_soft_dirty_bits() -> bool:
+    """An independent probe: a page just written is soft-dirty where the kernel keeps the bits."""
+    m = mmap.mmap(-1, 4096)
+    m[0:1] = b"x"
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(addr // 4096 * 8)
+        e = struct.unpack("<Q", f.read(8))[0]
+    return bool(e >> 55 & 1)
+
+
+def test_the_programs_exit_status_passes_through():
+    rc, out, err = run_cli("run", "--json", "--", "sh", "-c", "echo hello; exit 3")
+    assert rc == 3, err
+    assert out.splitlines()[0] == "hello"  # the program's output is its own
+    r = last_json(out)
+    assert r["exit_status"] == 3 and r["policy"] == "first-touch" and r["kind"] == "memory policy"
+    assert r["signal"] is None and r["wall_s"] > 0
+    # a signal-killed program: 128 + the signal, as 'trace record' does
+    rc, out, err = run_cli("run", "--json", "--", "sh", "-c", "kill -TERM $$")
+    assert rc == 128 + 15 and last_json(out)["signal_name"] == "SIGTERM"
+    # the table goes to stderr, leaving stdout to the program
+    rc, out, err = run_cli("run", "--", "sh", "-c", "exit 0")
+    assert rc == 0 and out == "" and "tierkit run:" in err and "exit status" in err
+
+
+def test_first_touch_placement_and_soft_dirty_bits_of_its_own_child(tmp_path):
+    from tierkit import workloads as wl
+
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("make or a C compiler is missing (the workloads are built from workloads/)")
+    bindir = wl.build()
+    ts = tmp_path / "ts.csv"
+    # rwmix medium: a 128 MiB buffer written in order, then random reads and writes
+    rc, out, err = run_cli("run", "--json", "--interval", "50ms", "--timeseries", ts, "--",
+                           bindir / "rwmix", "--size", "medium", "--work", "0.5")
+    assert rc == 0, err
+    r = last_json(out)
+    rows = [l.split(",") for l in ts.read_text().splitlines()]
+    head, rows = rows[0], [list(map(int, x)) for x in rows[1:]]
+    assert head[:3] == ["time_ms", "pages_fast", "pages_slow"]
+    assert len(rows) == r["observations"] == r["timeseries_rows"] >= 2
+    col = {k: i for i, k in enumerate(head)}
+    assert [x[col["time_ms"]] for x in rows] == sorted(x[col["time_ms"]] for x in rows)
+    buffer_pages = (128 << 20) // r["page_bytes"]
+    # the whole buffer is seen resident on the fast node (the only node here; node 0 with two)
+    assert r["pages"]["max_fast"] >= buffer_pages
+    assert max(x[col["pages_fast"]] + x[col["pages_slow"]] for x in rows) >= buffer_pages
+    # no daemon: nothing moved
+    assert r["migrations"]["requested"] == 0
+    # soft-dirty: what the report says agrees with an independent probe, and where the kernel
+    # keeps the bits, the program's writes show (every page of rwmix's buffer is written)
+    assert r["soft_dirty"] == host_keeps_soft_dirty_bits()
+    if r["soft_dirty"]:
+        assert max(x[col["dirty"]] for x in rows) >= buffer_pages // 2
+    else:
+        assert all(x[col["dirty"]] == 0 for x in rows)
+        assert any("soft-dirty" in n for n in r["notes"])
+    assert r["daemon_cpu_s"] > 0
+
+
+def test_bad_nodes_pids_and_options_are_one_line_exit_2(tmp_path):
+    nodes = sorted(int(d[4:]) for d in os.listdir("/sys/devices/system/node") if d.startswith("node") and d[4:].isdigit())
+    missing = max(nodes) + 7
+    for args, word in [
+        (["--fast-node", str(missing), "--", "true"], f"no NUMA node {missing}"),
+        (["--pid", "999999999"], "no such process"),
+        (["--interval", "soon", "--", "true"], "--interval"),
+        (["--policy", "all-fast:x=1", "--", "true"], "unknown parameter 'x'"),
+        (["--damon", "maybe", "--", "true"], "--damon"),
+        ([], "no program given"),
+        (["--bogus", "--", "true"], "--bogus"),
+        (["--", str(tmp_path / "no-such-program")], "cannot be run"),
+    ]:
+        rc, out, err = run_cli("run", *args)
+        assert one_error_line(rc, err), (args, rc, err)
+        assert word in err, (args, err)
+    if len(nodes) == 1:
+        rc, out, err = run_cli("run", "--policy", "interleave", "--", "true")
+        assert one_error_line(rc, err) and "needs a fast and a slow NUMA node" in err
+    # an existing time series is kept unless --force
+    ts = tmp_path / "ts.csv"
+    ts.write_text("mine\n")
+    rc, out, err = run_cli("run", "--timeseries", ts, "--", "true")
+    assert one_error_line(rc, err) and "--force" in err and ts.read_text() == "mine\n"
+    rc, out, err = run_cli("run", "--timeseries", ts, "--force", "--", "true")
+    assert rc == 0 and ts.read_text().startswith("time_ms,")
+
+
+def test_a_process_it_may_not_ptrace_is_refused():
+    # pid 1 belongs to the system; where this user may read its page map (root outside a
+    # container), there is nothing to refuse
+    try:
+        open("/proc/1/pagemap", "rb").close()
+        pytest.skip("this user may read pid 1's page map")
+    except OSError:
+        pass
+    rc, out, err = run_cli("run", "--pid", "1")
+    assert one_error_line(rc, err) and "may ptrace" in err
+
+
+def test_attaching_to_a_process_follows_it_to_its_end():
+    p = subprocess.Popen(["sh", "-c", "x=$(head -c 4000000 /dev/zero | tr '\\0' a); sleep 1.2; echo ${#x}"], stdout=subprocess.PIPE)
+    try:
+        rc, out, err = run_cli("run", "--json", "--interval", "100ms", "--pid", p.pid)
+    finally:
+        p.wait()
+    assert rc == 0, err
+    r = last_json(out)
+    assert r["attached"] and r["pid"] == p.pid and r["observations"] >= 3
+    assert r["pages"]["max_fast"] + r["pages"]["max_slow"] >= 4_000_000 // r["page_bytes"]
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def test_kernel_policies_and_damon_are_refused_on_the_host():
+    """Never change the host's kernel settings (issue 16): outside the testbed VM, without
+    TIERKIT_ALLOW_KERNEL_SETTINGS=1, the kernel policies and DAMON monitoring refuse to start
+    and nothing changes."""
+    if os.environ.get("TIERKIT_ALLOW_KERNEL_SETTINGS") == "1" or os.path.exists("/etc/testbed-agent.sh"):
+        pytest.skip("kernel settings are allowed here")
+    watched = ["/proc/sys/kernel/numa_balancing", "/sys/kernel/mm/numa/demotion_enabled",
+               "/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"]
+    before = {p: read(p) for p in watched}
+    for args in (["--policy", "autonuma-tiering"], ["--policy", "damon-tiering"], ["--damon", "on"]):
+        rc, out, err = run_cli("run", *args, "--", "true")
+        assert one_error_line(rc, err) and "only inside the testbed VM" in err, (args, err)
+    assert {p: read(p) for p in watched} == before
+
+
+def test_run_help_is_the_rust_commands():
+    rc, out, err = run_cli("run", "--help")
+    assert rc == 0 and "--fast-capacity" in out and "--pid" in out
+    rc, out, err = run_cli("--help")
+    assert rc == 0 and " run " in out
