@@ -108,9 +108,13 @@ experiments-tiering: $(VENV)/.built workloads tracer
 testbed:
 	$(MAKE) -s -C testbed
 
+# tierkit run's Linux side as a binary of its own, carried into the testbed VM by its tests
+target/release/tierkit-run: $(RUST_SRC)
+	cargo build --release -q -p tierkit-run
+
 # the real-Linux tests (pytest -m vm) in the testbed VM; where it cannot be built they skip with
 # one line saying why, except with CI=true, where that is a failure
-test-vm: $(VENV)/.built
+test-vm: $(VENV)/.built workloads target/release/tierkit-run
 	@$(MAKE) -s -C testbed || [ "$$CI" != true ]
 	TIERKIT_VM_TESTS=1 $(PY) -m pytest -m vm tests -rs
 

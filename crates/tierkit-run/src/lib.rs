@@ -720,6 +720,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut rows: Vec<[u64; 13]> = Vec::new();
     let mut max_fast = 0u64;
     let mut max_slow = 0u64;
+    // the split at the observation with the most of the program's pages (the last one may
+    // come while the program frees its memory)
+    let mut peak = (0u64, 0u64);
     let mut last = Seen::default();
     let mut regions_max = 0usize;
     let mut observations = 0u64;
@@ -786,6 +789,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
         max_fast = max_fast.max(seen.fast);
         max_slow = max_slow.max(seen.slow);
+        if seen.fast + seen.slow > peak.0 + peak.1 {
+            peak = (seen.fast, seen.slow);
+        }
         regions_max = regions_max.max(seen.regions);
         let cpu_ms = (sys::thread_cpu_ns() - cpu0) / 1_000_000;
         rows.push([
@@ -871,6 +877,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             "last_fast": last.fast, "last_slow": last.slow, "last_other": last.other,
             "last_referenced": last.referenced, "last_dirty": last.dirty,
             "max_fast": max_fast, "max_slow": max_slow,
+            "peak_fast": peak.0, "peak_slow": peak.1,
         },
         "migrations": {
             "requested": counts.requested, "done": counts.done, "failed": counts.failed,

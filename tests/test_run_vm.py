@@ -1,0 +1,139 @@
+"""`tierkit run` in the testbed VM (make test-vm; docs/real-linux.md), where node 1 is a real
+lower memory tier: memory policies place the program where they say, the daemon loop's
+observation reads pagemap, soft-dirty bits and DAMON regions and counts pages per node, and the
+kernel policies make the kernel promote and demote, are reported, and leave every setting as it
+was. Issue 16; seed 004 (HyPlacer) section 2 (DRAM + DCPMM as two NUMA nodes, the slow one
+CPU-less) and section 4 (referenced/dirty observation); seed 002 (MemBrain) section 2 (KNL's
+MCDRAM as a CPU-less node).
+
+The VM's fast node is 512 MiB; for the kernel policies a file in /dev/shm fills all but about
+100 MiB of it, so that a 128 MiB workload does not fit on the fast node.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, require_testbed
+
+BIN = ROOT / "target" / "release" / "tierkit-run"
+WL = ROOT / "workloads" / "build"
+SETTINGS = ["/proc/sys/kernel/numa_balancing", "/sys/kernel/mm/numa/demotion_enabled",
+            "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps", "/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"]
+FILL = "rm -f /dev/shm/fill; sync; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/zero of=/dev/shm/fill bs=1M count=360 2>/dev/null; "
+
+
+def need(path: Path, how: str):
+    if not path.is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{path} is missing ({how})", pytrace=False)
+        pytest.skip(f"{path} is missing ({how}; make test-vm builds it)")
+
+
+@pytest.fixture(scope="module")
+def vm():
+    require_testbed()
+    need(BIN, "cargo build --release -p tierkit-run")
+    need(WL / "rwmix", "make -C workloads")
+    from tierkit.testbed import FileSet, Testbed, VMConfig
+
+    files = FileSet().add_binary(BIN).add_binary(WL / "rwmix")
+    with Testbed(VMConfig(fast_mib=512, slow_mib=1024), files) as t:
+        yield t
+
+
+def run_json(vm, args: str, pre: str = "", timeout_s=150):
+    r = vm.run(f"{pre}tierkit-run --json {args} > $OUT/stdout; echo $? > $OUT/rc; "
+               f"for f in {' '.join(SETTINGS)}; do echo \"$f $(cat $f)\"; done > $OUT/settings", timeout_s=timeout_s)
+    assert r.status == 0, r.stderr
+    rc = int(r.files["rc"])
+    out = r.files["stdout"].decode()
+    settings = dict(l.split(" ", 1) for l in r.files["settings"].decode().splitlines())
+    return rc, json.loads(out.strip().splitlines()[-1]) if rc == 0 else None, r, settings
+
+
+@pytest.mark.vm
+def test_memory_policies_place_the_program(vm):
+    expect = {"all-fast": (1.0, 0.0), "all-slow": (0.0, 1.0), "interleave": (0.5, 0.5)}
+    for policy, (fast_share, slow_share) in expect.items():
+        rc, r, res, _ = run_json(vm, f"--policy {policy} --interval 300ms -- rwmix --size medium --work 0.05")
+        assert rc == 0, res.stderr
+        assert (r["fast_node"], r["slow_node"], r["tiers_from"]) == (0, 1, "memory_tiering")
+        # at the observation with the most pages (by move_pages queries): where the policy put them
+        fast, slow = r["pages"]["peak_fast"], r["pages"]["peak_slow"]
+        assert fast + slow >= (128 << 20) // 4096
+        assert abs(fast / (fast + slow) - fast_share) < 0.05, (policy, r["pages"])
+        assert abs(slow / (fast + slow) - slow_share) < 0.05, (policy, r["pages"])
+
+
+@pytest.mark.vm
+def test_observation_counts_pages_per_node_with_soft_dirty_bits_and_damon_regions(vm):
+    rc, r, res, settings = run_json(vm, "--damon on --interval 400ms --timeseries $OUT/ts.csv -- rwmix --size medium --work 0.2")
+    assert rc == 0, res.stderr
+    rows = [l.split(",") for l in res.files["ts.csv"].decode().splitlines()]
+    head, rows = rows[0], [dict(zip(rows[0], map(int, x))) for x in rows[1:]]
+    assert len(rows) == r["observations"] >= 3
+    assert r["soft_dirty"] is True  # the 6.12 cloud kernel keeps soft-dirty bits
+    buffer_pages = (128 << 20) // 4096
+    assert max(x["pages_fast"] + x["pages_slow"] for x in rows) >= buffer_pages
+    # DAMON's regions were read, and they cover the buffer the program is hammering
+    assert r["damon"]["regions_max"] >= 1 and r["damon"]["error"] is None
+    assert max(x["damon_regions"] for x in rows) >= 1
+    assert max(x["referenced"] for x in rows) >= buffer_pages // 2
+    # rwmix writes every page of its buffer: soft-dirty sees it
+    assert max(x["dirty"] for x in rows) >= buffer_pages // 2
+    # DAMON is left as found: no kdamond
+    assert settings["/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"] == "0"
+
+
+@pytest.mark.vm
+def test_autonuma_tiering_promotes_and_demotes_and_restores_the_settings(vm):
+    before = run_json(vm, "-- true")[3]
+    rc, r, res, after = run_json(vm, "--policy autonuma-tiering:hot_threshold_ms=500 --interval 1s -- rwmix --size medium --work 0.6",
+                                 pre=FILL)
+    assert rc == 0, res.stderr
+    v = r["vmstat"]
+    assert v["pgpromote_success"] > 0 and v["numa_hint_faults"] > 0, v
+    assert v["pgdemote_kswapd"] + v["pgdemote_direct"] > 0, v
+    set_ = {k["path"]: k for k in r["kernel_settings"]}
+    assert set_["/proc/sys/kernel/numa_balancing"]["set"] == "2"
+    assert set_["/sys/kernel/mm/numa/demotion_enabled"]["set"] == "true"
+    assert set_["/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms"]["set"] == "500"
+    assert all(k["restored"] for k in r["kernel_settings"])
+    # read back after the run: as before
+    assert after == before
+    # the program's pages moved between the nodes during the run
+    assert r["pages"]["max_slow"] > 0
+
+
+@pytest.mark.vm
+def test_damon_tiering_migrates_hot_and_cold_pages_and_removes_its_kdamonds(vm):
+    before = run_json(vm, "-- true")[3]
+    rc, r, res, after = run_json(vm, "--policy damon-tiering:quota_mib=200 --interval 1s -- rwmix --size medium --work 0.6", pre=FILL)
+    assert rc == 0, res.stderr
+    hot, cold = r["damon_tiering"]
+    assert (hot["action"], cold["action"]) == ("migrate_hot", "migrate_cold")
+    assert cold["sz_applied"] > 0 and hot["sz_applied"] > 0, r["damon_tiering"]
+    assert r["vmstat"]["pgmigrate_success"] > 0
+    assert after == before and after["/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"] == "0"
+
+
+@pytest.mark.vm
+def test_a_signal_to_tierkit_ends_the_program_and_restores_the_settings(vm):
+    before = run_json(vm, "-- true")[3]
+    r = vm.run("tierkit-run --policy autonuma-tiering -- sleep 30 2>/dev/null & p=$!; sleep 2; "
+               "cat /proc/sys/kernel/numa_balancing; kill -TERM $p; wait $p; echo rc=$?; cat /proc/sys/kernel/numa_balancing", timeout_s=60)
+    lines = r.stdout.split()
+    assert lines[0] == "2"  # set during the run
+    assert "rc=143" in lines  # the program got the SIGTERM, and its status came back
+    assert lines[-1] == before["/proc/sys/kernel/numa_balancing"]
+
+
+@pytest.mark.vm
+def test_errors_in_the_vm_are_one_line(vm):
+    r = vm.run("tierkit-run --fast-node 5 -- true; echo rc=$?; tierkit-run --policy no-such-policy -- true; echo rc=$?")
+    assert r.stdout.split() == ["rc=2", "rc=2"]
+    errs = r.stderr.strip().splitlines()
+    assert len(errs) == 2 and all(e.startswith("tierkit: error: ") for e in errs)
+    assert "no NUMA node 5 with memory on this machine (nodes with memory: 0, 1)" in errs[0]
