@@ -402,13 +402,16 @@ impl Observer {
 
 // --- carrying out moves ----------------------------------------------------------------------
 
+/// Moves one batch: (addresses, target tiers) -> a status per page (0 or a positive errno).
+pub type MoveExec<'a> = dyn FnMut(&[u64], &[TierId]) -> Vec<i32> + 'a;
+
 /// Carry out `moves` in order, never taking the fast tier past `budget` pages: a move to the
 /// fast tier that would is not tried (errno -1). Moves are sent in batches of at most
 /// [`sys::MOVE_BATCH`]; a batch is sent early when a promotion needs the room that demotions
 /// queued before it would free, so that only room actually freed counts. `exec` moves a
 /// batch (addresses, target tiers) and gives a status per page (0 or a positive errno).
 /// Returns the results, in order, and the fast tier's page count afterwards.
-pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mut dyn FnMut(&[u64], &[TierId]) -> Vec<i32>) -> (Vec<MoveResult>, u64) {
+pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mut MoveExec<'_>) -> (Vec<MoveResult>, u64) {
     let mut results: Vec<MoveResult> = Vec::with_capacity(moves.len());
     // (index into results, addr, to) waiting to be sent
     let mut pending: Vec<(usize, u64, TierId)> = Vec::new();
