@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn
+.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run
 
 all: build
 
@@ -76,6 +76,11 @@ traces: $(VENV)/.built tracer
 # the tracer's overhead against native, valgrind --tool=none and cachegrind (bench/README.md)
 bench-tracer: $(VENV)/.built tracer
 	$(PY) bench/tracer_overhead.py
+
+# the overhead of tierkit run's daemon on the program, on this host and in the testbed VM
+# (bench/README.md); about 5 minutes
+bench-run: $(VENV)/.built workloads target/release/tierkit-run testbed
+	$(PY) bench/run_overhead.py
 
 # issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built
