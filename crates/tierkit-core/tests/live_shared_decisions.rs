@@ -543,3 +543,22 @@ fn specs_that_cannot_run_live_are_refused_with_the_key() {
     let bad = Observation { t_ns: 1, since_clear_ns: 0, pages: vec![PageObs { addr: addr(2), tier: 0, referenced: false, dirty: false, accesses: 0 }, PageObs { addr: addr(1), tier: 0, referenced: false, dirty: false, accesses: 0 }] };
     assert!(d.step(&bad).unwrap_err().to_string().contains("address order"));
 }
+
+/// The rule for pages the kernel put on the fast node beyond the budget (the program's own
+/// first touches): they are demoted first, before the policy decides, the least accessed
+/// first, and among equals the highest address first; the mirror then holds the budget.
+#[test]
+fn pages_over_the_budget_are_demoted_least_accessed_then_highest_address_first() {
+    for name in LIVE_POLICIES {
+        let spec = PolicySpec::parse(&format!("{name}:{}", if *name == "history" { "period=1ms" } else { "interval=1ms,delay=100us" })).unwrap();
+        let mut d = build_decider(&spec, 2, PAGE).unwrap();
+        // five pages on the fast node, budget two: pages 1 and 3 idle, page 4 read once,
+        // page 0 and 2 busy
+        let s = d.step(&obs(0, &[(0, 0, true, true, 9), (1, 0, false, false, 0), (2, 0, true, false, 7), (3, 0, false, false, 0), (4, 0, true, false, 1)])).unwrap();
+        assert_eq!(s.moves[..3], [mv(3, 0, 1), mv(1, 0, 1), mv(4, 0, 1)], "{name}");
+        assert!(s.moves[3..].iter().all(|m| m.to == 1), "{name}: nothing promoted past the budget: {:?}", s.moves);
+        let r = d.report();
+        assert_eq!(r["live"]["fast_pages"].as_u64().unwrap() as usize, 2 - s.moves[3..].len(), "{name}");
+        assert_eq!(r["live"]["mirror"]["over_budget_demoted"], 3, "{name}");
+    }
+}

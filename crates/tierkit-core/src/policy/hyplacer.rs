@@ -917,7 +917,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "MB/s of measured DCPMM write bandwidth (10^6 bytes per second)",
         default: "10",
         source: "004 §5.1 (DCPMM bandwidth threshold of 10 MB/s)",
-        help: "DCPMM write throughput above which intensive pages are promoted (PROMOTE_INT) or switched (SWITCH)",
+        help: "DCPMM write throughput above which intensive pages are promoted (PROMOTE_INT) or switched (SWITCH); live (tierkit run), compared with an estimate from soft-dirty slow-tier pages (docs/real-linux.md)",
     },
     ParamSpec {
         name: "max_pages",
@@ -933,7 +933,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "ns per PTE visited",
         default: "10",
         source: "tierkit's assumption (004 reports no walk cost): walk_page_range's per-PTE callback reads a PTE from a sequentially scanned page-table page and tests or clears two bits, a few tens of cycles at 004's 2.3 GHz",
-        help: "time a page-table walk spends per PTE it visits (every page of the process, whatever its tier)",
+        help: "time a page-table walk spends per PTE it visits (every page of the process, whatever its tier); ignored live (the kernel walks)",
     },
     ParamSpec {
         name: "counters_read_ns",
@@ -941,7 +941,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "ns per activation",
         default: "10000",
         source: "tierkit's assumption (004 reports no figure): Control opens, reads and parses PCMon's small output file, a few system calls; the same figure as memos' counter_read_ns",
-        help: "time Control spends reading the bandwidth counters at each activation; recorded, not halting (Control and PCMon run beside the program, as for memos)",
+        help: "time Control spends reading the bandwidth counters at each activation; recorded, not halting (Control and PCMon run beside the program, as for memos); ignored live",
     },
     ParamSpec {
         name: "os_costs",
@@ -949,7 +949,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "batch",
         source: "tierkit's choice: one move_pages call per activation (004 §4.4 migrates the selected page array at once), its kernel entry and TLB shootdown paid once; page: Linux 5.8's per-page flush",
-        help: "batch: each activation's moves are one move_pages batch, charged one kernel entry (fault_ns) and one TLB shootdown, each page its per-page cost and copy; page: every page pays fault + shootdown",
+        help: "batch: each activation's moves are one move_pages batch, charged one kernel entry (fault_ns) and one TLB shootdown, each page its per-page cost and copy; page: every page pays fault + shootdown; ignored live (nothing charged)",
     },
     ParamSpec {
         name: "placement",
@@ -957,7 +957,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "dram-first",
         source: "004 §4.1 (fill DRAM first; Linux local allocation, the ADM default of 004 §5.1); dcpmm: new pages in DCPMM, as Memos allocates (004 §5.2)",
-        help: "where a new page goes: DRAM while it has a free frame (else DCPMM), or DCPMM",
+        help: "where a new page goes: DRAM while it has a free frame (else DCPMM), or DCPMM; live, the kernel's first touch places pages (dcpmm is refused)",
     },
 ];
 
