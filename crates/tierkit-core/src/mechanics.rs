@@ -207,6 +207,20 @@ impl Memory {
         Ok(())
     }
 
+    /// Forget a placed page: not a move, nothing accounted. The simulator never calls it; the
+    /// live daemon's mirror of a program's placement does, for a page the program unmapped or
+    /// one the kernel put elsewhere than the mirror says (`crate::live`).
+    pub fn unplace(&mut self, page: PageId) -> Result<()> {
+        let t = self.tier_of.get(page as usize).copied().unwrap_or(UNPLACED);
+        if t == UNPLACED {
+            return Err(Error::Invariant(format!("unplacing page {page}, which is not placed")));
+        }
+        self.tier_of[page as usize] = UNPLACED;
+        self.used[t as usize] -= 1;
+        self.placed -= 1;
+        Ok(())
+    }
+
     #[inline]
     fn account(&mut self, page: PageId, from: TierId, to: TierId, swap: bool, by: MoveBy) {
         self.moves[from as usize][to as usize] += 1;

@@ -1,16 +1,598 @@
 //! Daemon policies for `tierkit run`: which of the simulator's policies can decide on live
 //! observations, and how they are built.
+//!
+//! Each daemon policy runs the simulator's own decision code on a mirror of the program's
+//! placement ([`Mirror`]): a [`Memory`] whose fast tier holds the budget, kept equal to what
+//! the observations say, whose move log is the list of moves a step asks for. What differs
+//! from the simulator is only where the inputs come from and who pays:
+//!
+//! * `hyplacer` ([`LiveHyPlacer`]): [`hyplacer::Decisions`], the code the simulator's
+//!   `hyplacer` runs. Referenced bits come from DAMON, dirty bits from soft-dirty; each
+//!   observation's bits add to the decision code's copy of the bits, which its walks clear as
+//!   the simulator's MMU emulation has them cleared. DCPMM's write throughput, which no
+//!   counter gives live, is estimated from soft-dirty pages (see [`LiveHyPlacer`]). The walks
+//!   and flushes are the kernel's (`clear_refs`, `move_pages`): nothing is charged.
+//! * `history` ([`LiveHistory`]): [`PageScheduler`], the simulator's `history`, called through
+//!   the same [`Policy::on_period`] hook the engine calls, with DAMON's access counts as the
+//!   period's per-page counts.
+//!
+//! Protocol common to both (see [`super`]): every step returns `clear_bits: true`, so each
+//! observation covers exactly the time since the previous step (soft-dirty cleared, a new
+//! DAMON window) and the windows are disjoint and contiguous. Activations / periods fall on
+//! a fixed grid of the policy's interval from the program's start (`t_ns = 0`), as the
+//! simulator's period boundaries do; `next_in_ns` counts from the observation's `t_ns`.
+//!
+//! The budget: the mirror's fast tier holds `fast_budget_pages`, and [`Memory`] refuses a move
+//! into a full tier, so no decision takes the fast tier past it. Pages observed on the fast
+//! tier beyond the budget (the program's own first touches, or the kernel's moves) are
+//! demoted first, at the head of the step's moves: the least accessed (DAMON count, then not
+//! referenced before referenced, clean before dirty), and among equals the highest address.
+//! Within a swap the demotion comes before the promotion, so that the Linux side, carrying
+//! the moves out in order, never has the fast tier past the budget.
 
-use super::LiveDecider;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{LiveDecider, LiveMove, MoveResult, Observation, PageObs, Step};
 use crate::error::{Error, Result};
-use crate::policy::PolicySpec;
+use crate::mechanics::{Memory, Op, TierId, UNPLACED};
+use crate::pagemap::{PageId, PageMap};
+use crate::platform::{Platform, Resolved};
+use crate::policy::hyplacer::{self, Costs, Decisions, Mode, Placement};
+use crate::policy::page_scheduler::{PageScheduler, Source};
+use crate::policy::{lookup, Ctx, Now, Params, Policy, PolicySpec};
+use crate::tracking::Tracking;
+use crate::units::Period;
 
 /// The policies that can run as a daemon, with the simulator's decision code.
-pub const LIVE_POLICIES: &[&str] = &[];
+pub const LIVE_POLICIES: &[&str] = &["hyplacer", "history"];
+
+/// `history`'s live period when the spec leaves `period` at its default (1000 accesses, which
+/// a daemon cannot count): one DAMON aggregation window at DAMON's default (100 ms).
+pub const HISTORY_LIVE_PERIOD_NS: u64 = 100_000_000;
+
+/// The slow tier's capacity in the mirror: the slow node is the daemon's to fill, not to
+/// budget (the kernel refuses a move that does not fit, and the move is counted as failed).
+const SLOW_CAPACITY_PAGES: u64 = u64::MAX / 4;
 
 /// Build a daemon policy from its spec, for a fast tier of at most `fast_budget_pages` pages
 /// of `page_bytes` bytes.
 pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64) -> Result<Box<dyn LiveDecider>> {
-    let _ = (fast_budget_pages, page_bytes);
-    Err(Error::config("--policy", format!("'{}' cannot run as a daemon policy (daemon policies: {})", spec.name, LIVE_POLICIES.join(", "))))
+    if !LIVE_POLICIES.contains(&spec.name.as_str()) {
+        lookup(&spec.name)?; // an unknown name gets the registry's error
+        return Err(Error::config("--policy", format!("'{}' cannot run as a daemon policy (daemon policies: {})", spec.name, LIVE_POLICIES.join(", "))));
+    }
+    if page_bytes == 0 || !page_bytes.is_power_of_two() {
+        return Err(Error::config("page size", format!("{page_bytes} bytes is not a power of two")));
+    }
+    if fast_budget_pages > SLOW_CAPACITY_PAGES {
+        return Err(Error::config("--fast-capacity", format!("{fast_budget_pages} pages is beyond any machine")));
+    }
+    let info = lookup(&spec.name)?;
+    let params = Params::parse(info.name, info.params, spec)?;
+    match info.name {
+        "hyplacer" => Ok(Box::new(LiveHyPlacer::new(&params, fast_budget_pages, page_bytes)?)),
+        _ => Ok(Box::new(LiveHistory::new(spec, &params, fast_budget_pages, page_bytes)?)),
+    }
+}
+
+/// The next point of the grid of `every` ns strictly after `t_ns`.
+fn next_grid(t_ns: u64, every: u64) -> u64 {
+    (t_ns / every + 1) * every
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+struct MirrorStats {
+    /// observations taken
+    observations: u64,
+    /// pages seen for the first time (or again, after they were gone)
+    pages_new: u64,
+    /// pages that disappeared between two observations (unmapped)
+    pages_gone: u64,
+    /// pages observed on another tier than the mirror had them (moved by the kernel, or a
+    /// move reported done that did not hold)
+    relocated: u64,
+    /// pages observed on the fast tier beyond the budget, demoted first
+    over_budget_demoted: u64,
+    /// moves asked for / reported done / failed (by errno; -1: not tried by the Linux side)
+    moves_requested: u64,
+    moves_done: u64,
+    moves_failed: BTreeMap<i32, u64>,
+}
+
+/// The observed placement of the program, as a [`Memory`] whose fast tier holds the budget.
+struct Mirror {
+    pm: PageMap,
+    mem: Memory,
+    page_bytes: u64,
+    budget: u64,
+    /// observation number at which each page was last seen
+    seen: Vec<u64>,
+    /// pages the decision code knows (given to it as new, not yet gone); a page can be known
+    /// and out of the mirror, after a failed move the mirror could not undo
+    known: Vec<bool>,
+    /// the moves of the last step, for [`Mirror::moved`]
+    last_moves: Vec<LiveMove>,
+    stats: MirrorStats,
+}
+
+/// What [`Mirror::sync`] found.
+struct Synced {
+    /// pages new to the mirror, `(address, page)`, in address order
+    new: Vec<(u64, PageId)>,
+    gone: Vec<PageId>,
+    /// demotions of pages over the budget, in the order they are to be carried out
+    excess: Vec<LiveMove>,
+    /// each observed page's id, in the observation's order
+    ids: Vec<PageId>,
+}
+
+impl Mirror {
+    fn new(budget: u64, page_bytes: u64) -> Mirror {
+        Mirror {
+            pm: PageMap::new(page_bytes),
+            mem: Memory::new(&[budget, SLOW_CAPACITY_PAGES], page_bytes),
+            page_bytes,
+            budget,
+            seen: Vec::new(),
+            known: Vec::new(),
+            last_moves: Vec::new(),
+            stats: MirrorStats::default(),
+        }
+    }
+
+    fn check(&self, obs: &Observation) -> Result<()> {
+        let mut last: Option<u64> = None;
+        for p in &obs.pages {
+            if p.addr % self.page_bytes != 0 {
+                return Err(Error::Invariant(format!("observation: page address {:#x} is not {}-byte aligned", p.addr, self.page_bytes)));
+            }
+            if p.tier > 1 {
+                return Err(Error::Invariant(format!("observation: page {:#x} on tier {} (0 = fast, 1 = slow)", p.addr, p.tier)));
+            }
+            if last.is_some_and(|l| l >= p.addr) {
+                return Err(Error::Invariant(format!("observation: page {:#x} out of address order or twice", p.addr)));
+            }
+            last = Some(p.addr);
+        }
+        Ok(())
+    }
+
+    /// Make the mirror what `obs` says, and pick the pages over the budget.
+    fn sync(&mut self, obs: &Observation) -> Result<Synced> {
+        self.check(obs)?;
+        self.stats.observations += 1;
+        let stamp = self.stats.observations;
+        let mut ids = Vec::with_capacity(obs.pages.len());
+        let mut to_place: Vec<usize> = Vec::new();
+        let mut new = Vec::new();
+        for (i, p) in obs.pages.iter().enumerate() {
+            let id = self.pm.id(p.addr);
+            let n = self.pm.len();
+            self.mem.grow(n);
+            if self.seen.len() < n {
+                self.seen.resize(n.max(self.seen.len() * 2), 0);
+                self.known.resize(self.seen.len(), false);
+            }
+            self.seen[id as usize] = stamp;
+            ids.push(id);
+            let t = self.mem.tier(id);
+            if t == UNPLACED {
+                if !self.known[id as usize] {
+                    self.known[id as usize] = true;
+                    new.push((p.addr, id));
+                }
+                to_place.push(i);
+            } else if t != p.tier {
+                self.mem.unplace(id)?;
+                self.stats.relocated += 1;
+                to_place.push(i);
+            }
+        }
+        let mut gone = Vec::new();
+        for id in 0..self.pm.len() as PageId {
+            if self.known[id as usize] && self.seen[id as usize] != stamp {
+                if self.mem.tier(id) != UNPLACED {
+                    self.mem.unplace(id)?;
+                }
+                self.known[id as usize] = false;
+                gone.push(id);
+            }
+        }
+        self.stats.pages_new += new.len() as u64;
+        self.stats.pages_gone += gone.len() as u64;
+
+        // over the budget: the least accessed fast pages, highest address first among equals
+        let fast: Vec<usize> = (0..obs.pages.len()).filter(|&i| obs.pages[i].tier == 0).collect();
+        let mut over = vec![false; obs.pages.len()];
+        let mut excess = Vec::new();
+        if fast.len() as u64 > self.budget {
+            let mut order = fast.clone();
+            let key = |p: &PageObs| (p.accesses, p.referenced, p.dirty, std::cmp::Reverse(p.addr));
+            order.sort_by_key(|&i| key(&obs.pages[i]));
+            for &i in order.iter().take(fast.len() - self.budget as usize) {
+                over[i] = true;
+                let id = ids[i];
+                if self.mem.tier(id) == 0 {
+                    self.mem.unplace(id)?;
+                    to_place.push(i);
+                }
+                excess.push(LiveMove { addr: obs.pages[i].addr, from: 0, to: 1 });
+            }
+            self.stats.over_budget_demoted += excess.len() as u64;
+        }
+        for i in to_place {
+            let t = if over[i] { 1 } else { obs.pages[i].tier };
+            self.mem.place(ids[i], t)?;
+        }
+        Ok(Synced { new, gone, excess, ids })
+    }
+
+    /// The moves the decision code made since the last call, as the Linux side is to carry
+    /// them out: in order, but within a swap the demotion first.
+    fn take_moves(&mut self) -> Vec<LiveMove> {
+        let ops: Vec<Op> = std::mem::take(&mut self.mem.ops);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < ops.len() {
+            if let Op::Move(a) = ops[i] {
+                let mv = |m: &crate::mechanics::MigrationOp| LiveMove { addr: self.pm.page_addr(m.page), from: m.from, to: m.to };
+                if a.swap {
+                    if let Some(Op::Move(b)) = ops.get(i + 1) {
+                        let (first, second) = if a.to > a.from { (a, *b) } else { (*b, a) };
+                        out.push(mv(&first));
+                        out.push(mv(&second));
+                        i += 2;
+                        continue;
+                    }
+                }
+                out.push(mv(&a));
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// Record the outcome of the last step's moves: a page whose move failed goes back to
+    /// where it was (the next observation confirms or corrects it). Returns the pages that
+    /// moved to the slow tier.
+    fn moved(&mut self, results: &[MoveResult]) -> u64 {
+        let mut into_slow = 0;
+        let mut failed: Vec<(PageId, TierId)> = Vec::new();
+        for r in results {
+            if r.errno == 0 {
+                self.stats.moves_done += 1;
+                into_slow += (r.to == 1) as u64;
+                continue;
+            }
+            *self.stats.moves_failed.entry(r.errno).or_default() += 1;
+            let from = self.last_moves.iter().rev().find(|m| m.addr == r.addr && m.to == r.to).map(|m| m.from);
+            if let (Some(id), Some(from)) = (self.pm.get(r.addr), from) {
+                failed.push((id, from));
+            }
+        }
+        // promotions back first: they free the fast frames failed demotions return to
+        failed.sort_by_key(|&(_, from)| std::cmp::Reverse(from));
+        for (id, from) in failed {
+            if self.mem.tier(id) != UNPLACED && self.mem.tier(id) != from {
+                let _ = self.mem.unplace(id);
+                // no frame for it (the Linux side went past the budget): the page is left out
+                // of the mirror until the next observation, which applies the budget rule
+                let _ = self.mem.place(id, from);
+            }
+        }
+        into_slow
+    }
+
+    fn finish_step(&mut self, moves: &[LiveMove]) {
+        self.stats.moves_requested += moves.len() as u64;
+        self.last_moves = moves.to_vec();
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+struct HyStats {
+    /// steps (observations decided on)
+    steps: u64,
+    /// PageFinds run (promoting modes)
+    page_finds: u64,
+    /// DCPMM write throughput estimates: last one, and the largest, MB/s
+    last_write_estimate_mb_per_s: f64,
+    max_write_estimate_mb_per_s: f64,
+}
+
+/// `hyplacer` as a daemon: the simulator's [`Decisions`] on live observations.
+///
+/// Steps (`t` = the observation's `t_ns`; activations on the grid of `interval` from 0):
+/// * a step whose PageFind is due (`t >= activation + delay`) runs it on the bits of the
+///   delay window, and its moves are the step's;
+/// * a step at or past the next grid point, with no PageFind waiting, activates the control
+///   loop: mode from DRAM usage (the mirror's fast pages / the budget) and the DCPMM write
+///   estimate; DEMOTE's moves now, or DCPMM_CLEAR for a promoting mode, whose PageFind is
+///   then due `delay` later (`next_in_ns = delay`); a grid point passed while a PageFind
+///   waits is skipped, as the simulator skips it (`busy`);
+/// * otherwise `next_in_ns` is the time to the next grid point (`interval - delay` after an
+///   on-time PageFind, `interval` after a non-promoting activation).
+///
+/// Every step returns `clear_bits: true`: each observation covers the time since the last
+/// step, and its bits add to the decision code's copy, which only the decision code clears
+/// (DCPMM_CLEAR, the CLOCK hand, a move), as the MMU's bits in the simulator.
+///
+/// DCPMM write throughput: no counter exists live (no PCM or uncore counter in a VM; pcm
+/// needs MSR access). It is estimated, at each activation, as the bytes of the slow-tier
+/// pages found soft-dirty in each observation since the previous activation (a page counts
+/// once per observation window), plus the pages moved into the slow tier since then (PCM
+/// counts their copies too), times the page size, over the time since the previous
+/// activation. Biases: a page written many times in a window counts once (under-estimate,
+/// for pages rewritten in place), and a page with one written line counts whole (over-
+/// estimate, up to page size / 64 for sparse stores); writes the CPU caches absorb count
+/// although the media never sees them. The threshold compares against this estimate.
+pub struct LiveHyPlacer {
+    d: Decisions,
+    m: Mirror,
+    interval_ns: u64,
+    delay_ns: u64,
+    next_act_ns: u64,
+    /// a PageFind waiting: mode, its activation's row, due time
+    pending: Option<(Mode, usize, u64)>,
+    last_t_ns: u64,
+    /// the write estimate's bytes and start
+    est_bytes: u64,
+    est_since_ns: u64,
+    stats: HyStats,
+}
+
+impl LiveHyPlacer {
+    fn new(p: &Params, budget: u64, page_bytes: u64) -> Result<LiveHyPlacer> {
+        let cfg = hyplacer::config(p)?;
+        if cfg.placement == Placement::Dcpmm {
+            return Err(Error::config(
+                "hyplacer:placement",
+                "live, new pages go where the kernel's first touch puts them (dram-first while the fast node has room); placement=dcpmm is simulation only",
+            ));
+        }
+        Ok(LiveHyPlacer {
+            interval_ns: cfg.interval_ns,
+            delay_ns: cfg.delay_ns,
+            next_act_ns: cfg.interval_ns,
+            d: Decisions::new(cfg),
+            m: Mirror::new(budget, page_bytes),
+            pending: None,
+            last_t_ns: 0,
+            est_bytes: 0,
+            est_since_ns: 0,
+            stats: HyStats::default(),
+        })
+    }
+}
+
+impl LiveDecider for LiveHyPlacer {
+    fn name(&self) -> &str {
+        "hyplacer"
+    }
+
+    fn step(&mut self, obs: &Observation) -> Result<Step> {
+        if obs.t_ns < self.last_t_ns {
+            return Err(Error::Invariant(format!("observation at {} ns, before the previous one ({} ns)", obs.t_ns, self.last_t_ns)));
+        }
+        let t = obs.t_ns;
+        self.last_t_ns = t;
+        self.stats.steps += 1;
+        let s = self.m.sync(obs)?;
+        self.d.forget(&s.gone);
+        for &(addr, id) in &s.new {
+            self.d.new_page(id, addr);
+        }
+        let mut dirty_slow = 0u64;
+        for (p, &id) in obs.pages.iter().zip(&s.ids) {
+            self.d.observe_bits(id, p.referenced, p.dirty);
+            dirty_slow += (p.tier == 1 && p.dirty) as u64;
+        }
+        self.est_bytes += dirty_slow * self.m.page_bytes;
+        for mv in &s.excess {
+            if let Some(id) = self.m.pm.get(mv.addr) {
+                self.d.clear_bits(id); // moved: a new PTE, both bits clear (see hyplacer)
+            }
+        }
+        let mut moves = s.excess;
+
+        if let Some((mode, row, due)) = self.pending {
+            if t >= due {
+                self.pending = None;
+                self.d.find(&mut self.m.mem, &Costs::NONE, mode, row)?;
+                self.stats.page_finds += 1;
+            }
+        }
+        if t >= self.next_act_ns {
+            if self.pending.is_some() {
+                self.d.note_boundary(true, false);
+            } else {
+                self.d.note_boundary(false, false);
+                let span = t - self.est_since_ns;
+                // bytes per ns = GB/s; MB/s = 1000 x that
+                let write_mb = if span > 0 { self.est_bytes as f64 / span as f64 * 1e3 } else { 0.0 };
+                self.est_bytes = 0;
+                self.est_since_ns = t;
+                self.stats.last_write_estimate_mb_per_s = write_mb;
+                self.stats.max_write_estimate_mb_per_s = self.stats.max_write_estimate_mb_per_s.max(write_mb);
+                let a = self.d.activate(&mut self.m.mem, &Costs::NONE, t as f64, write_mb)?;
+                if a.cleared_ns.is_some() {
+                    self.pending = Some((a.mode, a.row, t + self.delay_ns));
+                }
+            }
+            self.next_act_ns = next_grid(t, self.interval_ns);
+        }
+        moves.extend(self.m.take_moves());
+        self.m.finish_step(&moves);
+        let next = match self.pending {
+            Some((_, _, due)) => due,
+            None => self.next_act_ns,
+        };
+        Ok(Step { moves, clear_bits: true, next_in_ns: (next - t).max(1) })
+    }
+
+    fn moved(&mut self, results: &[MoveResult]) {
+        let into_slow = self.m.moved(results);
+        // PCM counts the copies into DCPMM: so does the estimate
+        self.est_bytes += into_slow * self.m.page_bytes;
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let mut r = self.d.report();
+        r["live"] = json!({
+            "budget_pages": self.m.budget,
+            "fast_pages": self.m.mem.used(0),
+            "slow_pages": self.m.mem.used(1),
+            "steps": self.stats,
+            "mirror": self.m.stats,
+            "write_estimate": "soft-dirty slow-tier pages per window + pages moved into the slow tier, x page size, per second since the previous activation",
+        });
+        r
+    }
+}
+
+/// `history` as a daemon: the simulator's [`PageScheduler`], its `on_period` hook called at
+/// every period boundary as the engine calls it, with the period's DAMON counts.
+///
+/// Per observation, each page gets the count `max(accesses, 1 if referenced, dirty or new)`
+/// (a page the kernel shows for the first time was touched) added to the current period's;
+/// a page with a count is "touched" in the period, and its last access is the observation's,
+/// in address order (DAMON cannot say which page of a window was accessed last: among pages
+/// of one window, the higher address counts as the more recent). At the first observation at
+/// or past a boundary of the grid of `period` ns the period ends and the scheduler runs.
+/// Placement of new pages is the kernel's (the scheduler's interleaved first touch is
+/// simulation only).
+pub struct LiveHistory {
+    s: PageScheduler,
+    m: Mirror,
+    track: Tracking,
+    resolved: Resolved,
+    period_ns: u64,
+    next_ns: u64,
+    /// pages given a last access so far (the engine's access index)
+    accesses: u64,
+    period: u64,
+    started: bool,
+    last_t_ns: u64,
+    steps: u64,
+}
+
+impl LiveHistory {
+    fn new(spec: &PolicySpec, p: &Params, budget: u64, page_bytes: u64) -> Result<LiveHistory> {
+        if p.text("compat") != "none" {
+            return Err(Error::config("history:compat", format!("compat={} reproduces a simulator, not a daemon; use compat=none live", p.text("compat"))));
+        }
+        let given = spec.args.iter().any(|(k, _)| k == "period");
+        let period_ns = match p.period("period") {
+            Period::Ns(n) if n > 0 => n,
+            _ if !given => HISTORY_LIVE_PERIOD_NS,
+            other => {
+                return Err(Error::config(
+                    "history:period",
+                    format!("live, a period is a time (e.g. period=100ms); {} cannot be counted by a daemon", other.describe()),
+                ))
+            }
+        };
+        let platform = Platform::presets().into_iter().next().ok_or_else(|| Error::Invariant("no platform preset".into()))?;
+        Ok(LiveHistory {
+            s: PageScheduler::new(Source::History, Period::Ns(period_ns), p.int("bins") as u32, false),
+            m: Mirror::new(budget, page_bytes),
+            track: Tracking::new(true, false, true),
+            // the scheduler reads no platform figure; a context needs one
+            resolved: Resolved { platform, capacity: Vec::new(), capacity_pages: vec![budget, SLOW_CAPACITY_PAGES], page_size: page_bytes, footprint_pages: 0 },
+            period_ns,
+            next_ns: period_ns,
+            accesses: 0,
+            period: 0,
+            started: false,
+            last_t_ns: 0,
+            steps: 0,
+        })
+    }
+
+    fn now(&self, t_ns: u64) -> Now {
+        Now { accesses: self.accesses, insn: 0, ns: t_ns as f64, hw_idle_ns: 0.0, period: self.period }
+    }
+}
+
+/// The context the engine would give the scheduler, over the mirror.
+fn history_ctx<'a>(m: &'a mut Mirror, track: &'a Tracking, resolved: &'a Resolved, now: Now) -> Ctx<'a> {
+    Ctx {
+        pages: m.pm.len(),
+        mem: &mut m.mem,
+        track,
+        future: None,
+        now,
+        platform: resolved,
+        line_bytes: 64,
+        pagemap: &m.pm,
+        first_write: false,
+        time_scale: 1.0,
+    }
+}
+
+impl LiveDecider for LiveHistory {
+    fn name(&self) -> &str {
+        "history"
+    }
+
+    fn step(&mut self, obs: &Observation) -> Result<Step> {
+        if obs.t_ns < self.last_t_ns {
+            return Err(Error::Invariant(format!("observation at {} ns, before the previous one ({} ns)", obs.t_ns, self.last_t_ns)));
+        }
+        let t = obs.t_ns;
+        self.last_t_ns = t;
+        self.steps += 1;
+        if !self.started {
+            self.started = true;
+            let now = self.now(t);
+            self.s.init(&mut history_ctx(&mut self.m, &self.track, &self.resolved, now))?;
+        }
+        let sy = self.m.sync(obs)?;
+        let n = self.m.pm.len();
+        self.track.grow(n);
+        let new: std::collections::HashSet<PageId> = sy.new.iter().map(|e| e.1).collect();
+        for (p, &id) in obs.pages.iter().zip(&sy.ids) {
+            let seen = (p.referenced || p.dirty || new.contains(&id)) as u32;
+            let count = p.accesses.max(seen);
+            if count > 0 {
+                self.track.record(id, p.dirty, self.accesses);
+                let c = &mut self.track.count[id as usize];
+                *c = c.saturating_add(count - 1);
+                self.accesses += 1;
+            }
+        }
+        let mut moves = sy.excess;
+        if t >= self.next_ns {
+            self.track.end_period();
+            self.period += 1;
+            let now = self.now(t);
+            // the engine's boundary: the period's counts become prev_*, then the hook
+            self.s.on_period(&mut history_ctx(&mut self.m, &self.track, &self.resolved, now))?;
+            self.next_ns = next_grid(t, self.period_ns);
+        }
+        moves.extend(self.m.take_moves());
+        self.m.finish_step(&moves);
+        Ok(Step { moves, clear_bits: true, next_in_ns: (self.next_ns - t).max(1) })
+    }
+
+    fn moved(&mut self, results: &[MoveResult]) {
+        self.m.moved(results);
+    }
+
+    fn report(&self) -> serde_json::Value {
+        let mut r = self.s.report();
+        r["live"] = json!({
+            "budget_pages": self.m.budget,
+            "fast_pages": self.m.mem.used(0),
+            "slow_pages": self.m.mem.used(1),
+            "period_ns": self.period_ns,
+            "steps": self.steps,
+            "periods": self.period,
+            "mirror": self.m.stats,
+        });
+        r
+    }
 }

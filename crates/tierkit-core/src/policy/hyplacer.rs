@@ -71,6 +71,13 @@
 //!
 //! With more than two tiers, DRAM is tier 0 and DCPMM the slowest tier; pages in the tiers in
 //! between are never moved (they still count in the walks' PTEs).
+//!
+//! One implementation, two drivers: the decisions (which mode, which pages) are
+//! [`Decisions`], on a [`Memory`] and a copy of the referenced/dirty bits. The simulator's
+//! [`HyPlacer`] sets the bits from its MMU emulation, times activations and PageFinds on the
+//! engine's clock and charges the costs ([`Costs`]); the live daemon (`crate::live::decide`)
+//! adds the bits it observes (DAMON, soft-dirty) to the same copy, times them on the wall
+//! clock, estimates DCPMM's write throughput from soft-dirty pages, and charges nothing.
 
 use serde::Serialize;
 use serde_json::json;
@@ -277,19 +284,57 @@ struct Pending {
     due_ns: f64,
 }
 
-pub struct HyPlacer {
+/// What the decision code's walks and `move_pages` batches cost, and whether they are charged.
+/// The simulator charges them to the program ([`Costs::charged`]); live, the kernel pays them
+/// (`clear_refs`, `move_pages`) and nothing is charged ([`Costs::NONE`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    pub charge: bool,
+    /// A page-table walk, per PTE visited, ns.
+    pub per_pte_ns: f64,
+    /// A TLB flush (after a clearing walk, and a batch's shootdown), ns.
+    pub flush_ns: f64,
+    /// A kernel entry (one per `move_pages` batch), ns.
+    pub fault_ns: f64,
+}
+
+impl Costs {
+    /// Nothing charged: the live daemon, whose walks and moves the kernel pays for.
+    pub const NONE: Costs = Costs { charge: false, per_pte_ns: 0.0, flush_ns: 0.0, fault_ns: 0.0 };
+
+    /// The simulator's charges: walks at `walk_ns_per_pte`, the platform's flush and fault.
+    fn charged(cfg: &Config, ctx: &Ctx) -> Costs {
+        let m = &ctx.platform.platform.migration;
+        Costs { charge: true, per_pte_ns: cfg.walk_ns_per_pte, flush_ns: m.tlb_shootdown_ns, fault_ns: m.fault_ns }
+    }
+}
+
+/// An activation's outcome ([`Decisions::activate`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Activation {
+    pub mode: Mode,
+    /// The time-series row of the activation (its `moved` is filled in later by the PageFind).
+    pub row: usize,
+    /// Some(ns the clearing walk cost) if DCPMM_CLEAR ran: the PageFind is due after the
+    /// delay ([`Decisions::find`]).
+    pub cleared_ns: Option<f64>,
+}
+
+/// HyPlacer's decision code (004 §4.4), shared by the simulator's driver ([`HyPlacer`], fed by
+/// its MMU emulation through [`Decisions::access`]) and the live daemon
+/// (`crate::live::decide`, fed by observations through [`Decisions::observe_bits`]). It
+/// decides which pages move and which mode runs, on a [`Memory`] (the simulator's, or the
+/// daemon's mirror of the observed placement) whose move log is what the drivers carry out;
+/// it does not know what time it is, nor where the referenced/dirty bits come from.
+pub struct Decisions {
     cfg: Config,
     bits: RefBits,
-    bw: Option<BandwidthCounters>,
     /// every page, by virtual address: `(address, page)`
     order: Vec<(u64, PageId)>,
-    /// pages placed since `order` was last merged
-    fresh: Vec<PageId>,
+    /// pages placed since `order` was last merged, with their addresses
+    fresh: Vec<(u64, PageId)>,
     /// where the next DRAM / DCPMM walk starts (a virtual address)
     hand: [u64; 2],
-    pending: Option<Pending>,
-    /// `now.accesses` at the last activation
-    last_accesses: u64,
     stats: Stats,
     rows: Vec<Row>,
     // scratch
@@ -301,19 +346,25 @@ pub struct HyPlacer {
     c: Vec<PageId>,
 }
 
+/// The simulator's `hyplacer`: [`Decisions`] driven by the engine's accesses and periods.
+pub struct HyPlacer {
+    d: Decisions,
+    bw: Option<BandwidthCounters>,
+    pending: Option<Pending>,
+    /// `now.accesses` at the last activation
+    last_accesses: u64,
+}
+
 const DRAM: TierId = 0;
 
-impl HyPlacer {
-    pub fn new(cfg: Config) -> HyPlacer {
-        HyPlacer {
+impl Decisions {
+    pub fn new(cfg: Config) -> Decisions {
+        Decisions {
             cfg,
             bits: RefBits::new(),
-            bw: None,
             order: Vec::new(),
             fresh: Vec::new(),
             hand: [0; 2],
-            pending: None,
-            last_accesses: 0,
             stats: Stats::default(),
             rows: Vec::new(),
             cold: Vec::new(),
@@ -325,53 +376,95 @@ impl HyPlacer {
         }
     }
 
-    fn scan_cost(&self, ctx: &Ctx) -> ScanCost {
-        ScanCost { per_pte_ns: self.cfg.walk_ns_per_pte, flush_ns: ctx.platform.platform.migration.tlb_shootdown_ns }
+    pub fn config(&self) -> &Config {
+        &self.cfg
     }
 
-    fn new_page(&mut self, page: PageId) {
+    /// A page the decisions now cover, at virtual address `addr`.
+    pub fn new_page(&mut self, page: PageId, addr: u64) {
         self.bits.grow(page as usize + 1);
-        self.fresh.push(page);
+        self.fresh.push((addr, page));
+    }
+
+    /// Pages that are gone (the live program unmapped them): no walk visits them again.
+    pub fn forget(&mut self, gone: &[PageId]) {
+        if gone.is_empty() {
+            return;
+        }
+        let set: std::collections::HashSet<PageId> = gone.iter().copied().collect();
+        self.order.retain(|e| !set.contains(&e.1));
+        self.fresh.retain(|e| !set.contains(&e.1));
+        for &p in gone {
+            self.bits.clear(p);
+        }
+    }
+
+    /// What the MMU does on an access (the simulator's emulation).
+    #[inline(always)]
+    pub fn access(&mut self, page: PageId, write: bool) {
+        self.bits.access(page, write);
+    }
+
+    /// Bits seen by the live daemon for one window since its previous step: they add to the
+    /// page's bits as the MMU's would (set since the decisions last cleared them).
+    pub fn observe_bits(&mut self, page: PageId, referenced: bool, dirty: bool) {
+        if referenced || dirty {
+            self.bits.grow(page as usize + 1);
+            // a written page was accessed: dirty sets both bits, as a store does
+            self.bits.access(page, dirty);
+        }
+    }
+
+    /// A page's bits (`REFERENCED | DIRTY`).
+    pub fn bits(&self, page: PageId) -> u8 {
+        self.bits.get(page)
+    }
+
+    /// Clear a page's bits (a live move that failed, say: the page starts afresh).
+    pub fn clear_bits(&mut self, page: PageId) {
+        self.bits.clear(page);
     }
 
     /// Bring the fresh pages into the address-ordered list.
-    fn merge_fresh(&mut self, ctx: &Ctx) {
+    fn merge_fresh(&mut self) {
         if self.fresh.is_empty() {
             return;
         }
-        let add: Vec<(u64, PageId)> = self.fresh.drain(..).map(|p| (ctx.page_addr(p), p)).collect();
+        let add: Vec<(u64, PageId)> = std::mem::take(&mut self.fresh);
         crate::tracking::merge_by_address(&mut self.order, add);
     }
 
     /// Charge a walk over `ptes` entries (and a TLB flush if it cleared bits), ns charged.
-    fn charge_walk(&mut self, ctx: &mut Ctx, ptes: u64, cleared: bool) -> f64 {
-        let cost = self.scan_cost(ctx);
+    fn charge_walk(&mut self, mem: &mut Memory, costs: &Costs, ptes: u64, cleared: bool) -> f64 {
+        let cost = ScanCost { per_pte_ns: costs.per_pte_ns, flush_ns: costs.flush_ns };
         self.stats.ptes_visited += ptes;
         let mut ns = 0.0;
-        if ptes > 0 {
+        if ptes > 0 && costs.charge {
             let w = cost.walk_ns(ptes, false);
-            ctx.mem.charge(Charge { what: "page-table walk (hyplacer)", ns: w, halts: true, energy_j: 0.0 });
+            mem.charge(Charge { what: "page-table walk (hyplacer)", ns: w, halts: true, energy_j: 0.0 });
             ns += w;
         }
         if cleared {
-            ctx.mem.charge(Charge { what: "TLB flush after clearing walk (hyplacer)", ns: cost.flush_ns, halts: true, energy_j: 0.0 });
+            if costs.charge {
+                mem.charge(Charge { what: "TLB flush after clearing walk (hyplacer)", ns: cost.flush_ns, halts: true, energy_j: 0.0 });
+                ns += cost.flush_ns;
+            }
             self.stats.flushes += 1;
-            ns += cost.flush_ns;
         }
         ns
     }
 
     /// DCPMM_CLEAR: clear the bits of every DCPMM page (a walk over all PTEs, then a flush).
-    fn dcpmm_clear(&mut self, ctx: &mut Ctx) -> f64 {
-        self.merge_fresh(ctx);
-        let slow = ctx.mem.tiers() as TierId - 1;
+    fn dcpmm_clear(&mut self, mem: &mut Memory, costs: &Costs) -> f64 {
+        self.merge_fresh();
+        let slow = mem.tiers() as TierId - 1;
         for &(_, p) in &self.order {
-            if ctx.mem.tier(p) == slow {
+            if mem.tier(p) == slow {
                 self.bits.clear(p);
             }
         }
         self.stats.clears += 1;
-        self.charge_walk(ctx, self.order.len() as u64, true)
+        self.charge_walk(mem, costs, self.order.len() as u64, true)
     }
 
     /// Index in `order` where a walk starting at address `hand` begins.
@@ -383,7 +476,6 @@ impl HyPlacer {
             s
         }
     }
-
     /// The CLOCK hand over DRAM pages, wanting `want` cold pages: fills `cold` (at most
     /// `want`), `read` and `written` (passed pages whose bits it cleared, in walk order).
     /// Returns the PTEs visited.
@@ -480,18 +572,18 @@ impl HyPlacer {
     }
 
     /// Open a `move_pages` batch (os_costs=batch): one kernel entry.
-    fn batch_open(&mut self, ctx: &mut Ctx) {
-        if self.cfg.os_costs == OsCosts::Batch {
-            let ns = ctx.platform.platform.migration.fault_ns;
-            ctx.mem.charge(Charge { what: "OS entry (move_pages batch)", ns, halts: true, energy_j: 0.0 });
+    fn batch_open(&mut self, mem: &mut Memory, costs: &Costs) {
+        if self.cfg.os_costs == OsCosts::Batch && costs.charge {
+            mem.charge(Charge { what: "OS entry (move_pages batch)", ns: costs.fault_ns, halts: true, energy_j: 0.0 });
         }
     }
 
     /// Close it: one TLB shootdown for the batch.
-    fn batch_close(&mut self, ctx: &mut Ctx) {
+    fn batch_close(&mut self, mem: &mut Memory, costs: &Costs) {
         if self.cfg.os_costs == OsCosts::Batch {
-            let ns = ctx.platform.platform.migration.tlb_shootdown_ns;
-            ctx.mem.charge(Charge { what: "TLB shootdown (move_pages batch)", ns, halts: true, energy_j: 0.0 });
+            if costs.charge {
+                mem.charge(Charge { what: "TLB shootdown (move_pages batch)", ns: costs.flush_ns, halts: true, energy_j: 0.0 });
+            }
             self.stats.batches += 1;
         }
     }
@@ -508,87 +600,113 @@ impl HyPlacer {
 
     /// Demote up to `n` DRAM pages, CLOCK order: cold, then read-dominated, then written.
     /// Returns the pages moved. `skip` cold pages at the front are already used (by swaps).
-    fn demote_from_walk(&mut self, ctx: &mut Ctx, n: usize, skip: usize) -> Result<u64> {
-        let slow = ctx.mem.tiers() as TierId - 1;
+    fn demote_from_walk(&mut self, mem: &mut Memory, n: usize, skip: usize) -> Result<u64> {
+        let slow = mem.tiers() as TierId - 1;
         let by = self.by();
-        let n = n.min(ctx.mem.free(slow) as usize);
+        let n = n.min(mem.free(slow) as usize);
         let victims: Vec<PageId> = self.cold[skip.min(self.cold.len())..].iter().chain(&self.read).chain(&self.written).copied().take(n).collect();
         for &v in &victims {
-            ctx.mem.migrate_by(v, slow, by)?;
+            mem.migrate_by(v, slow, by)?;
             self.bits.clear(v);
         }
         Ok(victims.len() as u64)
     }
 
     /// DEMOTE: CLOCK over DRAM, down to the target.
-    fn demote(&mut self, ctx: &mut Ctx) -> Result<u64> {
-        self.merge_fresh(ctx);
-        let slow = ctx.mem.tiers() as TierId - 1;
-        let tp = target_pages(self.cfg.dram_target, ctx.mem.capacity(DRAM));
-        let n = ctx.mem.used(DRAM).saturating_sub(tp).min(self.cfg.max_pages).min(ctx.mem.free(slow)) as usize;
-        let (ptes, cleared) = self.clock_walk(ctx.mem, n);
-        self.charge_walk(ctx, ptes, cleared);
+    fn demote(&mut self, mem: &mut Memory, costs: &Costs) -> Result<u64> {
+        self.merge_fresh();
+        let slow = mem.tiers() as TierId - 1;
+        let tp = target_pages(self.cfg.dram_target, mem.capacity(DRAM));
+        let n = mem.used(DRAM).saturating_sub(tp).min(self.cfg.max_pages).min(mem.free(slow)) as usize;
+        let (ptes, cleared) = self.clock_walk(mem, n);
+        self.charge_walk(mem, costs, ptes, cleared);
         let want = n.min(self.cold.len() + self.read.len() + self.written.len());
         if want == 0 {
             return Ok(0);
         }
-        self.batch_open(ctx);
-        let moved = self.demote_from_walk(ctx, want, 0)?;
-        self.batch_close(ctx);
+        self.batch_open(mem, costs);
+        let moved = self.demote_from_walk(mem, want, 0)?;
+        self.batch_close(mem, costs);
         self.stats.demote.demoted += moved;
         Ok(moved)
     }
 
-    /// The promoting PageFind, after DCPMM_CLEAR and the delay.
+    /// A control-loop activation at `time_ns` (004 §4.4): the mode from DRAM's usage and
+    /// DCPMM's write throughput, then DEMOTE's moves, or DCPMM_CLEAR for a promoting mode
+    /// (whose PageFind, [`Decisions::find`], the driver runs once the delay has passed).
+    pub fn activate(&mut self, mem: &mut Memory, costs: &Costs, time_ns: f64, write_mb: f64) -> Result<Activation> {
+        let slow = mem.tiers() as TierId - 1;
+        let cap = mem.capacity(DRAM);
+        let usage = mem.used(DRAM) as f64 / cap.max(1) as f64;
+        let m = mode(usage, self.cfg.dram_limit, self.cfg.dram_target, write_mb, self.cfg.write_threshold_mb_per_s);
+        self.mode_stats(m).activations += 1;
+        let row = self.rows.len();
+        self.rows.push(Row { time_ms: time_ns / 1e6, mode: m, dram_usage: usage, dcpmm_write_mb_per_s: write_mb, moved: 0 });
+        let mut cleared_ns = None;
+        match m {
+            Mode::None => {}
+            Mode::Demote => {
+                let moved = self.demote(mem, costs)?;
+                self.stats.moved += moved;
+                self.rows[row].moved = moved;
+            }
+            _ if mem.used(slow) == 0 => self.stats.nothing_in_dcpmm += 1,
+            _ => cleared_ns = Some(self.dcpmm_clear(mem, costs)),
+        }
+        Ok(Activation { mode: m, row, cleared_ns })
+    }
+
+    /// The promoting PageFind of mode `mode` (activation row `row`), after DCPMM_CLEAR and
+    /// the delay. Returns the pages moved.
     #[cold]
     #[inline(never)]
-    fn find(&mut self, ctx: &mut Ctx, p: Pending) -> Result<()> {
-        self.merge_fresh(ctx);
-        let slow = ctx.mem.tiers() as TierId - 1;
-        let cap = ctx.mem.capacity(DRAM);
-        let used = ctx.mem.used(DRAM);
+    pub fn find(&mut self, mem: &mut Memory, costs: &Costs, mode: Mode, row: usize) -> Result<u64> {
+        self.merge_fresh();
+        let slow = mem.tiers() as TierId - 1;
+        let cap = mem.capacity(DRAM);
+        let used = mem.used(DRAM);
         let tp = target_pages(self.cfg.dram_target, cap);
         let by = self.by();
         let mut moved = 0u64;
-        match p.mode {
+        match mode {
             Mode::Promote | Mode::PromoteInt => {
-                let n = tp.saturating_sub(used).min(self.cfg.max_pages).min(ctx.mem.free(DRAM)) as usize;
-                let ptes = self.dcpmm_walk(ctx.mem, n, p.mode == Mode::Promote);
-                self.charge_walk(ctx, ptes, false);
+                let n = tp.saturating_sub(used).min(self.cfg.max_pages).min(mem.free(DRAM)) as usize;
+                let ptes = self.dcpmm_walk(mem, n, mode == Mode::Promote);
+                self.charge_walk(mem, costs, ptes, false);
                 let sel: Vec<PageId> = self.w.iter().chain(&self.r).chain(&self.c).copied().take(n).collect();
                 if !sel.is_empty() {
-                    self.batch_open(ctx);
+                    self.batch_open(mem, costs);
                     for &q in &sel {
-                        ctx.mem.migrate_by(q, DRAM, by)?;
+                        mem.migrate_by(q, DRAM, by)?;
                         self.bits.clear(q);
                     }
-                    self.batch_close(ctx);
+                    self.batch_close(mem, costs);
                 }
                 moved = sel.len() as u64;
-                self.mode_stats(p.mode).promoted += moved;
+                self.mode_stats(mode).promoted += moved;
             }
             Mode::Switch => {
                 // above the limit, the switch also restores the free buffer (down to target)
                 let usage = used as f64 / cap.max(1) as f64;
                 let excess = if usage > self.cfg.dram_limit { used.saturating_sub(tp) } else { 0 };
-                let excess = excess.min(self.cfg.max_pages).min(ctx.mem.free(slow)) as usize;
+                let excess = excess.min(self.cfg.max_pages).min(mem.free(slow)) as usize;
                 let pairs_max = ((self.cfg.max_pages as usize).saturating_sub(excess)) / 2;
-                let ptes = self.dcpmm_walk(ctx.mem, pairs_max, false);
-                self.charge_walk(ctx, ptes, false);
+                let ptes = self.dcpmm_walk(mem, pairs_max, false);
+                self.charge_walk(mem, costs, ptes, false);
                 let sel: Vec<PageId> = self.w.iter().chain(&self.r).copied().take(pairs_max).collect();
-                let (ptes, cleared) = self.clock_walk(ctx.mem, sel.len() + excess);
-                self.charge_walk(ctx, ptes, cleared);
+                let (ptes, cleared) = self.clock_walk(mem, sel.len() + excess);
+                self.charge_walk(mem, costs, ptes, cleared);
                 let pairs = sel.len().min(self.cold.len());
                 let extra = excess.min(self.cold.len() - pairs + self.read.len() + self.written.len());
                 if pairs + extra > 0 {
-                    self.batch_open(ctx);
+                    self.batch_open(mem, costs);
                     for (&up, &down) in sel.iter().zip(&self.cold).take(pairs) {
-                        ctx.mem.swap_by(up, down, by)?;
+                        mem.swap_by(up, down, by)?;
                         self.bits.clear(up);
                         self.bits.clear(down);
                     }
-                    let d = self.demote_from_walk(ctx, extra, pairs)?;
-                    self.batch_close(ctx);
+                    let d = self.demote_from_walk(mem, extra, pairs)?;
+                    self.batch_close(mem, costs);
                     let s = &mut self.stats.switch;
                     s.switched += pairs as u64;
                     s.promoted += pairs as u64;
@@ -599,128 +717,12 @@ impl HyPlacer {
             Mode::None | Mode::Demote => unreachable!("not a promoting mode"),
         }
         self.stats.moved += moved;
-        self.rows[p.row].moved = moved;
-        Ok(())
+        self.rows[row].moved = moved;
+        Ok(moved)
     }
 
-    fn finish_pending(&mut self, ctx: &mut Ctx) -> Result<()> {
-        if let Some(p) = self.pending {
-            if ctx.now.ns >= p.due_ns {
-                self.pending = None;
-                self.find(ctx, p)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Policy for HyPlacer {
-    const PER_ACCESS: bool = true;
-
-    fn needs(&self) -> Needs {
-        Needs::default()
-    }
-
-    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
-        self.bw = Some(BandwidthCounters::new(ctx.mem.tiers(), ctx.line_bytes));
-        Ok(())
-    }
-
-    fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
-        self.new_page(page);
-        let slow = ctx.mem.tiers() as TierId - 1;
-        let first = match self.cfg.placement {
-            Placement::DramFirst => DRAM,
-            Placement::Dcpmm => slow,
-        };
-        if ctx.mem.free(first) > 0 {
-            first
-        } else if ctx.mem.free(slow) > 0 {
-            slow
-        } else {
-            ctx.mem.first_free_from(0).unwrap_or(first)
-        }
-    }
-
-    fn adopt(&mut self, page: PageId, _tier: TierId, _ctx: &mut Ctx) {
-        self.new_page(page);
-    }
-
-    #[inline(always)]
-    fn on_access(&mut self, page: PageId, _addr: u64, write: bool, ctx: &mut Ctx) -> super::Served {
-        // the engine serves this access from the page's tier as it was before this hook
-        let tier = ctx.mem.tier(page);
-        if let Some(p) = self.pending {
-            if ctx.now.ns >= p.due_ns {
-                // the delay has ended: the PageFind runs before this access
-                self.pending = None;
-                self.find(ctx, p).expect("hyplacer: the PageFind's moves fit the tiers");
-            }
-        }
-        self.bits.access(page, write);
-        if let Some(bw) = self.bw.as_mut() {
-            bw.access(tier, write);
-        }
-        super::Served::RESIDENT
-    }
-
-    /// One activation per control-loop run (a row of the time series); boundaries passed
-    /// while a PageFind was pending or the program was stopped do not count.
-    fn activity(&self) -> super::Activity {
-        super::Activity::Ran { times: self.rows.len() as u64, every: Period::Ns(self.cfg.interval_ns) }
-    }
-
-    fn period(&self) -> Option<Period> {
-        Some(Period::Ns(self.cfg.interval_ns))
-    }
-
-    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
-        self.stats.boundaries += 1;
-        // a PageFind whose delay ended while no access came (the program was stopped)
-        self.finish_pending(ctx)?;
-        if self.pending.is_some() {
-            self.stats.busy += 1;
-            return Ok(());
-        }
-        if ctx.now.accesses == self.last_accesses {
-            // a boundary the clock passed while the program was stopped: nothing measured
-            self.stats.idle += 1;
-            return Ok(());
-        }
-        self.last_accesses = ctx.now.accesses;
-
-        let slow = ctx.mem.tiers() as TierId - 1;
-        let sample = self.bw.as_mut().expect("init ran").sample(ctx.now.ns, ctx.mem);
-        let write_mb = sample.write_mb_per_s(slow as usize);
-        let read_ns = self.cfg.counters_read_ns;
-        if read_ns > 0.0 {
-            // not halting: PCMon and Control run beside the program (see the module docs)
-            ctx.mem.charge(Charge { what: "bandwidth counter read (hyplacer)", ns: read_ns, halts: false, energy_j: 0.0 });
-        }
-        let cap = ctx.mem.capacity(DRAM);
-        let usage = ctx.mem.used(DRAM) as f64 / cap.max(1) as f64;
-        let m = mode(usage, self.cfg.dram_limit, self.cfg.dram_target, write_mb, self.cfg.write_threshold_mb_per_s);
-        self.mode_stats(m).activations += 1;
-        let row = self.rows.len();
-        self.rows.push(Row { time_ms: ctx.now.ns / 1e6, mode: m, dram_usage: usage, dcpmm_write_mb_per_s: write_mb, moved: 0 });
-        match m {
-            Mode::None => {}
-            Mode::Demote => {
-                let moved = self.demote(ctx)?;
-                self.stats.moved += moved;
-                self.rows[row].moved = moved;
-            }
-            _ if ctx.mem.used(slow) == 0 => self.stats.nothing_in_dcpmm += 1,
-            _ => {
-                let ns = self.dcpmm_clear(ctx);
-                let due_ns = ctx.now.ns + read_ns.max(0.0) + ns + self.cfg.delay_ns as f64;
-                self.pending = Some(Pending { mode: m, row, due_ns });
-            }
-        }
-        Ok(())
-    }
-
-    fn report(&self) -> serde_json::Value {
+    /// The statistics and time series, as `simulate` reports them (the `hyplacer` subtree).
+    pub fn report(&self) -> serde_json::Value {
         let rows: Vec<serde_json::Value> =
             self.rows.iter().map(|r| json!([r.time_ms, r.mode.name(), r.dram_usage, r.dcpmm_write_mb_per_s, r.moved])).collect();
         json!({
@@ -741,6 +743,138 @@ impl Policy for HyPlacer {
                 "rows": rows,
             },
         })
+    }
+
+    /// Activations so far (rows of the time series).
+    pub fn activations(&self) -> u64 {
+        self.rows.len() as u64
+    }
+
+    /// Count a period boundary the driver passed (`busy`: while a PageFind waited; `idle`:
+    /// with no access since the last activation).
+    pub fn note_boundary(&mut self, busy: bool, idle: bool) {
+        self.stats.boundaries += 1;
+        self.stats.busy += busy as u64;
+        self.stats.idle += idle as u64;
+    }
+}
+
+impl HyPlacer {
+    pub fn new(cfg: Config) -> HyPlacer {
+        HyPlacer { d: Decisions::new(cfg), bw: None, pending: None, last_accesses: 0 }
+    }
+
+    fn run_find(&mut self, ctx: &mut Ctx, p: Pending) -> Result<()> {
+        let costs = Costs::charged(&self.d.cfg, ctx);
+        self.d.find(ctx.mem, &costs, p.mode, p.row)?;
+        Ok(())
+    }
+
+    fn finish_pending(&mut self, ctx: &mut Ctx) -> Result<()> {
+        if let Some(p) = self.pending {
+            if ctx.now.ns >= p.due_ns {
+                self.pending = None;
+                self.run_find(ctx, p)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Policy for HyPlacer {
+    const PER_ACCESS: bool = true;
+
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        self.bw = Some(BandwidthCounters::new(ctx.mem.tiers(), ctx.line_bytes));
+        Ok(())
+    }
+
+    fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
+        self.d.new_page(page, ctx.page_addr(page));
+        let slow = ctx.mem.tiers() as TierId - 1;
+        let first = match self.d.cfg.placement {
+            Placement::DramFirst => DRAM,
+            Placement::Dcpmm => slow,
+        };
+        if ctx.mem.free(first) > 0 {
+            first
+        } else if ctx.mem.free(slow) > 0 {
+            slow
+        } else {
+            ctx.mem.first_free_from(0).unwrap_or(first)
+        }
+    }
+
+    fn adopt(&mut self, page: PageId, _tier: TierId, ctx: &mut Ctx) {
+        self.d.new_page(page, ctx.page_addr(page));
+    }
+
+    #[inline(always)]
+    fn on_access(&mut self, page: PageId, _addr: u64, write: bool, ctx: &mut Ctx) -> super::Served {
+        // the engine serves this access from the page's tier as it was before this hook
+        let tier = ctx.mem.tier(page);
+        if let Some(p) = self.pending {
+            if ctx.now.ns >= p.due_ns {
+                // the delay has ended: the PageFind runs before this access
+                self.pending = None;
+                self.run_find(ctx, p).expect("hyplacer: the PageFind's moves fit the tiers");
+            }
+        }
+        self.d.access(page, write);
+        if let Some(bw) = self.bw.as_mut() {
+            bw.access(tier, write);
+        }
+        super::Served::RESIDENT
+    }
+
+    /// One activation per control-loop run (a row of the time series); boundaries passed
+    /// while a PageFind was pending or the program was stopped do not count.
+    fn activity(&self) -> super::Activity {
+        super::Activity::Ran { times: self.d.activations(), every: Period::Ns(self.d.cfg.interval_ns) }
+    }
+
+    fn period(&self) -> Option<Period> {
+        Some(Period::Ns(self.d.cfg.interval_ns))
+    }
+
+    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        // a PageFind whose delay ended while no access came (the program was stopped)
+        self.finish_pending(ctx)?;
+        if self.pending.is_some() {
+            self.d.note_boundary(true, false);
+            return Ok(());
+        }
+        if ctx.now.accesses == self.last_accesses {
+            // a boundary the clock passed while the program was stopped: nothing measured
+            self.d.note_boundary(false, true);
+            return Ok(());
+        }
+        self.d.note_boundary(false, false);
+        self.last_accesses = ctx.now.accesses;
+
+        let slow = ctx.mem.tiers() as TierId - 1;
+        let sample = self.bw.as_mut().expect("init ran").sample(ctx.now.ns, ctx.mem);
+        let write_mb = sample.write_mb_per_s(slow as usize);
+        let read_ns = self.d.cfg.counters_read_ns;
+        if read_ns > 0.0 {
+            // not halting: PCMon and Control run beside the program (see the module docs)
+            ctx.mem.charge(Charge { what: "bandwidth counter read (hyplacer)", ns: read_ns, halts: false, energy_j: 0.0 });
+        }
+        let costs = Costs::charged(&self.d.cfg, ctx);
+        let a = self.d.activate(ctx.mem, &costs, ctx.now.ns, write_mb)?;
+        if let Some(ns) = a.cleared_ns {
+            let due_ns = ctx.now.ns + read_ns.max(0.0) + ns + self.d.cfg.delay_ns as f64;
+            self.pending = Some(Pending { mode: a.mode, row: a.row, due_ns });
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> serde_json::Value {
+        self.d.report()
     }
 }
 
@@ -783,7 +917,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "MB/s of measured DCPMM write bandwidth (10^6 bytes per second)",
         default: "10",
         source: "004 §5.1 (DCPMM bandwidth threshold of 10 MB/s)",
-        help: "DCPMM write throughput above which intensive pages are promoted (PROMOTE_INT) or switched (SWITCH)",
+        help: "DCPMM write throughput above which intensive pages are promoted (PROMOTE_INT) or switched (SWITCH); live (tierkit run), compared with an estimate from soft-dirty slow-tier pages (docs/real-linux.md)",
     },
     ParamSpec {
         name: "max_pages",
@@ -799,7 +933,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "ns per PTE visited",
         default: "10",
         source: "tierkit's assumption (004 reports no walk cost): walk_page_range's per-PTE callback reads a PTE from a sequentially scanned page-table page and tests or clears two bits, a few tens of cycles at 004's 2.3 GHz",
-        help: "time a page-table walk spends per PTE it visits (every page of the process, whatever its tier)",
+        help: "time a page-table walk spends per PTE it visits (every page of the process, whatever its tier); ignored live (the kernel walks)",
     },
     ParamSpec {
         name: "counters_read_ns",
@@ -807,7 +941,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "ns per activation",
         default: "10000",
         source: "tierkit's assumption (004 reports no figure): Control opens, reads and parses PCMon's small output file, a few system calls; the same figure as memos' counter_read_ns",
-        help: "time Control spends reading the bandwidth counters at each activation; recorded, not halting (Control and PCMon run beside the program, as for memos)",
+        help: "time Control spends reading the bandwidth counters at each activation; recorded, not halting (Control and PCMon run beside the program, as for memos); ignored live",
     },
     ParamSpec {
         name: "os_costs",
@@ -815,7 +949,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "batch",
         source: "tierkit's choice: one move_pages call per activation (004 §4.4 migrates the selected page array at once), its kernel entry and TLB shootdown paid once; page: Linux 5.8's per-page flush",
-        help: "batch: each activation's moves are one move_pages batch, charged one kernel entry (fault_ns) and one TLB shootdown, each page its per-page cost and copy; page: every page pays fault + shootdown",
+        help: "batch: each activation's moves are one move_pages batch, charged one kernel entry (fault_ns) and one TLB shootdown, each page its per-page cost and copy; page: every page pays fault + shootdown; ignored live (nothing charged)",
     },
     ParamSpec {
         name: "placement",
@@ -823,12 +957,18 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "dram-first",
         source: "004 §4.1 (fill DRAM first; Linux local allocation, the ADM default of 004 §5.1); dcpmm: new pages in DCPMM, as Memos allocates (004 §5.2)",
-        help: "where a new page goes: DRAM while it has a free frame (else DCPMM), or DCPMM",
+        help: "where a new page goes: DRAM while it has a free frame (else DCPMM), or DCPMM; live, the kernel's first touch places pages (dcpmm is refused)",
     },
 ];
 
 /// `hyplacer` from its parameters, as a value (the registry boxes the same).
 pub fn hyplacer(p: &Params) -> Result<HyPlacer> {
+    Ok(HyPlacer::new(config(p)?))
+}
+
+/// The parameters of `hyplacer` as values, checked (the simulator's policy and the live
+/// daemon, `crate::live::decide`, are built from the same).
+pub fn config(p: &Params) -> Result<Config> {
     let ns = |k: &str| match p.period(k) {
         Period::Ns(n) => Ok(n),
         _ => Err(Error::config(format!("hyplacer:{k}"), "must be a time (e.g. 1s, 50ms, 20us)")),
@@ -851,7 +991,7 @@ pub fn hyplacer(p: &Params) -> Result<HyPlacer> {
     if cfg.dram_limit < cfg.dram_target {
         return Err(Error::config("hyplacer:dram_limit", format!("{} is below dram_target ({})", cfg.dram_limit, cfg.dram_target)));
     }
-    Ok(HyPlacer::new(cfg))
+    Ok(cfg)
 }
 
 pub static HYPLACER: PolicyInfo = PolicyInfo {

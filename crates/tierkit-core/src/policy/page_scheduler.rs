@@ -933,7 +933,7 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
         unit: "accesses (or N-insn, or a time such as 10ms)",
         default: "1000",
         source: "003 §3.1 (a period is a fixed number of memory requests, e.g. 1,000)",
-        help: "how often the scheduler runs; compat=cori-sim needs it in accesses",
+        help: "how often the scheduler runs; compat=cori-sim needs it in accesses. history live (tierkit run): a time, the default meaning 100ms (docs/real-linux.md)",
     },
     ParamSpec {
         name: "bins",
