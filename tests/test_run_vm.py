@@ -137,3 +137,87 @@ def test_errors_in_the_vm_are_one_line(vm):
     errs = r.stderr.strip().splitlines()
     assert len(errs) == 2 and all(e.startswith("tierkit: error: ") for e in errs)
     assert "no NUMA node 5 with memory on this machine (nodes with memory: 0, 1)" in errs[0]
+
+
+# The daemon policies on a program with a known hot set (testbed/hotcold.c): 64 MiB written once
+# and never again (cold), 16 MiB of random read-modify-writes (write-intensive) and 16 MiB of
+# random reads (read-intensive). The program moves its hot regions to the slow node itself
+# before its loop (--start-slow), and measures where each region is every 500 ms with
+# move_pages queries: the daemon has to find the hot set and bring it back within a 48 MiB
+# budget, which holds the hot set (32 MiB) but not the whole program (96 MiB). NUMA balancing
+# is off for the run (restored after), so that the kernel moves nothing on its own.
+BUDGET_MIB = 48
+HOTCOLD = "hotcold --start-slow --seconds 8 --sample-ms 500"
+
+
+def run_daemon(vm, policy: str):
+    r = vm.run(f"nb=$(cat /proc/sys/kernel/numa_balancing); echo 0 > /proc/sys/kernel/numa_balancing; "
+               f"tierkit-run --json --policy {policy} --fast-capacity {BUDGET_MIB}M --timeseries $OUT/ts.csv -- {HOTCOLD} "
+               f"> $OUT/stdout; echo $? > $OUT/rc; echo $nb > /proc/sys/kernel/numa_balancing", timeout_s=150)
+    assert r.status == 0, r.stderr
+    assert int(r.files["rc"]) == 0, r.stderr
+    lines = r.files["stdout"].decode().strip().splitlines()
+    program, report = json.loads(lines[0]), json.loads(lines[-1])
+    rows = [l.split(",") for l in r.files["ts.csv"].decode().splitlines()]
+    rows = [dict(zip(rows[0], map(int, x))) for x in rows[1:]]
+    return program, report, rows
+
+
+def check_budget_and_start(program, report, rows):
+    budget = BUDGET_MIB << 20 >> 12
+    assert report["fast_budget_pages"] == budget
+    hot = program["pages"]["write"] + program["pages"]["read"]
+    # the hot set really started on the slow node
+    assert program["started_slow"] >= 0.85 * hot
+    # tierkit never takes the program past the budget: at each observation, after its moves,
+    # the fast node holds at most the budget, plus pages whose demotion the kernel refused
+    for x in rows:
+        assert x["pages_fast"] <= budget + x["moves_failed"], (x, rows)
+    # and, as the program measures it itself once the daemon has had its first look
+    for t, w, r, c in program["series"]:
+        if t >= 2000:
+            assert w + r + c <= budget, (t, w, r, c, program["series"], rows, report["decider"].get("timeseries"))
+    assert report["migrations"]["failed_by_errno"].get("over_budget", 0) == report["decider"]["live"]["mirror"]["moves_failed"].get("-1", 0)
+
+
+@pytest.mark.vm
+def test_hyplacer_brings_the_write_intensive_hot_set_to_the_fast_node_within_the_budget(vm):
+    # seed 004 section 4.4: with DCPMM writes above the threshold and DRAM full, SWITCH
+    # exchanges write-intensive DCPMM pages (dirty after the clear-then-delay window) with cold
+    # DRAM pages. The threshold is 1 MB/s here: the estimate from soft-dirty pages is small for
+    # a 16 MiB write set (docs/real-linux.md, "Daemon policies").
+    program, r, rows = run_daemon(vm, "hyplacer:write_threshold_mb_per_s=1")
+    check_budget_and_start(program, r, rows)
+    stats = r["decider"]["stats"]
+    modes = [row[1] for row in r["decider"]["timeseries"]["rows"]]
+    assert "switch" in modes, modes
+    assert stats["switch"]["switched"] > 0
+    # the write-intensive pages were classified as such (004 section 4.4: dirty in the window)
+    assert stats["classified"]["write_intensive"] >= program["pages"]["write"] // 2, stats["classified"]
+    # the hot set that is written ends on the fast node; the cold archive made room
+    t, w, _, c = program["series"][-1]
+    assert w >= 0.9 * program["pages"]["write"], program["series"]
+    assert c <= program["pages"]["cold"] - program["pages"]["write"] // 2, program["series"]
+    assert r["migrations"]["done"] > 0 and r["daemon_cpu_s"] > 0
+
+
+@pytest.mark.vm
+def test_history_brings_the_hot_set_to_the_fast_node_within_the_budget(vm):
+    # seed 003 (Cori's history scheduler): each period the pages with the most accesses of the
+    # previous one (here DAMON's counts) get the fast tier
+    program, r, rows = run_daemon(vm, "history")
+    check_budget_and_start(program, r, rows)
+    sched = r["decider"]["scheduler"]
+    assert sched["promoted"] > 0 and r["decider"]["live"]["period_ns"] == 100_000_000
+    t, w, rd, c = program["series"][-1]
+    assert w + rd >= 0.9 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]
+    assert r["migrations"]["done"] > 0
+
+
+@pytest.mark.vm
+def test_first_touch_leaves_the_hot_set_where_it_is(vm):
+    # the reference: no daemon, no moves; the hot set stays on the slow node it was moved to
+    program, r, rows = run_daemon(vm, "first-touch")
+    assert r["migrations"]["requested"] == 0
+    t, w, rd, c = program["series"][-1]
+    assert w + rd <= 0.05 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]

@@ -58,7 +58,8 @@ pub struct Args {
     /// Most of the program tierkit puts on the fast node (512M, 1G) [default: the fast node's size]
     #[arg(long)]
     pub fast_capacity: Option<String>,
-    /// Time between observations (100ms, 1s) [default: the daemon policy's, else 1s]
+    /// Time between observations (100ms, 1s) [default: 1s]; for a daemon policy, its own
+    /// interval parameter (hyplacer's interval=, history's period=) [default: the policy's]
     #[arg(long)]
     pub interval: Option<String>,
     /// Write one CSV row per observation here
@@ -76,6 +77,10 @@ pub struct Args {
     /// DAMON regions at most (more: closer to per-page referenced bits, more cost)
     #[arg(long, default_value_t = 4000)]
     pub damon_regions: u64,
+    /// DAMON's aggregation window: a page is seen referenced if it was accessed in the last
+    /// window before an observation (10ms to 10s; at least 2 of DAMON's 5 ms samples)
+    #[arg(long, default_value = "50ms")]
+    pub damon_window: String,
     /// Attach to this running process instead of starting a program
     #[arg(long, conflicts_with = "program")]
     pub pid: Option<i32>,
@@ -562,7 +567,27 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if !(10..=1_000_000).contains(&args.damon_regions) {
         return Err(Error::config("--damon-regions", format!("{}: give 10 to 1000000", args.damon_regions)));
     }
-    let interval_override = args.interval.as_deref().map(parse_interval).transpose()?;
+    let mut interval_override = args.interval.as_deref().map(parse_interval).transpose()?;
+    let damon_window_ns = tierkit_core::units::parse_duration_ns("--damon-window", &args.damon_window)?;
+    if !(1e7..=1e10).contains(&damon_window_ns) {
+        return Err(Error::config("--damon-window", format!("'{}': give 10ms to 10s", args.damon_window)));
+    }
+    // A daemon policy keeps its own clock (hyplacer observes `delay` after a clearing
+    // activation, then again at its next `interval`): --interval sets the policy's interval
+    // parameter instead of overriding the times the policy asks for.
+    let mut spec = spec;
+    if kind == Kind::Daemon && ov.decider.is_none() {
+        if let (Some(given), Ok(info)) = (args.interval.as_deref(), tierkit_core::policy::lookup(&spec.name)) {
+            let key = ["interval", "period"].into_iter().find(|k| info.params.iter().any(|p| p.name == *k));
+            if let Some(key) = key {
+                if spec.args.iter().any(|(k, _)| k == key) {
+                    return Err(Error::config("--interval", format!("{} sets {key}= already; give the interval once", args.policy)));
+                }
+                spec.args.push((key.to_string(), given.to_string()));
+                interval_override = None;
+            }
+        }
+    }
 
     // machine-wide kernel state is changed only where allowed: said before anything else
     if kind == Kind::Kernel || damon_on {
@@ -667,6 +692,14 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if !soft_dirty {
         notes.push("this kernel keeps no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY): no page is seen dirty".into());
     }
+    if kind != Kind::Kernel {
+        // the kernel's own NUMA balancing moves pages too (towards the CPUs' node, or, in
+        // tiering mode, promotes): the run then shows both; numa_pages_migrated counts them
+        let nb = std::fs::read_to_string(root.join("proc/sys/kernel/numa_balancing")).map(|s| s.trim().to_string()).unwrap_or_default();
+        if !nb.is_empty() && nb != "0" && tiers.slow.is_some() {
+            notes.push(format!("NUMA balancing is on (numa_balancing={nb}): the kernel moves pages as well (vmstat numa_pages_migrated); set it to 0 for tierkit's policy alone"));
+        }
+    }
     let signals = SignalGuard::install();
     let t0 = Instant::now();
 
@@ -707,7 +740,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut monitor_err = None;
     let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap"));
     let damon_mon = match (&admin, damon_on) {
-        (Some(a), true) => match damon::VaddrMonitor::start(a, 0, pid, damon::MonitorAttrs { max_regions: args.damon_regions, ..Default::default() }) {
+        (Some(a), true) => match damon::VaddrMonitor::start(a, 0, pid, damon::MonitorAttrs { max_regions: args.damon_regions, aggr_us: (damon_window_ns / 1000.0) as u64, ..Default::default() }) {
             Ok(m) => Some(m),
             Err(e) => {
                 // the program may have ended already; said in the report

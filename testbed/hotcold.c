@@ -1,0 +1,192 @@
+/* hotcold: a program with a known hot set, for checking placement on the testbed (issue 16).
+ *
+ * Three regions, each its own anonymous mapping:
+ *   cold   COLD MiB, written once at the start, never touched again;
+ *   write  WRITE MiB, random read-modify-writes (write-intensive, seed 004 section 4.4);
+ *   read   READ MiB, random reads (read-intensive).
+ * The loop alternates one update of `write` with one read of `read` for SECONDS seconds.
+ * With --start-slow the program first moves `write` and `read` to the slow node itself
+ * (move_pages), as if they had been allocated while the fast node was full: a placement
+ * policy then has to find them and bring them back.
+ *
+ * Every SAMPLE_MS it asks the kernel where each page of each region is (move_pages with
+ * nodes == NULL: a query, nothing moves) and counts the pages on the fast node. It prints one
+ * JSON line at the end: region sizes in pages, the accesses made, and the series
+ * [t_ms, write_fast, read_fast, cold_fast]. Static, no libnuma: the VM has no libc.
+ *
+ * usage: hotcold [--cold MiB] [--write MiB] [--read MiB] [--seconds S] [--sample-ms M]
+ *                [--start-slow] [--fast-node N] [--slow-node M]
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MPOL_MF_MOVE (1 << 1)
+#define MAX_SAMPLES 4096
+
+struct region {
+    const char *name;
+    char *base;
+    size_t pages;
+    void **addr;
+    int *status;
+};
+
+static long page_bytes;
+
+static long move_pages_(unsigned long count, void **pages, const int *nodes, int *status)
+{
+    return syscall(SYS_move_pages, 0, count, pages, nodes, status, MPOL_MF_MOVE);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void map_region(struct region *r, const char *name, size_t mib)
+{
+    r->name = name;
+    r->pages = mib * (1 << 20) / page_bytes;
+    /* a guard page on each side keeps the kernel from merging neighbouring regions */
+    char *m = mmap(NULL, (r->pages + 2) * page_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "hotcold: cannot map %zu MiB for %s: %s\n", mib, name, strerror(errno));
+        exit(2);
+    }
+    mprotect(m, page_bytes, PROT_NONE);
+    mprotect(m + (r->pages + 1) * page_bytes, page_bytes, PROT_NONE);
+    r->base = m + page_bytes;
+    r->addr = malloc(r->pages * sizeof *r->addr);
+    r->status = malloc(r->pages * sizeof *r->status);
+    if (!r->addr || !r->status) {
+        fprintf(stderr, "hotcold: out of memory\n");
+        exit(2);
+    }
+    for (size_t i = 0; i < r->pages; i++)
+        r->addr[i] = r->base + i * page_bytes;
+    for (size_t i = 0; i < r->pages * page_bytes; i += 64)
+        r->base[i] = (char)i; /* first touch, from a CPU of the fast node */
+}
+
+/* pages of the region on `node` (a query: nodes == NULL) */
+static size_t on_node(struct region *r, int node)
+{
+    size_t n = 0;
+    for (size_t done = 0; done < r->pages; done += 1024) {
+        size_t k = r->pages - done < 1024 ? r->pages - done : 1024;
+        if (move_pages_(k, r->addr + done, NULL, r->status + done) != 0)
+            return 0;
+    }
+    for (size_t i = 0; i < r->pages; i++)
+        n += r->status[i] == node;
+    return n;
+}
+
+static size_t move_all(struct region *r, int node)
+{
+    int *nodes = malloc(r->pages * sizeof *nodes);
+    size_t moved = 0;
+    for (size_t i = 0; i < r->pages; i++)
+        nodes[i] = node;
+    for (size_t done = 0; done < r->pages; done += 1024) {
+        size_t k = r->pages - done < 1024 ? r->pages - done : 1024;
+        move_pages_(k, r->addr + done, nodes + done, r->status + done);
+    }
+    for (size_t i = 0; i < r->pages; i++)
+        moved += r->status[i] == node;
+    free(nodes);
+    return moved;
+}
+
+static uint64_t next(uint64_t *s)
+{
+    /* xorshift64*: a fixed, cheap sequence */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+int main(int argc, char **argv)
+{
+    size_t cold_mib = 64, write_mib = 16, read_mib = 16;
+    double seconds = 10, sample_ms = 500;
+    int start_slow = 0, fast = 0, slow = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--start-slow")) {
+            start_slow = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "hotcold: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--cold")) cold_mib = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--write")) write_mib = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--read")) read_mib = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--seconds")) seconds = atof(v);
+        else if (!strcmp(a, "--sample-ms")) sample_ms = atof(v);
+        else if (!strcmp(a, "--fast-node")) fast = atoi(v);
+        else if (!strcmp(a, "--slow-node")) slow = atoi(v);
+        else {
+            fprintf(stderr, "hotcold: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (!write_mib || !read_mib || seconds <= 0 || sample_ms <= 0) {
+        fprintf(stderr, "hotcold: --write and --read need at least 1 MiB, --seconds and --sample-ms more than 0\n");
+        return 2;
+    }
+    page_bytes = sysconf(_SC_PAGESIZE);
+    struct region cold, wr, rd;
+    map_region(&cold, "cold", cold_mib);
+    map_region(&wr, "write", write_mib);
+    map_region(&rd, "read", read_mib);
+    size_t started_slow = 0;
+    if (start_slow)
+        started_slow = move_all(&wr, slow) + move_all(&rd, slow);
+
+    static double series[MAX_SAMPLES][4];
+    int n = 0;
+    uint64_t s = 0x9e3779b97f4a7c15ULL, acc = 0, sum = 0;
+    const uint64_t wwords = wr.pages * page_bytes / 8, rwords = rd.pages * page_bytes / 8;
+    uint64_t *w = (uint64_t *)wr.base, *r = (uint64_t *)rd.base;
+    double t0 = now_s(), due = 0;
+    for (;;) {
+        double t = now_s() - t0;
+        if (t >= due && n < MAX_SAMPLES) {
+            series[n][0] = t * 1e3;
+            series[n][1] = on_node(&wr, fast);
+            series[n][2] = on_node(&rd, fast);
+            series[n][3] = cold.pages ? on_node(&cold, fast) : 0;
+            n++;
+            due += sample_ms / 1e3;
+        }
+        if (t >= seconds)
+            break;
+        for (int k = 0; k < 4096; k++) {
+            w[next(&s) % wwords] += k;
+            sum += r[next(&s) % rwords];
+        }
+        acc += 8192;
+    }
+    printf("{\"pages\": {\"cold\": %zu, \"write\": %zu, \"read\": %zu}, \"started_slow\": %zu, \"accesses\": %llu, "
+           "\"checksum\": %llu, \"series\": [",
+           cold.pages, wr.pages, rd.pages, started_slow, (unsigned long long)acc, (unsigned long long)sum);
+    for (int i = 0; i < n; i++)
+        printf("%s[%.0f, %.0f, %.0f, %.0f]", i ? ", " : "", series[i][0], series[i][1], series[i][2], series[i][3]);
+    printf("]}\n");
+    return 0;
+}
