@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 
-.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run
+.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
 
 all: build
 
@@ -81,6 +81,11 @@ bench-tracer: $(VENV)/.built tracer
 # (bench/README.md); about 5 minutes
 bench-run: $(VENV)/.built workloads target/release/tierkit-run testbed
 	$(PY) bench/run_overhead.py
+
+# issue 16's study: tierkit run's policies placing a program with a known hot set in the testbed
+# VM (docs/real-linux.md); about 2 minutes
+experiments-live: $(VENV)/.built target/release/tierkit-run testbed
+	$(PY) experiments/live_placement.py
 
 # issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built

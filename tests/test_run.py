@@ -171,3 +171,16 @@ def test_run_help_is_the_rust_commands():
     assert rc == 0 and "--fast-capacity" in out and "--pid" in out
     rc, out, err = run_cli("--help")
     assert rc == 0 and " run " in out
+
+
+def test_interval_sets_a_daemon_policys_own_interval_once():
+    # --interval is hyplacer's interval= (its clear-then-delay timing stays its own): giving
+    # both is one line, exit 2, before anything starts (docs/real-linux.md, "What is observed")
+    rc, out, err = run_cli("run", "--policy", "hyplacer:interval=2s", "--interval", "1s", "--", "true")
+    assert one_error_line(rc, err), err
+    assert "--interval" in err and "interval= already" in err
+    rc, out, err = run_cli("run", "--policy", "history:period=100ms", "--interval", "1s", "--", "true")
+    assert one_error_line(rc, err) and "period= already" in err, err
+    # a DAMON window outside 10 ms..10 s
+    rc, out, err = run_cli("run", "--damon-window", "1ms", "--", "true")
+    assert one_error_line(rc, err) and "--damon-window" in err, err
