@@ -41,6 +41,7 @@ endif
 
 rust-test:
 	cargo test -p tierkit-core --quiet
+	cargo test -p tierkit-run --quiet
 
 py-test: $(VENV)/.built tracer
 	$(PY) -m pytest tests

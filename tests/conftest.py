@@ -1,9 +1,16 @@
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# A shell that starts the suite in the background (`make test &`, nohup) leaves SIGINT ignored,
+# and programs inherit an ignored signal across exec: the tests that interrupt a child with
+# SIGINT (Ctrl-C) need the default back, as in a terminal or on a CI runner.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
