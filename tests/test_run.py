@@ -184,3 +184,13 @@ def test_interval_sets_a_daemon_policys_own_interval_once():
     # a DAMON window outside 10 ms..10 s
     rc, out, err = run_cli("run", "--damon-window", "1ms", "--", "true")
     assert one_error_line(rc, err) and "--damon-window" in err, err
+
+
+def test_policies_listing_marks_the_daemon_policies():
+    # hyplacer and history run live with the simulator's decision code (docs/real-linux.md)
+    rc, out, err = run_cli("policies", "--json")
+    live = {p["name"] for p in json.loads(out) if p["live"]}
+    assert rc == 0 and live == {"hyplacer", "history"}, live
+    rc, out, err = run_cli("policies")
+    tagged = [l.split()[0] for l in out.splitlines() if "[live:" in l]
+    assert sorted(tagged) == ["history", "hyplacer"]

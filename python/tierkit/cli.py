@@ -753,6 +753,8 @@ def list_policies(json_out: JsonOpt = False) -> None:
         return
     for p in ps:
         tag = "  [oracle: uses future knowledge]" if p["future_knowledge"] else ""
+        if p.get("live"):
+            tag += "  [live: also a daemon policy of 'tierkit run']"
         print(f"{p['name']}{tag}\n    {p['summary']}\n    source: {p['source']}")
         for a in p["params"]:
             ty = a["ty"]["type"]
