@@ -474,16 +474,10 @@ pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mu
 }
 
 /// The pages to demote when the fast tier holds more than `budget` of the program's pages
-/// (its own first touch put them there): the excess, least accessed first (DAMON's
-/// frequency, then not referenced, then clean before dirty, then by address).
+/// (its own first touch put them there), by the deciders' own budget rule
+/// ([`tierkit_core::live::over_budget`]), so that the decider finds nothing left to demote.
 pub fn over_budget(pages: &[PageObs], budget: u64) -> Vec<LiveMove> {
-    let mut fast: Vec<&PageObs> = pages.iter().filter(|p| p.tier == 0).collect();
-    let excess = (fast.len() as u64).saturating_sub(budget) as usize;
-    if excess == 0 {
-        return Vec::new();
-    }
-    fast.sort_by_key(|p| (p.accesses, p.referenced, p.dirty, p.addr));
-    fast[..excess].iter().map(|p| LiveMove { addr: p.addr, from: 0, to: 1 }).collect()
+    tierkit_core::live::over_budget(pages, budget).into_iter().map(|i| LiveMove { addr: pages[i].addr, from: 0, to: 1 }).collect()
 }
 
 // --- the run ---------------------------------------------------------------------------------

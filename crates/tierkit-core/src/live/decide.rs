@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{LiveDecider, LiveMove, MoveResult, Observation, PageObs, Step};
+use super::{LiveDecider, LiveMove, MoveResult, Observation, Step};
 use crate::error::{Error, Result};
 use crate::mechanics::{Memory, Op, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
@@ -115,6 +115,8 @@ struct Mirror {
     known: Vec<bool>,
     /// the moves of the last step, for [`Mirror::moved`]
     last_moves: Vec<LiveMove>,
+    /// time of the latest observation, ns
+    last_t_ns: u64,
     stats: MirrorStats,
 }
 
@@ -139,8 +141,18 @@ impl Mirror {
             seen: Vec::new(),
             known: Vec::new(),
             last_moves: Vec::new(),
+            last_t_ns: 0,
             stats: MirrorStats::default(),
         }
+    }
+
+    /// Take the time of a new observation: observations come in time order.
+    fn advance(&mut self, t_ns: u64) -> Result<u64> {
+        if t_ns < self.last_t_ns {
+            return Err(Error::Invariant(format!("observation at {} ns, before the previous one ({} ns)", t_ns, self.last_t_ns)));
+        }
+        self.last_t_ns = t_ns;
+        Ok(t_ns)
     }
 
     fn check(&self, obs: &Observation) -> Result<()> {
@@ -204,25 +216,18 @@ impl Mirror {
         self.stats.pages_new += new.len() as u64;
         self.stats.pages_gone += gone.len() as u64;
 
-        // over the budget: the least accessed fast pages, highest address first among equals
-        let fast: Vec<usize> = (0..obs.pages.len()).filter(|&i| obs.pages[i].tier == 0).collect();
         let mut over = vec![false; obs.pages.len()];
         let mut excess = Vec::new();
-        if fast.len() as u64 > self.budget {
-            let mut order = fast.clone();
-            let key = |p: &PageObs| (p.accesses, p.referenced, p.dirty, std::cmp::Reverse(p.addr));
-            order.sort_by_key(|&i| key(&obs.pages[i]));
-            for &i in order.iter().take(fast.len() - self.budget as usize) {
-                over[i] = true;
-                let id = ids[i];
-                if self.mem.tier(id) == 0 {
-                    self.mem.unplace(id)?;
-                    to_place.push(i);
-                }
-                excess.push(LiveMove { addr: obs.pages[i].addr, from: 0, to: 1 });
+        for i in super::over_budget(&obs.pages, self.budget) {
+            over[i] = true;
+            let id = ids[i];
+            if self.mem.tier(id) == 0 {
+                self.mem.unplace(id)?;
+                to_place.push(i);
             }
-            self.stats.over_budget_demoted += excess.len() as u64;
+            excess.push(LiveMove { addr: obs.pages[i].addr, from: 0, to: 1 });
         }
+        self.stats.over_budget_demoted += excess.len() as u64;
         for i in to_place {
             let t = if over[i] { 1 } else { obs.pages[i].tier };
             self.mem.place(ids[i], t)?;
@@ -337,7 +342,6 @@ pub struct LiveHyPlacer {
     next_act_ns: u64,
     /// a PageFind waiting: mode, its activation's row, due time
     pending: Option<(Mode, usize, u64)>,
-    last_t_ns: u64,
     /// the write estimate's bytes and start
     est_bytes: u64,
     est_since_ns: u64,
@@ -360,7 +364,6 @@ impl LiveHyPlacer {
             d: Decisions::new(cfg),
             m: Mirror::new(budget, page_bytes),
             pending: None,
-            last_t_ns: 0,
             est_bytes: 0,
             est_since_ns: 0,
             stats: HyStats::default(),
@@ -374,11 +377,7 @@ impl LiveDecider for LiveHyPlacer {
     }
 
     fn step(&mut self, obs: &Observation) -> Result<Step> {
-        if obs.t_ns < self.last_t_ns {
-            return Err(Error::Invariant(format!("observation at {} ns, before the previous one ({} ns)", obs.t_ns, self.last_t_ns)));
-        }
-        let t = obs.t_ns;
-        self.last_t_ns = t;
+        let t = self.m.advance(obs.t_ns)?;
         self.stats.steps += 1;
         let s = self.m.sync(obs)?;
         self.d.forget(&s.gone);
@@ -475,7 +474,6 @@ pub struct LiveHistory {
     accesses: u64,
     period: u64,
     started: bool,
-    last_t_ns: u64,
     steps: u64,
 }
 
@@ -507,7 +505,6 @@ impl LiveHistory {
             accesses: 0,
             period: 0,
             started: false,
-            last_t_ns: 0,
             steps: 0,
         })
     }
@@ -539,11 +536,7 @@ impl LiveDecider for LiveHistory {
     }
 
     fn step(&mut self, obs: &Observation) -> Result<Step> {
-        if obs.t_ns < self.last_t_ns {
-            return Err(Error::Invariant(format!("observation at {} ns, before the previous one ({} ns)", obs.t_ns, self.last_t_ns)));
-        }
-        let t = obs.t_ns;
-        self.last_t_ns = t;
+        let t = self.m.advance(obs.t_ns)?;
         self.steps += 1;
         if !self.started {
             self.started = true;

@@ -93,3 +93,22 @@ pub trait LiveDecider: Send {
     /// The policy's own statistics (as `simulate` reports them).
     fn report(&self) -> serde_json::Value;
 }
+
+/// The budget rule, shared by the Linux side (which demotes the program's own first-touch
+/// excess before calling the decider) and the deciders' mirror: the fast-tier pages of
+/// `pages` beyond `budget_pages`, in the order to demote them. Least accessed first (DAMON
+/// frequency, then unreferenced before referenced, clean before dirty), the highest address
+/// first among equals. Indices into `pages`.
+pub fn over_budget(pages: &[PageObs], budget_pages: u64) -> Vec<usize> {
+    let mut fast: Vec<usize> = (0..pages.len()).filter(|&i| pages[i].tier == 0).collect();
+    let excess = (fast.len() as u64).saturating_sub(budget_pages) as usize;
+    if excess == 0 {
+        return Vec::new();
+    }
+    fast.sort_by_key(|&i| {
+        let p = &pages[i];
+        (p.accesses, p.referenced, p.dirty, std::cmp::Reverse(p.addr))
+    });
+    fast.truncate(excess);
+    fast
+}
