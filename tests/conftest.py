@@ -1,4 +1,5 @@
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,20 @@ def phases_trace(tmp_path_factory):
     return p
 
 
+TRACER_PROGRAMS_SRC = Path(__file__).parent / "tracer"
+
+
+@pytest.fixture(scope="session")
+def progs(tmp_path_factory):
+    """The tracer's test programs (tests/tracer/*.c), compiled once for the session."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed: the tracer's test programs need it")
+    d = tmp_path_factory.mktemp("tracer-programs")
+    for c in sorted(TRACER_PROGRAMS_SRC.glob("*.c")):
+        subprocess.run(["gcc", "-O1", "-g", "-pthread", str(c), "-o", str(d / c.stem)], check=True)
+    return d
+
+
 @pytest.fixture
 def shared_traces():
     if not SHARED_TRACES.is_dir():
@@ -80,15 +95,20 @@ def pytest_runtest_setup(item):
         require_testbed()
 
 
+def skip_or_fail_in_ci(skip_reason: str, ci_reason: str):
+    """Skip a test whose prerequisite is missing; with CI=true, where everything must run, fail."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(ci_reason, pytrace=False)
+    pytest.skip(skip_reason)
+
+
 def require_testbed():
     """Skip (fail with CI=true) unless the testbed VM can boot here."""
     from tierkit import testbed
 
     why = testbed.availability()
     if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"testbed VM cannot run, and CI=true requires it: {why}", pytrace=False)
-        pytest.skip(f"testbed VM unavailable: {why}")
+        skip_or_fail_in_ci(f"testbed VM unavailable: {why}", f"testbed VM cannot run, and CI=true requires it: {why}")
 
 
 @pytest.fixture(scope="session")

@@ -22,19 +22,13 @@ import pytest
 
 import tierkit
 
-SRC = Path(__file__).parent / "tracer"
-
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
                                 reason="valgrind is not installed: 'tierkit trace record' needs it")
 
 
 @pytest.fixture(scope="module")
-def forever(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed: the tracer's test programs need it")
-    exe = tmp_path_factory.mktemp("tracer-programs") / "forever"
-    subprocess.run(["gcc", "-O1", "-g", str(SRC / "forever.c"), "-o", str(exe)], check=True)
-    return exe
+def forever(progs):
+    return progs / "forever"
 
 
 def cli(*args):

@@ -10,12 +10,11 @@ The VM's fast node is 512 MiB; for the kernel policies a file in /dev/shm fills 
 100 MiB of it, so that a 128 MiB workload does not fit on the fast node.
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, require_testbed
+from conftest import ROOT, require_testbed, skip_or_fail_in_ci
 
 BIN = ROOT / "target" / "release" / "tierkit-run"
 WL = ROOT / "workloads" / "build"
@@ -26,9 +25,7 @@ FILL = "rm -f /dev/shm/fill; sync; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev
 
 def need(path: Path, how: str):
     if not path.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{path} is missing ({how})", pytrace=False)
-        pytest.skip(f"{path} is missing ({how}; make test-vm builds it)")
+        skip_or_fail_in_ci(f"{path} is missing ({how}; make test-vm builds it)", f"{path} is missing ({how})")
 
 
 @pytest.fixture(scope="module")

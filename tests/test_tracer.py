@@ -13,20 +13,12 @@ import pytest
 
 import tierkit
 
-SRC = Path(__file__).parent / "tracer"
+from conftest import TRACER_PROGRAMS_SRC as SRC
 
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
                                 reason="valgrind is not installed: 'tierkit trace record' needs it")
 
 
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed: the tracer's test programs need it")
-    d = tmp_path_factory.mktemp("tracer-programs")
-    for c in sorted(SRC.glob("*.c")):
-        subprocess.run(["gcc", "-O1", "-g", "-pthread", str(c), "-o", str(d / c.stem)], check=True)
-    return d
 
 
 def cli(*args, env=None, cwd=None):
