@@ -13,6 +13,7 @@ from tierkit.guide import (
     knapsack,
     knapsack_select,
     make_guidance,
+    classify,
     match_site,
     parse_capacity,
     read_guidance,
@@ -205,7 +206,9 @@ def test_per_phase_bit_vectors():
         assert g["arenas"] == [{"id": 0, "tiers": [0, 1]}, {"id": 1, "tiers": [1, 0]}, {"id": 2, "tiers": [1, 1]}]
         assert [s["tier"] for s in g["sites"]] == [0, 1, 1]
         assert g["mode"] == "per-phase"
-        assert g["phases"] == {"count": 2, "slice_source": "insn", "slice_length": 1_000_000, "of_slice": [0, 0, 1, 1]}
+        # issue 17: the schedule says what it was made from (the profile has no insn count)
+        assert g["phases"] == {"count": 2, "slice_source": "insn", "slice_length": 1_000_000, "of_slice": [0, 0, 1, 1],
+                               "made_from": {"trace_digest": "abc123", "insn": None, "accesses": 2100}}
         assert g["sites"][0]["phase_accesses"] == [1000, 10]
         assert g["capacity_bytes"] == [19660] and g["capacity_fraction"] == [0.4]
     assert make_guidance(profile_dict(), "knapsack", 0.4, per_phase=True)["granularity_bytes"] == 4096
@@ -241,6 +244,80 @@ def test_match_site():
     assert match_site(["make_x (sites.c:10)"], g) is x
     assert match_site(["make_x (sites.c:10)", "other (o.c:1)"], g) is None
     assert match_site(["make_q (sites.c:99)"], g) is None
+
+
+def keyed_profile():
+    """profile_dict with frame keys: X, Y and Z allocated through one wrapper (issue 17)."""
+    p = profile_dict()
+    for s, k in zip(p["sites"], ("3", "2", "1", "9")):
+        s["key"] = ["build-id:ab12+0x11bd", f"build-id:ab12+0x12{k}0"]
+        s["frames"][0] = "wrap (w.c:3)"
+    p["sites"][3]["key"] = ["file:prog+0x40"]
+    p["site_keys"] = True
+    return p
+
+
+def test_keyed_profiles_make_version_2_guidance():
+    # issue 17, 002 §III: sites keyed by frame keys; context counts a key's frames
+    g = make_guidance(keyed_profile(), "thermos", 0.4, per_phase=True)
+    assert g["version"] == 2 and g["context"] == 2
+    assert [s["key"][1] for s in g["sites"]] == ["build-id:ab12+0x1210", "build-id:ab12+0x1220", "build-id:ab12+0x1230"]
+    # display frames may repeat (all 'wrap' at depth 0 here): the keys are what must differ
+    assert read_guidance_dict(g)["version"] == 2
+    bad = json.loads(json.dumps(g))
+    bad["sites"][1]["key"] = list(bad["sites"][0]["key"])
+    with pytest.raises(GuidanceError, match=r"sites\[1\]\.key: same frame keys as sites\[0\]"):
+        read_guidance_dict(bad)
+    bad = json.loads(json.dumps(g))
+    bad["sites"][0]["key"] = ["/usr/bin/sort+0x10"]
+    with pytest.raises(GuidanceError, match=r"sites\[0\]\.key\[0\]: .* is not a frame key"):
+        read_guidance_dict(bad)
+    bad = json.loads(json.dumps(g))
+    bad["sites"][0]["key"] += ["file:x+0x1"]
+    with pytest.raises(GuidanceError, match=r"sites\[0\]\.key: 3 frames"):
+        read_guidance_dict(bad)
+    bad = json.loads(json.dumps(g))
+    del bad["sites"][0]["key"]
+    with pytest.raises(GuidanceError, match=r"sites\[0\]\.key: missing"):
+        read_guidance_dict(bad)
+    # version 1 still reads (test_write_read_round_trip_and_stable_bytes); others do not
+    bad = json.loads(json.dumps(g))
+    bad["version"] = 3
+    with pytest.raises(GuidanceError, match="version: 3 is not supported .*versions 1 and 2"):
+        read_guidance_dict(bad)
+
+
+def read_guidance_dict(g):
+    from tierkit.guide import check_guidance
+    return check_guidance(json.loads(json.dumps(g)))
+
+
+def test_classification_rule():
+    # issue 17 / docs/guidance.md "Matching sites": the rule the guided policy and the runtime share
+    sites = [(["w", "hot"], 0), (["w", "cold"], 1), (["a", "x"], 2), (["a", "y"], 2)]
+    assert classify(["a", "zzz"], sites, 2) == ("arena", (2, 1))  # unambiguous: decided at depth 1
+    assert classify(["a"], sites, 2) == ("arena", (2, 1))
+    assert classify(["w", "cold", "main"], sites, 2) == ("arena", (1, 2))  # ambiguous: one deeper
+    assert classify(["w", "other"], sites, 2) == ("unmatched", 2)
+    assert classify(["q"], sites, 2) == ("unmatched", 1)
+    assert classify(["w"], sites, 2) == ("too-few-frames", (1, [0, 1]))
+    assert classify(["w"], sites + [(["w"], 1)], 2) == ("arena", (1, 1))  # a stack that short
+
+
+def test_match_site_refuses_too_few_frames():
+    # the review's wrapper: a context-1 trace against context-2 guidance took the first
+    # prefix match silently
+    g = make_guidance(keyed_profile(), "thermos", 0.4, per_phase=True)
+    assert match_site(["build-id:ab12+0x11bd", "build-id:ab12+0x1220"], g) is g["sites"][1]
+    with pytest.raises(GuidanceError, match="1 frame.*too few to tell arenas 0, 1, 2 apart"):
+        match_site(["build-id:ab12+0x11bd"], g)
+    assert match_site(["file:other+0x1"], g) is None
+    # version 1 alike, where the sites that start with the frames are in several arenas
+    v1 = make_guidance(profile_dict(), "thermos", 0.4, per_phase=True)
+    for s in v1["sites"]:
+        s["frames"][0] = "wrap (w.c:3)"
+    with pytest.raises(GuidanceError, match="too few"):
+        match_site(["wrap (w.c:3)"], v1)
 
 
 # ----------------------------------------------------------------------------------- files
@@ -292,7 +369,8 @@ def test_read_guidance_errors(tmp_path):
         one_line(e, str(p), *words)
 
     bad(lambda d: d.update(format="tierkit-profile"), "format")
-    bad(lambda d: d.update(version=2), "version")
+    bad(lambda d: d.update(version=3), "version")
+    bad(lambda d: d.update(version=2), "sites[0].key", "missing")  # version 2 keys sites by frame keys
     bad(lambda d: d.pop("arenas"), "arenas", "missing")
     bad(lambda d: d.update(mode="dynamic"), "mode")
     bad(lambda d: d["sites"][1].update(arena=9), "sites[1].arena")

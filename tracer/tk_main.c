@@ -8,7 +8,9 @@
    - every allocation, reallocation and free made through malloc, calloc, realloc, free,
      memalign, posix_memalign, aligned_alloc, valloc and C++ new/new[]/delete/delete[]
      (Valgrind's malloc replacement), each with its allocation site: the call stack, up to
-     `--tk-context` frames, symbolized as `function (file:line)`;
+     `--tk-context` physical frames (return addresses), each as the object that holds it
+     and its offset there (the site key), and symbolized as `function (file:line)` for
+     display;
    - a slice marker every `--tk-slice` instructions.
    It writes them as a compact binary stream (below) to the file descriptor `--tk-fd`; the
    Rust side (crates/tierkit-core/src/trace/raw.rs) decodes it and writes the native `.tkt`
@@ -18,7 +20,7 @@
      --tk-fd=N                 write the stream to file descriptor N (required)
      --tk-cache=none|S:W:L,... levels innermost first: size, ways, line size, in bytes
                                [default: none]
-     --tk-context=N            frames per allocation site, 1..64 [4]
+     --tk-context=N            physical frames per allocation site, 1..64 [4]
      --tk-slice=K              a slice marker every K instructions, 0 = none [0]
 
    Time. The instruction count of an access is the number of guest instructions the program
@@ -43,17 +45,17 @@
    inside Valgrind, so its metadata accesses, calloc's zeroing and realloc's copy are not in the
    stream (a native allocator would make them).
 
-   RAW STREAM FORMAT, version 1. Little-endian. "varint": unsigned LEB128 (7 bits per byte,
+   RAW STREAM FORMAT, version 2 (version 1 differed only in the SITE record). Little-endian. "varint": unsigned LEB128 (7 bits per byte,
    least significant group first, high bit set on every byte but the last). "zz": a signed
    value zig-zag coded ((v << 1) ^ (v >> 63)) then written as a varint. "string": varint byte
    length, then that many bytes of UTF-8.
 
    Header:
      8 bytes   magic "TKVGRAW\0"
-     u16       version (1)
+     u16       version (2)
      u16       flags: bit 0 = accesses are post-cache (cache on)
      varint    slice length in instructions (0: no slice markers)
-     varint    context depth (frames per site)
+     varint    context depth (physical frames per site)
      varint    number of cache levels L (0 when the cache is off), then per level, innermost
                first: varint size in bytes, varint ways, varint line size in bytes
      string    the Valgrind version the tool was built against
@@ -75,10 +77,19 @@
      0x82  FREE     varint time, varint address (free, delete, delete[], realloc to size 0).
      0x83  REALLOC  varint time, varint old address, varint new address, varint new size,
                     varint site id.
-     0x84  SITE     varint time, varint site id, varint frame count N, N strings, innermost
-                    frame first. Defines a site id before its first use; ids count from 0.
-                    Sites are keyed by their symbolized frames, so call stacks that
-                    symbolize alike share one id.
+     0x84  SITE     varint time, varint site id, varint frame count N, then per physical
+                    frame, innermost first: string display (`function (file:line)`, then
+                    the functions it is inlined in, outward, each after " < "), string
+                    path of the object holding the frame's address ("" if none is known),
+                    varint offset (the address minus the object's text bias, i.e. its
+                    link-time address; the address itself when no object is known).
+                    The address of every frame is the return address minus 1 (inside the
+                    call instruction); the replacement allocator's own frame is left out.
+                    Defines a site id before its first use; ids count from 0. Sites are
+                    keyed by (object path, offset) of their frames, so call stacks that
+                    differ only by where objects were loaded share one id. (Version 1: N
+                    display strings, with inlined functions as frames of their own, and
+                    sites keyed by their display strings.)
      0x85  MARKER   varint time, u8 kind (0 = slice), varint id. Slice marker k (k >= 1)
                     has time exactly k * slice: it follows every access of instructions
                     before that count and precedes every access of later ones.
@@ -437,8 +448,11 @@ static void tk_pre_deliver_signal(ThreadId tid, Int sigNo, Bool alt_stack)
 
 /* ------------------------------------------------------------------ allocation sites */
 
-/* Sites are keyed by their symbolized frames. Symbolizing is slow, so raw call stacks
-   (instruction addresses) are mapped to sites first. */
+/* A site is its physical frames (return addresses), each as the object that holds it and the
+   offset in that object's link-time address space (the frame key of docs/guidance.md): the
+   same in every run whatever the load address, the run directory or the symbols. Raw call
+   stacks (instruction addresses) are mapped to sites first, since describing frames is slow;
+   two stacks that differ only where the object was loaded become one site. */
 typedef struct StackNode {
    struct StackNode* next;
    UWord hash;
@@ -452,7 +466,7 @@ typedef struct SiteNode {
    UWord hash;
    UInt len;
    UInt site;
-   HChar text[];   /* frames, each followed by '\n' */
+   HChar text[];   /* per frame: object path, NUL, offset (8 bytes) */
 } SiteNode;
 
 typedef struct {
@@ -510,34 +524,70 @@ static void table_insert(Table* t, Node* node)
 }
 
 #define FRAME_MAX 1024
-static HChar frames_text[TK_MAX_CONTEXT * (FRAME_MAX + 1)];
+#define PATH_MAX_TK 4096
+static HChar key_text[TK_MAX_CONTEXT * (PATH_MAX_TK + 1 + 8)];
+static HChar display[FRAME_MAX + 1];
 
-/* Append one symbolized frame (`0x...: function (file:line)` from describe_IP, address cut). */
-static UInt append_frame(UInt len, const HChar* desc)
+/* The object holding `ip` and `ip`'s offset in its link-time address space: the text bias is
+   what dl_iterate_phdr calls dlpi_addr (0 for a non-PIE executable). An address in no known
+   object gets the path "" and the address itself. */
+static const HChar* object_of(DiEpoch ep, Addr ip, ULong* offset)
 {
-   const HChar* colon;
-   UInt n;
-   if (desc[0] == '0' && desc[1] == 'x' && (colon = VG_(strstr)(desc, ": ")) != NULL)
-      desc = colon + 2;
-   n = VG_(strlen)(desc);
-   if (n > FRAME_MAX)
-      n = FRAME_MAX;
-   VG_(memcpy)(frames_text + len, desc, n);
-   frames_text[len + n] = '\n';
-   return len + n + 1;
+   DebugInfo* di = VG_(find_DebugInfo)(ep, ip);
+   const HChar* path;
+   if (!di || !(path = VG_(DebugInfo_get_filename)(di))) {
+      *offset = ip;
+      return "";
+   }
+   *offset = (ULong)(ip - (Addr)VG_(DebugInfo_get_text_bias)(di));
+   return path;
 }
 
-static void emit_site(UInt site, const HChar* text, UInt len, UInt n_frames)
+/* The display string of one physical frame: its innermost function, then the functions it
+   is inlined in, outward, joined by " < " (`function (file:line)` each, as describe_IP
+   gives them, address cut). */
+static UInt describe_frame(DiEpoch ep, Addr ip)
 {
-   UInt i, start = 0;
+   InlIPCursor* iipc = VG_(new_IIPC)(ep, ip);
+   UInt len = 0;
+   do {
+      const HChar* desc = VG_(describe_IP)(ep, ip, iipc);
+      const HChar* colon;
+      UInt n;
+      if (desc[0] == '0' && desc[1] == 'x' && (colon = VG_(strstr)(desc, ": ")) != NULL)
+         desc = colon + 2;
+      n = VG_(strlen)(desc);
+      if (len > 0) {
+         if (len + 3 > FRAME_MAX)
+            break;
+         VG_(memcpy)(display + len, " < ", 3);
+         len += 3;
+      }
+      if (n > FRAME_MAX - len)
+         n = FRAME_MAX - len;
+      VG_(memcpy)(display + len, desc, n);
+      len += n;
+   } while (len < FRAME_MAX && VG_(next_IIPC)(iipc));
+   VG_(delete_IIPC)(iipc);
+   display[len] = 0;
+   return len;
+}
+
+static void emit_site(UInt site, const Addr* ips, UInt n_frames)
+{
+   DiEpoch ep = VG_(current_DiEpoch)();
+   UInt i;
    begin_event(T_SITE, tk_insn_base, 20);
    put_varint(site);
    put_varint(n_frames);
-   for (i = 0; i < len; i++) {
-      if (text[i] == '\n') {
-         put_string(text + start, i - start);
-         start = i + 1;
-      }
+   for (i = 0; i < n_frames; i++) {
+      ULong off;
+      const HChar* obj = object_of(ep, ips[i], &off);
+      UInt n = VG_(strlen)(obj);
+      put_string(display, describe_frame(ep, ips[i]));
+      put_string(obj, n > PATH_MAX_TK ? PATH_MAX_TK : n);
+      need(10);
+      put_varint(off);
    }
 }
 
@@ -550,40 +600,52 @@ static UInt site_of_current_call(ThreadId tid)
    StackNode* s;
    SiteNode* f;
    DiEpoch ep;
-   UInt i, len = 0, n_frames = 0;
+   const Addr* frames = ips;
+   UInt i, len = 0, n_frames;
 
    for (s = stacks.bucket[h & (stacks.n_buckets - 1)]; s; s = s->next)
       if (s->hash == h && s->n_ips == n_ips && VG_(memcmp)(s->ips, ips, n_ips * sizeof(Addr)) == 0)
          return s->site;
 
-   /* symbolize, innermost first, skipping the replacement allocator's own frames */
+   /* physical frames, innermost first, without the replacement allocator's own frame: ips[0]
+      is in vgpreload (the malloc the program called); ips[1..] are return addresses minus 1,
+      inside the call instructions (VG_(get_StackTrace) subtracts the 1) */
    ep = VG_(current_DiEpoch)();
-   for (i = 0; i < n_ips && n_frames < (UInt)clo_context; i++) {
+   n_frames = n_ips;
+   if (n_frames > 0) {
       const HChar* obj;
-      InlIPCursor* iipc;
-      if (n_frames == 0 && VG_(get_objname)(ep, ips[i], &obj) && VG_(strstr)(obj, "/vgpreload_"))
-         continue;
-      iipc = VG_(new_IIPC)(ep, ips[i]);
-      do {
-         len = append_frame(len, VG_(describe_IP)(ep, ips[i], iipc));
-         n_frames++;
-      } while (n_frames < (UInt)clo_context && VG_(next_IIPC)(iipc));
-      VG_(delete_IIPC)(iipc);
+      if (VG_(get_objname)(ep, ips[0], &obj) && VG_(strstr)(obj, "/vgpreload_")) {
+         frames++;
+         n_frames--;
+      }
+   }
+   if (n_frames > (UInt)clo_context)
+      n_frames = (UInt)clo_context;
+   for (i = 0; i < n_frames; i++) {
+      ULong off;
+      const HChar* obj = object_of(ep, frames[i], &off);
+      UInt n = VG_(strlen)(obj);
+      if (n > PATH_MAX_TK)
+         n = PATH_MAX_TK;
+      VG_(memcpy)(key_text + len, obj, n);
+      key_text[len + n] = 0;
+      VG_(memcpy)(key_text + len + n + 1, &off, 8);
+      len += n + 1 + 8;
    }
 
-   h = hash_bytes(frames_text, len);
+   h = hash_bytes(key_text, len);
    for (f = sites.bucket[h & (sites.n_buckets - 1)]; f; f = f->next)
-      if (f->hash == h && f->len == len && VG_(memcmp)(f->text, frames_text, len) == 0)
+      if (f->hash == h && f->len == len && VG_(memcmp)(f->text, key_text, len) == 0)
          break;
    if (!f) {
       f = VG_(malloc)("tk.site", sizeof(SiteNode) + len);
       f->hash = h;
       f->len = len;
       f->site = n_sites++;
-      VG_(memcpy)(f->text, frames_text, len);
+      VG_(memcpy)(f->text, key_text, len);
       table_insert(&sites, (Node*)f);
       if (out_fd >= 0)
-         emit_site(f->site, f->text, len, n_frames);
+         emit_site(f->site, frames, n_frames);
    }
 
    s = VG_(malloc)("tk.stack", sizeof(StackNode) + n_ips * sizeof(Addr));
@@ -958,7 +1020,7 @@ static void emit_header(void)
    need(256);
    VG_(memcpy)(out_buf + out_pos, magic, 8);   /* with its NUL */
    out_pos += 8;
-   put_u8(1);
+   put_u8(2);   /* stream version */
    put_u8(0);
    put_u8(n_levels > 0 ? 1 : 0);
    put_u8(0);

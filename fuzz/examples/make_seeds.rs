@@ -38,7 +38,7 @@ fn main() {
 fn write_trace(path: &Path, meta: &TraceMeta, accesses: u64, events: bool) {
     let mut w = TktWriter::create(path, meta, true).unwrap();
     if events {
-        w.write_event(0, 0, 0, &EventKind::Site { site: 1, frames: vec!["make_x (sites.c:10)".into(), "main (sites.c:200)".into()] }).unwrap();
+        w.write_event(0, 0, 0, &EventKind::Site { site: 1, frames: vec!["make_x (sites.c:10)".into(), "main (sites.c:200)".into()], keys: vec!["build-id:4f1c+0x11d7".into(), "file:sites+0x1300".into()] }).unwrap();
         w.write_event(1, 5, 0, &EventKind::Alloc { addr: 0x10000, size: 8192, site: 1, func: AllocFn::Malloc }).unwrap();
     }
     for i in 0..accesses {
@@ -160,9 +160,12 @@ fn small() {
     }
     put("guidance", "per-phase.json", GUIDANCE_PER_PHASE.as_bytes());
     put("guidance", "static.json", GUIDANCE_STATIC.as_bytes());
+    put("guidance", "v2-wrapper.json", GUIDANCE_V2.as_bytes());
     put("predictions", "kleio.json", PREDICTIONS.as_bytes());
     let raw: Vec<u8> = RAW_EXAMPLE.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
     put("raw", "worked-example.bin", &raw);
+    let raw2: Vec<u8> = RAW_EXAMPLE_V2.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect();
+    put("raw", "worked-example-v2.bin", &raw2);
 }
 
 /// The example of docs/guidance.md.
@@ -185,12 +188,26 @@ const GUIDANCE_STATIC: &str = r#"{"format": "tierkit-guidance", "version": 1, "m
  "sites": [{"frames": ["make_x (sites.c:10)"], "arena": 0}, {"frames": ["make_y (sites.c:20)"], "arena": 1}]}
 "#;
 
+/// Version 2 (issue 17): a wrapper allocator's sites told apart by their second frame key.
+const GUIDANCE_V2: &str = r#"{"format": "tierkit-guidance", "version": 2, "mode": "per-phase", "tiers": ["fast", "slow"], "context": 2,
+ "profile": {"trace_digest": "abc123"},
+ "phases": {"count": 2, "slice_source": "insn", "slice_length": 1000, "of_slice": [0, 1], "made_from": {"trace_digest": "abc123", "insn": 2000, "accesses": 90}},
+ "arenas": [{"id": 0, "tiers": [0, 1]}, {"id": 1, "tiers": [1, 0]}],
+ "sites": [{"key": ["build-id:ab12+0x11bd", "build-id:ab12+0x11da"], "frames": ["wrap (w.c:3)", "hot (w.c:10)"], "arena": 0},
+  {"key": ["build-id:ab12+0x11bd", "file:w+0x11ed"], "frames": ["wrap (w.c:3)", "cold (w.c:20)"], "arena": 1}]}
+"#;
+
 /// As docs/learned.md describes it.
 const PREDICTIONS: &str = r#"{"format": "tierkit-predictions", "version": 1, "policy": "kleio", "period": 1000, "bins": 8, "models": 3,
  "trace_digest": "0f1e2d", "rows": {"0": "--12", "7": "8870", "4095": "-7--"}}
 "#;
 
-/// The worked example of the tool's stream (tracer/tk_main.c, docs/trace-format.md §19).
+/// The worked example of the tool's stream in version 2 (frame paths and offsets; docs/trace-format.md §19.3).
+const RAW_EXAMPLE_V2: &str = "54 4b 56 47 52 41 57 00 02 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
+    84 f4 03 00 01 0c 6d 61 69 6e 20 28 61 2e 63 3a 35 29 08 2f 78 2f 61 2e 6f 75 74 c9 22 81 00 80 20 80 02 00 00 3f 80 40 03 80 01 7f 80 01 02 \
+    85 ef 03 00 01 82 01 80 20 88 c7 01 bc 05 ac 02 01 e8 07 de 07 0a 02";
+
+/// The worked example of the tool's stream in version 1 (tracer/tk_main.c, docs/trace-format.md §19).
 const RAW_EXAMPLE: &str = "54 4b 56 47 52 41 57 00 01 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
     84 f4 03 00 01 0c 6d 61 69 6e 20 28 61 2e 63 3a 35 29 81 00 80 20 80 02 00 00 3f 80 40 03 80 01 7f 80 01 02 \
     85 ef 03 00 01 82 01 80 20 88 c7 01 bc 05 ac 02 01 e8 07 de 07 0a 02";

@@ -386,7 +386,7 @@ def trace_record(
     command: Annotated[List[str], typer.Argument(help="the program and its arguments, after '--': tierkit trace record -o x.tkt -- ./app --size 10", metavar="PROGRAM ARGS")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="output trace [default: PROGRAM.tkt in the current directory]")] = None,
     cache: Annotated[str, typer.Option("--cache", help="in-band cache hierarchy: 'L1:32K:8,L2:1M:16', a preset (default, small, knl, skylake-sp), or 'none' for raw loads and stores")] = "default",
-    context: Annotated[int, typer.Option("--context", help="frames per allocation site (1-64)")] = 4,
+    context: Annotated[int, typer.Option("--context", help="physical frames (return addresses) per allocation site (1-64)")] = 4,
     slice_insn: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every N instructions (e.g. 10M)")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
     kill_after: Annotated[float, typer.Option("--kill-after", help="seconds the program may take to end after a SIGTERM, SIGINT or SIGHUP sent to tierkit is passed on to it; then it is killed")] = 2.0,
@@ -422,7 +422,7 @@ def trace_record(
 def profile_cmd(
     trace: Annotated[Path, typer.Argument(help="trace with allocation events (from 'tierkit trace record')")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="profile file to write [default: TRACE's name with .profile.json, in the current directory]")] = None,
-    context: Annotated[Optional[int], typer.Option("--context", help="call-path depth of a site: 0 = the allocating function alone, N = it and N callers [default: every frame recorded]")] = None,
+    context: Annotated[Optional[int], typer.Option("--context", help="call-path depth of a site, in physical frames: 0 = the allocation's call site alone, N = it and N callers (keys of N + 1 frames) [default: every frame recorded]")] = None,
     phases: Annotated[int, typer.Option("--phases", help="at most this many phases, by clustering the slices (phase markers in the trace take precedence)")] = 8,
     slice_len: Annotated[Optional[str], typer.Option("--slice", help="slice length when the trace has no slice markers: 100M-insn, or a number of accesses [default: 64 equal slices]")] = None,
     top: Annotated[int, typer.Option("--top", help="sites to print")] = 10,

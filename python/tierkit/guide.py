@@ -31,7 +31,12 @@ Capacity = Union[int, float, str]
 Strategy = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 FORMAT = "tierkit-guidance"
-VERSION = 1
+#: the version written for profiles with frame keys (issue 17); a profile without them (an
+#: imported trace, or one recorded before keys) gives version 1, keyed by display frames
+VERSION = 2
+VERSIONS = (1, 2)
+#: a frame key: `build-id:HEX+0xOFFSET` or `file:NAME+0xOFFSET` (crates/tierkit-core/src/sitekey.rs)
+FRAME_KEY = re.compile(r"^(build-id:[0-9a-f]+|file:[^/]+)\+0x[0-9a-f]{1,16}$")
 PROFILE_FORMAT = "tierkit-profile"
 PROFILE_VERSION = 1
 DEFAULT_TIERS = ("fast", "slow")
@@ -346,18 +351,37 @@ class _Check:
             raise self.fail(path, f"{len(xs)} entries, expected {n}")
         return xs
 
-    def sites(self, d: dict, ctx: int):
+    def sites(self, d: dict, ctx: int, keyed: bool = False, key_len: Optional[int] = None):
         """``(where, site)`` for each entry of ``d["sites"]``, checking that each is an
-        object with a call path of at most ``ctx + 1`` frames, unique in the list."""
+        object with a call path of at most ``ctx + 1`` frames, unique in the list; with
+        ``keyed``, that each has a ``key`` of 1 to ``key_len`` frame keys (default ``ctx +
+        1``), unique instead (display frames may repeat: a stripped program's do)."""
         seen: dict[tuple, int] = {}
         for i, s in enumerate(self.get(d, "sites", "", "list")):
             w = f"sites[{i}]"
             self.value(s, w, "dict")
-            key = tuple(self.frames(s, w, ctx + 1))
+            frames = tuple(self.frames(s, w, ctx + 1 if not keyed else 1 << 30))
+            if keyed:
+                key = tuple(self.keys(s, w, ctx + 1 if key_len is None else key_len))
+                what = f"{w}.key", "same frame keys"
+            else:
+                key, what = frames, (f"{w}.frames", "same call path")
             if key in seen:
-                raise self.fail(f"{w}.frames", f"same call path as sites[{seen[key]}]")
+                raise self.fail(what[0], f"{what[1]} as sites[{seen[key]}]")
             seen[key] = i
             yield w, s
+
+    def keys(self, obj: dict, where: str, max_len: int) -> list[str]:
+        ks = self.get(obj, "key", where, "list")
+        if not ks:
+            raise self.fail(f"{where}.key", "empty: a site key has at least one frame")
+        for j, k in enumerate(ks):
+            self.value(k, f"{where}.key[{j}]", "str")
+            if not FRAME_KEY.match(k):
+                raise self.fail(f"{where}.key[{j}]", f"{_short(k)} is not a frame key (build-id:HEX+0xOFFSET or file:NAME+0xOFFSET)")
+        if len(ks) > max_len:
+            raise self.fail(f"{where}.key", f"{len(ks)} frames, but the context keys sites by at most {max_len}")
+        return ks
 
     def frames(self, obj: dict, where: str, max_len: int) -> list[str]:
         fr = self.get(obj, "frames", where, "list")
@@ -373,15 +397,18 @@ def _short(x: Any) -> str:
     return t if len(t) <= 40 else t[:37] + "..."
 
 
-def _format(c: _Check, d: Any, fmt: str, version: int) -> None:
+def _format(c: _Check, d: Any, fmt: str, version: Union[int, Sequence[int]]) -> int:
     if not isinstance(d, dict):
         raise c.fail("format", f"the file holds {type(d).__name__}, not a {fmt} object")
     f = c.get(d, "format", "", "str")
     if f != fmt:
         raise c.fail("format", f"'{f}' is not '{fmt}'")
     v = c.get(d, "version", "", "int")
-    if v != version:
-        raise c.fail("version", f"{v} is not supported (this tierkit reads version {version})")
+    ok = (version,) if isinstance(version, int) else tuple(version)
+    if v not in ok:
+        which = f"version {ok[0]}" if len(ok) == 1 else "versions " + " and ".join(map(str, ok))
+        raise c.fail("version", f"{v} is not supported (this tierkit reads {which})")
+    return v
 
 
 def check_profile(p: Any, source: str = "profile") -> dict:
@@ -398,6 +425,9 @@ def check_profile(p: Any, source: str = "profile") -> dict:
     for k in ("page_size", "line_size"):
         c.get(tr, k, "trace", "count")
     ctx = c.get(p, "context", "", "count")
+    keyed = p.get("site_keys", False)
+    if not isinstance(keyed, bool):
+        raise c.fail("site_keys", f"{_short(keyed)} is not true or false")
     tot = c.get(p, "totals", "", "dict")
     for k in ("accesses", "reads", "writes", "heap_accesses", "peak_live_bytes"):
         c.get(tot, k, "totals", "count")
@@ -414,7 +444,7 @@ def check_profile(p: Any, source: str = "profile") -> dict:
     bad = [x for x in of if x >= n_ph]
     if bad:
         raise c.fail("phases.of_slice", f"phase {bad[0]} of a profile with {n_ph} phase(s)")
-    for w, s in c.sites(p, ctx):
+    for w, s in c.sites(p, ctx, keyed):
         for k in ("peak_bytes", "allocs", "bytes_allocated", "reads", "writes"):
             c.get(s, k, w, "count")
         c.counts(s, "phase_reads", w, n_ph)
@@ -431,7 +461,7 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
     """Check a guidance dict field by field (docs/guidance.md); raise
     :class:`GuidanceError` naming ``source`` and the key. Returns the guidance."""
     c = _Check(source)
-    _format(c, g, FORMAT, VERSION)
+    version = _format(c, g, FORMAT, VERSIONS)
     strat = c.get(g, "strategy", "", "str")
     if strat not in STRATEGIES:
         raise c.fail("strategy", f"'{strat}' is not one of {', '.join(sorted(STRATEGIES))}")
@@ -456,6 +486,8 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
     if gran is not None and gran < 1:
         raise c.fail("granularity_bytes", f"{gran} is not a positive number of bytes")
     ctx = c.get(g, "context", "", "count")
+    if version >= 2 and ctx < 1:
+        raise c.fail("context", "0: version-2 guidance keys sites by at least one frame")
     c.get(g, "unmatched", "", "str")
     pr = c.get(g, "profile", "", "dict")
     c.get(pr, "trace_path", "profile", "str")
@@ -471,6 +503,11 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
         raise c.fail("phases.count", f"{n_ph}: static guidance has one phase")
     c.get(ph, "slice_source", "phases", "str", nullable=True)
     length = c.get(ph, "slice_length", "phases", "count")
+    if "made_from" in ph:
+        mf = c.get(ph, "made_from", "phases", "dict")
+        c.get(mf, "trace_digest", "phases.made_from", "str", nullable=True)
+        for k in ("insn", "accesses"):
+            c.get(mf, k, "phases.made_from", "count", nullable=True)
     of = c.counts(ph, "of_slice", "phases")
     bad = [x for x in of if x >= n_ph]
     if bad:
@@ -490,7 +527,8 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
         bad = [t for t in ts if t >= nt]
         if bad:
             raise c.fail(f"{w}.tiers", f"tier {bad[0]} is not one of the {nt} tiers")
-    for w, s in c.sites(g, ctx):
+    # version 1: context + 1 display frames; version 2: context frame keys
+    for w, s in c.sites(g, ctx, keyed=version >= 2, key_len=ctx):
         a = c.get(s, "arena", w, "count")
         if a >= len(arenas):
             raise c.fail(f"{w}.arena", f"{a} is not an arena id (0..{len(arenas) - 1})")
@@ -597,6 +635,12 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
 
     ph = profile["phases"]
     sl = profile["slices"]
+    tot = profile["totals"]
+    # what a per-phase schedule was made from: a guided run of another length or trace is
+    # warned about (docs/guidance.md, "Applying guidance to another run")
+    made_from = {"trace_digest": profile["trace"]["digest"],
+                 "insn": tot["insn"] if isinstance(tot.get("insn"), int) and tot["insn"] > 0 else None,
+                 "accesses": int(tot["accesses"])}
     if per_phase:
         if ph["count"] < 1 or not ph["of_slice"]:
             raise GuidanceError("--per-phase: the profile has no phases (phases.of_slice is empty): "
@@ -605,8 +649,9 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
             raise GuidanceError("--per-phase: the profile has no slice length (slices.length is 0): "
                                 "a guided run could not tell when phases change")
 
+    keyed = bool(profile.get("site_keys"))
     sites = [s for s in profile["sites"] if s["reads"] + s["writes"] > 0 or s["allocs"] > 0]
-    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"]))
+    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"], s.get("key", [])))
     sizes = np.array([s["peak_bytes"] for s in sites], dtype=np.int64)
     used: list[int] = []
     if per_phase:
@@ -617,7 +662,7 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
             cols.append(_assign(sizes, vals, cap_b, strategy, granularity, used))
         per_site = np.stack(cols, axis=1) if sites else np.zeros((0, n_ph), dtype=np.int64)
         phases = {"count": n_ph, "slice_source": sl["source"], "slice_length": int(sl["length"]),
-                  "of_slice": [int(x) for x in ph["of_slice"]]}
+                  "of_slice": [int(x) for x in ph["of_slice"]], "made_from": made_from}
     else:
         vals = np.array([s["reads"] + s["writes"] for s in sites], dtype=np.int64)
         per_site = _assign(sizes, vals, cap_b, strategy, granularity, used)[:, None]
@@ -630,7 +675,8 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
         key = tuple(row)
         a = arena_of.setdefault(key, len(arena_of))
         acc = s["reads"] + s["writes"]
-        e: dict[str, Any] = {"frames": list(s["frames"]), "arena": a, "tier": row[0]}
+        e: dict[str, Any] = {"key": list(s["key"])} if keyed else {}
+        e.update({"frames": list(s["frames"]), "arena": a, "tier": row[0]})
         if per_phase and len(tiers) == 2:
             e["bits"] = "".join("1" if t == 0 else "0" for t in row)
         e["peak_bytes"] = s["peak_bytes"]
@@ -643,14 +689,15 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
     tr = profile["trace"]
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": VERSION if keyed else 1,
         "strategy": strategy,
         "mode": "per-phase" if per_phase else "static",
         "tiers": tiers,
         "capacity_bytes": cap_b,
         "capacity_fraction": cap_f,
         "granularity_bytes": (max(used) if used else int(granularity)) if strategy == "knapsack" else None,
-        "context": int(profile["context"]),
+        # version 2 counts the frames of a key; version 1 is the depth (frames - 1)
+        "context": int(profile["context"]) + 1 if keyed else int(profile["context"]),
         "unmatched": "last-tier",
         "profile": {"trace_path": tr["path"], "trace_digest": tr["digest"], "program": tr["program"],
                     "args": list(tr["args"]), "footprint_bytes": footprint},
@@ -660,20 +707,63 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
     }
 
 
+def classify(keys: Sequence[str], sites: Sequence[tuple], context: int) -> tuple[str, Any]:
+    """The classification rule of guidance version 2 (docs/guidance.md; the same as
+    ``tierkit_core::sitekey::classify``, which the guided policy and the runtime use): walk
+    the allocation's frame keys innermost first; after j frames, S_j is the sites whose key
+    starts with them. S_j empty: ``("unmatched", j)``. All of S_j in one arena: ``("arena",
+    (arena, j))``. Otherwise one frame deeper; at j = ``context``, the site whose key equals
+    the frames. When the keys run out first with S_j in several arenas: the site whose key is
+    exactly those keys if any, else ``("too-few-frames", (len(keys), arenas))``.
+    ``sites``: (key, arena) pairs."""
+    cand = list(range(len(sites)))
+    limit = max(1, int(context))
+    for j in range(1, limit + 1):
+        if j > len(keys):
+            exact = [i for i in cand if len(sites[i][0]) == len(keys)]
+            if exact:
+                return "arena", (sites[exact[0]][1], len(keys))
+            return "too-few-frames", (len(keys), sorted({sites[i][1] for i in cand}))
+        cand = [i for i in cand if len(sites[i][0]) >= j and sites[i][0][j - 1] == keys[j - 1]]
+        if not cand:
+            return "unmatched", j
+        if len({sites[i][1] for i in cand}) == 1:
+            return "arena", (sites[cand[0]][1], j)
+    exact = [i for i in cand if len(sites[i][0]) == limit]
+    return ("arena", (sites[exact[0]][1], limit)) if exact else ("unmatched", limit)
+
+
 def match_site(frames: Sequence[str], guidance: dict) -> Optional[dict]:
     """The guidance site of a trace allocation site, or None (then the site goes to the
-    ``unmatched`` tier). Keys are the first ``context + 1`` symbolized frames, innermost
-    first; a trace that records fewer frames than that matches the first site (in file
-    order) whose key starts with the frames it has. The same rule as the guided policy."""
+    ``unmatched`` tier); the same rule as the guided policy. Version 2: ``frames`` are the
+    site's frame keys, classed by :func:`classify`; the first site (in file order) of the
+    arena it decides is returned. Version 1: the first ``context + 1`` display frames equal
+    a site's; a trace that records fewer frames takes the sites whose key starts with what
+    it has when they are all in one arena. Too few frames to decide raises
+    :class:`GuidanceError`."""
+    if int(guidance.get("version", 1)) >= 2:
+        sites = [(list(s["key"]), s["arena"]) for s in guidance["sites"]]
+        what, detail = classify(list(frames), sites, int(guidance["context"]))
+        if what == "arena":
+            return next(s for s in guidance["sites"] if s["arena"] == detail[0]
+                        and list(s["key"][:detail[1]]) == list(frames[:detail[1]]))
+        if what == "unmatched":
+            return None
+        have, arenas = detail
+        raise GuidanceError(f"site {_short(list(frames))}: {have} frame(s), too few to tell arenas "
+                            f"{', '.join(map(str, arenas))} apart (the guidance keys sites by {guidance['context']} frames)")
     n = int(guidance["context"]) + 1
     key = list(frames[:n])
     for s in guidance["sites"]:
         if s["frames"] == key:
             return s
     if len(key) < n:
-        for s in guidance["sites"]:
-            if s["frames"][: len(key)] == key:
-                return s
+        starts = [s for s in guidance["sites"] if s["frames"][: len(key)] == key]
+        arenas = sorted({s["arena"] for s in starts})
+        if len(arenas) > 1:
+            raise GuidanceError(f"site {_short(key)}: {len(key)} frame(s), too few to tell arenas "
+                                f"{', '.join(map(str, arenas))} apart (the guidance keys sites by {n} frames)")
+        return starts[0] if starts else None
     return None
 
 

@@ -2,7 +2,9 @@
 
 The Rust core makes one pass over the trace and attributes every access to the live
 allocation that holds it (``_core.profile_trace``). Here the raw sites are grouped by
-call-path depth (depth 0: the allocating function alone; depth d: it and d callers), the
+call-path depth (depth 0: the call site of the allocation alone; depth d: it and d callers,
+counted in physical frames; sites are keyed by their frame keys when the trace has them,
+issue 17, else by their display frames), the
 run's slices are clustered into phases, and the profile file is written. The file's fields
 are documented in ``docs/guidance.md`` ("The profile file").
 """
@@ -167,8 +169,8 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
             seed: int = 1) -> dict:
     """Profile a trace by allocation site; returns the profile as a dict (the file's content).
 
-    ``context``: call-path depth of the site keys (0 = the allocating function alone); by
-    default every frame the trace recorded. ``phases``: at most this many phases, found by
+    ``context``: call-path depth of the site keys (0 = the allocation's call site alone, d =
+    it and d callers: d + 1 physical frames); by default every frame the trace recorded. ``phases``: at most this many phases, found by
     clustering the slices (or given by the trace's phase markers). ``slice``: slice length
     (``50M-insn`` or a number of accesses) when the trace has no slice markers; by default
     64 equal slices."""
@@ -229,6 +231,7 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
     raw_by_id = raw["sites"]
     insn = raw["insn"]
     line = raw["line_size"]
+    keyed = bool(raw.get("keyed"))
     sites = []
     for g, grp in enumerate(groups):
         members = [raw_by_id[i] for i in grp["sites"]]
@@ -237,6 +240,7 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
         peak = int(grp["peak_bytes"])
         acc = reads + writes
         sites.append({
+            **({"key": grp["keys"]} if keyed else {}),
             "frames": grp["frames"],
             "peak_bytes": peak,
             "allocs": int(sum(m["allocs"] for m in members)),
@@ -249,7 +253,8 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
             "phase_reads": [int(v) for v in pr[:, g]],
             "phase_writes": [int(v) for v in pw[:, g]],
         })
-    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"]))
+    # the key breaks ties between sites that display alike (a stripped program's)
+    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"], s.get("key", [])))
     nonheap = {"reads": int(pr[:, n_g].sum()), "writes": int(pw[:, n_g].sum()),
                "phase_reads": [int(v) for v in pr[:, n_g]], "phase_writes": [int(v) for v in pw[:, n_g]]}
 
@@ -277,6 +282,8 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
                   "page_size": raw["page_size"], "line_size": line, "post_cache": raw["post_cache"]},
         "context": context,
         "max_context": max_depth,
+        # sites carry "key", their frame keys (context + 1 of them at most), and group by them
+        "site_keys": keyed,
         "totals": {
             "accesses": raw["accesses"], "reads": raw["reads"], "writes": raw["writes"], "insn": insn,
             "heap_accesses": raw["heap_reads"] + raw["heap_writes"],
@@ -315,6 +322,7 @@ def sites_frame(p: dict):
     for s in p["sites"]:
         acc = s["reads"] + s["writes"]
         rows.append({"site": _short(s["frames"]), "callers": " < ".join(s["frames"][1:]),
+                     **({"key": s["key"][0] if s["key"] else ""} if "key" in s else {}),
                      "peak_bytes": s["peak_bytes"], "reads": s["reads"], "writes": s["writes"],
                      "accesses_pct": 100 * acc / tot, "accesses_per_byte": s["accesses_per_byte"],
                      "bytes_per_kinsn": s["bytes_per_kinsn"], "allocs": s["allocs"]})

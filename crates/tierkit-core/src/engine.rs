@@ -854,6 +854,11 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
     let mut warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
+    for w in policy.input_warnings(digest.as_deref(), &ran) {
+        // said as it happens too: a long comparison's table comes at the end
+        eprintln!("tierkit: warning: {w}");
+        warnings.push(w);
+    }
     if let Some(why) = job.trace.incomplete() {
         warnings.push(format!("trace {}: incomplete ({why}); the results cover only what was recorded", job.trace.describe()));
     }

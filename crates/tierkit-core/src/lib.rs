@@ -21,6 +21,7 @@ pub mod policy;
 pub mod prefetch;
 pub mod periods;
 pub mod profile;
+pub mod sitekey;
 pub mod timing;
 pub mod rng;
 pub mod tracking;

@@ -41,8 +41,11 @@ pub const NONHEAP: u32 = u32::MAX;
 pub struct RawSite {
     /// The site id of the trace.
     pub id: u32,
-    /// The call stack, innermost frame first.
+    /// The call stack, innermost frame first, for display.
     pub frames: Vec<String>,
+    /// The frames' keys (issue 17, [`crate::sitekey`]), one per physical frame; empty in
+    /// traces recorded without them.
+    pub keys: Vec<String>,
     pub allocs: u64,
     pub bytes_allocated: u64,
     /// Largest number of bytes of this site's allocations live at once.
@@ -51,7 +54,8 @@ pub struct RawSite {
     pub writes: u64,
 }
 
-/// The sites of one call-path depth: raw sites whose first `depth + 1` frames agree.
+/// The sites of one call-path depth: raw sites whose first `depth + 1` frames agree (their
+/// frame keys when every site has keys, else their display frames).
 #[derive(Clone, Debug, Serialize)]
 pub struct DepthGroups {
     pub depth: usize,
@@ -60,7 +64,10 @@ pub struct DepthGroups {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Group {
+    /// Display frames (the first member's, cut to the depth).
     pub frames: Vec<String>,
+    /// The group's key: its first `depth + 1` frame keys (empty without keys).
+    pub keys: Vec<String>,
     pub peak_bytes: u64,
     /// Ids of the raw sites in the group.
     pub sites: Vec<u32>,
@@ -102,6 +109,8 @@ pub struct RawProfile {
     /// Largest number of heap bytes live at once (the dynamic footprint of 000 §3.1).
     pub peak_live_bytes: u64,
     pub sites: Vec<RawSite>,
+    /// Sites are grouped by frame keys (every site has them); false: by display frames.
+    pub keyed: bool,
     pub depths: Vec<DepthGroups>,
     pub slices: Slices,
     /// `(slice, site, reads, writes)` for every site with accesses in a slice; site
@@ -327,9 +336,10 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
                 let e = &batch.events[ev];
                 ev += 1;
                 match &e.kind {
-                    EventKind::Site { site, frames } => {
+                    EventKind::Site { site, frames, keys } => {
                         let j = c.site_mut(*site);
                         c.sites[j].frames = frames.clone();
+                        c.sites[j].keys = keys.clone();
                     }
                     EventKind::Alloc { addr, size, site, .. } => c.alloc(*addr, *size, *site),
                     EventKind::Free { addr } => c.free(*addr),
@@ -379,17 +389,25 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
     slices.count = slices.start_insn.len();
     let digest = src.digest();
 
-    // every depth's groups and their peaks, replayed from the allocation log
-    let max_frames = c.sites.iter().map(|s| s.frames.len()).max().unwrap_or(0).max(1);
+    // every depth's groups and their peaks, replayed from the allocation log; sites with
+    // frame keys group by them (the display frames of two stacks may agree, say in a
+    // stripped program, where their return addresses do not), others by display frames
+    let keyed = !c.sites.is_empty() && c.sites.iter().all(|s| !s.keys.is_empty() && s.keys.len() == s.frames.len());
+    fn by(s: &RawSite, keyed: bool) -> &[String] {
+        if keyed { &s.keys } else { &s.frames }
+    }
+    let max_frames = c.sites.iter().map(|s| by(s, keyed).len()).max().unwrap_or(0).max(1);
     let mut depths = Vec::new();
     for d in 0..max_frames {
         let mut index: HashMap<&[String], usize> = HashMap::new();
         let mut groups: Vec<Group> = Vec::new();
         let mut group_of = vec![0usize; c.sites.len()];
         for s in &c.sites {
-            let key = &s.frames[..s.frames.len().min(d + 1)];
+            let key = &by(s, keyed)[..by(s, keyed).len().min(d + 1)];
             let g = *index.entry(key).or_insert_with(|| {
-                groups.push(Group { frames: key.to_vec(), peak_bytes: 0, sites: Vec::new() });
+                let frames = s.frames[..s.frames.len().min(d + 1)].to_vec();
+                let keys = if keyed { key.to_vec() } else { Vec::new() };
+                groups.push(Group { frames, keys, peak_bytes: 0, sites: Vec::new() });
                 groups.len() - 1
             });
             groups[g].sites.push(s.id);
@@ -430,6 +448,7 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
         nonheap_writes: nw,
         peak_live_bytes: c.peak_live,
         sites: c.sites,
+        keyed,
         depths,
         slices,
         slice_counts: c.slice_counts,

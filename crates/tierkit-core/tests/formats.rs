@@ -432,12 +432,12 @@ fn native_format_matches_the_worked_example_in_the_spec() {
     let f = std::fs::read(&p).unwrap();
     let u32_at = |i: usize| u32::from_le_bytes(f[i..i + 4].try_into().unwrap());
     assert_eq!(&f[..8], b"\x89TKT\r\n\x1a\n");
-    assert_eq!(&f[8..12], &[1, 0, 0, 0]);
+    assert_eq!(&f[8..12], &[2, 0, 0, 0]);
     let hlen = u32_at(12) as usize;
     let json = &f[16..16 + hlen];
     assert_eq!(u32_at(16 + hlen), crc32fast::hash(json));
     let v: serde_json::Value = serde_json::from_slice(json).unwrap();
-    assert_eq!(v["version"], serde_json::json!([1, 0]));
+    assert_eq!(v["version"], serde_json::json!([2, 0]));
     assert_eq!((v["time_insn"].as_bool(), v["page_size"].as_u64()), (Some(true), Some(4096)));
     let c = 16 + hlen + 4;
     assert_eq!(f[c], b'D');

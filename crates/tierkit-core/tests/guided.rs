@@ -30,7 +30,7 @@ fn trace(dir: &std::path::Path, name: &str, recs: &[R]) -> TraceInput {
     for r in recs {
         let ev = |w: &mut TktWriter, insn: u64, kind: EventKind| w.write_event(insn, 0, 0, &kind).unwrap();
         match r {
-            R::Site(id, frames) => ev(&mut w, insn, EventKind::Site { site: *id, frames: frames.iter().map(|s| s.to_string()).collect() }),
+            R::Site(id, frames) => ev(&mut w, insn, EventKind::Site { site: *id, frames: frames.iter().map(|s| s.to_string()).collect(), keys: Vec::new() }),
             R::Alloc(addr, size, site) => ev(&mut w, insn, EventKind::Alloc { addr: *addr, size: *size, site: *site, func: AllocFn::Malloc }),
             R::Free(addr) => ev(&mut w, insn, EventKind::Free { addr: *addr }),
             R::Realloc(old, addr, size, site) => ev(&mut w, insn, EventKind::Realloc { old_addr: *old, addr: *addr, size: *size, site: *site }),

@@ -210,7 +210,11 @@ fn event_kind() -> impl Strategy<Value = EventKind> {
             .prop_map(|(addr, size, site, f)| EventKind::Alloc { addr, size, site, func: AllocFn::from_u8(f).unwrap() }),
         any::<u64>().prop_map(|addr| EventKind::Free { addr }),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(old_addr, addr, size, site)| EventKind::Realloc { old_addr, addr, size, site }),
-        (0u32..4, proptest::collection::vec(any_string(), 0..3)).prop_map(|(site, frames)| EventKind::Site { site, frames }),
+        // issue 17: a site carries its frame keys (one per frame) or none
+        (0u32..4, proptest::collection::vec((any_string(), any_string()), 0..3), any::<bool>()).prop_map(|(site, fk, keyed)| {
+            let (frames, keys): (Vec<String>, Vec<String>) = fk.into_iter().unzip();
+            EventKind::Site { site, frames, keys: if keyed { keys } else { Vec::new() } }
+        }),
         (0u8..3, any::<u64>(), any_string()).prop_map(|(m, id, label)| EventKind::Marker { marker: MarkerKind::from_u8(m).unwrap(), id, label }),
     ]
 }
@@ -449,7 +453,7 @@ fn check_native(case: &Case) -> Result<(), TestCaseError> {
     let want = native_projection(&case.meta, &case.recs);
     let summary = model_summary(case.meta.page_size, &want);
     let mut meta = case.meta.clone();
-    meta.version = (1, 0);
+    meta.version = tierkit_core::trace::FORMAT_VERSION;
 
     // one writer, its own chunking
     let whole = dir.path().join("whole.tkt");

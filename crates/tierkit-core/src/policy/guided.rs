@@ -1,9 +1,12 @@
 //! `guided`: placement by allocation site from a guidance file (`tierkit guide`, format in
 //! `docs/guidance.md`), with static or per-phase arenas (000 §3.2, 002 §III-B, §IV-B).
 //!
-//! Each allocation of the trace is classed when it is made: the site's call stack (its first
-//! `context + 1` frames) is looked up in the guidance, and the allocation joins that site's
-//! arena. A page goes, on its first access, to the tier its arena prefers in the current
+//! Each allocation of the trace is classed when it is made: the site's call stack is looked
+//! up in the guidance, and the allocation joins that site's arena. Version-2 guidance keys
+//! sites by frame keys and classes them by the rule of [`crate::sitekey::classify`] (the
+//! runtime's); version 1 by the first `context + 1` display frames, compared whole. A trace
+//! site with too few frames to decide is an error naming it, never a silent first match
+//! (issue 17). A page goes, on its first access, to the tier its arena prefers in the current
 //! phase; when that tier is full it goes to the next slower tier with room (the overflow of
 //! `MPOL_PREFERRED`, 002 §IV-B). A page shared by several allocations follows the one with
 //! the most bytes on it: the trace comes from an allocator that packs sites together, where
@@ -48,13 +51,34 @@ struct File {
     tiers: Vec<String>,
     context: usize,
     #[serde(default)]
+    profile: Option<FileProfile>,
+    #[serde(default)]
     phases: Option<FilePhases>,
     arenas: Vec<FileArena>,
     sites: Vec<FileSite>,
 }
 
 #[derive(Deserialize)]
+struct FileProfile {
+    #[serde(default)]
+    trace_digest: Option<String>,
+}
+
+/// What a per-phase schedule was made from (version 2; docs/guidance.md).
+#[derive(Deserialize)]
+struct FileMadeFrom {
+    #[serde(default)]
+    trace_digest: Option<String>,
+    #[serde(default)]
+    insn: Option<u64>,
+    #[serde(default)]
+    accesses: Option<u64>,
+}
+
+#[derive(Deserialize)]
 struct FilePhases {
+    #[serde(default)]
+    made_from: Option<FileMadeFrom>,
     count: usize,
     #[serde(default)]
     slice_source: Option<String>,
@@ -71,15 +95,24 @@ struct FileArena {
 
 #[derive(Deserialize)]
 struct FileSite {
+    #[serde(default)]
     frames: Vec<String>,
+    /// Version 2: the frame keys.
+    #[serde(default)]
+    key: Option<Vec<String>>,
     arena: usize,
 }
 
 /// A guidance file, checked.
 pub struct Guidance {
+    /// The file, for messages.
+    pub path: String,
+    /// The format version: 1 (display frames) or 2 (frame keys).
+    pub version: u32,
     pub per_phase: bool,
     pub tiers: usize,
-    /// Frames compared per site.
+    /// Frames compared per site: `context + 1` display frames (version 1), `context` frame
+    /// keys (version 2).
     pub key_frames: usize,
     /// Tier of each arena in each phase (one phase in static guidance).
     pub arena_tiers: Vec<Vec<usize>>,
@@ -87,8 +120,14 @@ pub struct Guidance {
     pub of_slice: Vec<usize>,
     /// Length of a slice, for per-phase guidance.
     pub slice: Option<Period>,
-    /// Site keys and their arenas, in the file's order.
+    /// Site keys (frame keys in version 2, display frames in version 1) and their arenas,
+    /// in the file's order.
     pub sites: Vec<(Vec<String>, u16)>,
+    /// Per-phase: the digest of the trace the schedule was made from, when known.
+    pub schedule_digest: Option<String>,
+    /// Per-phase: the length of the run the schedule was made from, in slice units
+    /// (instructions or accesses); from `phases.made_from`, else slices x slice length.
+    pub schedule_length: Option<u64>,
 }
 
 impl Guidance {
@@ -100,8 +139,11 @@ impl Guidance {
         if f.format != "tierkit-guidance" {
             return Err(bad(format!("format: '{}' is not 'tierkit-guidance'", f.format)));
         }
-        if f.version != 1 {
-            return Err(bad(format!("version: {} is not supported (this tierkit reads version 1)", f.version)));
+        if f.version != 1 && f.version != 2 {
+            return Err(bad(format!("version: {} is not supported (this tierkit reads versions 1 and 2)", f.version)));
+        }
+        if f.version == 2 && f.context == 0 {
+            return Err(bad("context: 0: version-2 guidance keys sites by at least one frame".into()));
         }
         let per_phase = match f.mode.as_str() {
             "static" => false,
@@ -131,11 +173,27 @@ impl Guidance {
             arena_tiers.push(a.tiers[..n_phases].to_vec());
         }
         let mut sites = Vec::new();
+        let mut seen: HashMap<&[String], usize> = HashMap::new();
         for (i, s) in f.sites.iter().enumerate() {
             if s.arena >= f.arenas.len() {
                 return Err(bad(format!("sites[{i}].arena: {} is not an arena id (0..{})", s.arena, f.arenas.len())));
             }
-            sites.push((s.frames.clone(), s.arena as u16));
+            let key = if f.version == 2 {
+                let k = s.key.as_ref().ok_or_else(|| bad(format!("sites[{i}].key: missing (version-2 guidance keys each site by its frame keys)")))?;
+                if k.is_empty() || k.len() > f.context {
+                    return Err(bad(format!("sites[{i}].key: {} frames, but context {} keys sites by 1 to {} frames", k.len(), f.context, f.context)));
+                }
+                if let Some((j, bad_key)) = k.iter().enumerate().find(|(_, x)| !crate::sitekey::is_frame_key(x)) {
+                    return Err(bad(format!("sites[{i}].key[{j}]: '{bad_key}' is not a frame key (build-id:HEX+0xOFFSET or file:NAME+0xOFFSET)")));
+                }
+                k
+            } else {
+                &s.frames
+            };
+            if let Some(j) = seen.insert(key, i) {
+                return Err(bad(format!("sites[{i}]: the same key as sites[{j}]")));
+            }
+            sites.push((key.clone(), s.arena as u16));
         }
         let (mut of_slice, mut slice) = (Vec::new(), None);
         if per_phase {
@@ -153,21 +211,114 @@ impl Guidance {
                 (_, n) => Period::Insn(n),
             });
         }
-        // a context past any stack's depth compares every frame (and must not overflow)
-        Ok(Guidance { per_phase, tiers: f.tiers.len(), key_frames: f.context.saturating_add(1), arena_tiers, of_slice, slice, sites })
+        let (mut schedule_digest, mut schedule_length) = (None, None);
+        if per_phase {
+            let p = f.phases.as_ref().unwrap();
+            let by_accesses = matches!(slice, Some(Period::Accesses(_)));
+            let m = p.made_from.as_ref();
+            schedule_digest = m.and_then(|m| m.trace_digest.clone()).or_else(|| f.profile.as_ref().and_then(|x| x.trace_digest.clone()));
+            schedule_length = m
+                .and_then(|m| if by_accesses { m.accesses } else { m.insn })
+                .or(Some((of_slice.len() as u64).saturating_mul(p.slice_length)));
+        }
+        // version 1: a context past any stack's depth compares every frame (and must not
+        // overflow)
+        let key_frames = if f.version == 2 { f.context } else { f.context.saturating_add(1) };
+        Ok(Guidance {
+            path: path.to_string(),
+            version: f.version,
+            per_phase,
+            tiers: f.tiers.len(),
+            key_frames,
+            arena_tiers,
+            of_slice,
+            slice,
+            sites,
+            schedule_digest,
+            schedule_length,
+        })
     }
 
-    /// The arena of a site of the trace: its first `context + 1` frames equal a guidance
-    /// key's; a trace that records fewer frames matches the first key that starts with them.
-    fn arena_of(&self, index: &HashMap<Vec<String>, u16>, frames: &[String]) -> Option<u16> {
+    /// The arena of trace site `site` (`frames` for display, `keys` its frame keys), or
+    /// None when the guidance does not know it. Version 2: [`crate::sitekey::classify`] on
+    /// the keys. Version 1: the first `context + 1` display frames equal a guidance key; a
+    /// trace that records fewer frames takes the keys that start with them, if they are all
+    /// in one arena. Too few frames to decide is an error naming the site.
+    fn arena_of(&self, index: &HashMap<Vec<String>, u16>, site: u32, frames: &[String], keys: &[String]) -> Result<Option<u16>> {
+        use crate::sitekey::{classify, Class};
+        // messages stay within one 200-character line (crate::error): the innermost frame only
+        let name = || format!("trace site {site} ({})", frames.first().map(|s| s.as_str()).unwrap_or("no frames"));
+        let short_of = |have: usize, arenas: &[u16]| {
+            let list: Vec<String> = arenas.iter().map(|a| a.to_string()).collect();
+            Error::config(
+                "guided:guidance",
+                format!("{}: {} has {have} frame(s), too few to tell arenas {} apart: record with --context {}", self.path, name(), list.join(", "), self.key_frames),
+            )
+        };
+        if self.version == 2 {
+            if keys.is_empty() {
+                return Err(Error::config(
+                    "guided:guidance",
+                    format!("{}: {} has no frame keys (an old or imported trace): version-2 guidance needs a trace from 'tierkit trace record'", self.path, name()),
+                ));
+            }
+            return match classify(&self.sites, self.key_frames, keys) {
+                Class::Arena { arena, .. } => Ok(Some(arena)),
+                Class::Unmatched { .. } => Ok(None),
+                Class::TooFewFrames { have, arenas } => Err(short_of(have, &arenas)),
+            };
+        }
         let n = frames.len().min(self.key_frames);
         if let Some(&a) = index.get(&frames[..n]) {
-            return Some(a);
+            return Ok(Some(a));
         }
         if n < self.key_frames {
-            return self.sites.iter().find(|(k, _)| k.len() >= n && k[..n] == frames[..n]).map(|(_, a)| *a);
+            let mut arenas: Vec<u16> = self.sites.iter().filter(|(k, _)| k.len() >= n && k[..n] == frames[..n]).map(|(_, a)| *a).collect();
+            arenas.sort_unstable();
+            arenas.dedup();
+            return match arenas.len() {
+                0 => Ok(None),
+                1 => Ok(Some(arenas[0])),
+                _ => Err(short_of(n, &arenas)),
+            };
         }
-        None
+        Ok(None)
+    }
+
+    /// Warnings about per-phase guidance applied to another run (issue 17): a run more than
+    /// twice as long or short as the one the schedule was made from, or another trace.
+    pub fn schedule_warnings(&self, digest: Option<&str>, ran: &crate::engine::RunExtent) -> Vec<String> {
+        let mut w = Vec::new();
+        if !self.per_phase {
+            return w;
+        }
+        let (unit, length) = match self.slice {
+            Some(Period::Accesses(_)) => ("accesses", Some(ran.accesses)),
+            _ => ("instructions", ran.instructions),
+        };
+        if let (Some(want), Some(got)) = (self.schedule_length, length) {
+            if want > 0 && got > 0 && (got > want.saturating_mul(2) || want > got.saturating_mul(2)) {
+                let (ratio, how) = if got > want { (got as f64 / want as f64, "longer") } else { (want as f64 / got as f64, "shorter") };
+                w.push(format!(
+                    "per-phase guidance {}: its phase schedule was made from a run of {want} {unit} ({} slices), this trace runs {got} ({ratio:.1}x {how}); the schedule's phases do not line up with this run's{}",
+                    self.path,
+                    self.of_slice.len(),
+                    if got > want { " and its last phase holds for the rest of the run" } else { "" }
+                ));
+            }
+        }
+        if let (Some(want), Some(got)) = (self.schedule_digest.as_deref(), digest) {
+            if want != got {
+                let short = |d: &str| d.chars().take(12).collect::<String>();
+                w.push(format!(
+                    "per-phase guidance {}: made from the trace with digest {}…, not this one ({}…): its phases are that run's slice schedule, replayed here by {unit}",
+                    self.path,
+                    short(want),
+                    short(got)
+                ));
+            }
+        }
+        w
     }
 }
 
@@ -441,12 +592,12 @@ impl<P: Policy> Policy for Guided<P> {
 
     fn on_event(&mut self, ev: &Event, ctx: &mut Ctx) -> Result<()> {
         match &ev.kind {
-            EventKind::Site { site, frames } => {
+            EventKind::Site { site, frames, keys } => {
                 let s = *site as usize;
                 if self.site_class.len() <= s {
                     self.site_class.resize(s + 1, UNMATCHED);
                 }
-                self.site_class[s] = self.g.arena_of(&self.index, frames).unwrap_or(UNMATCHED);
+                self.site_class[s] = self.g.arena_of(&self.index, *site, frames, keys)?.unwrap_or(UNMATCHED);
             }
             EventKind::Alloc { addr, size, site, .. } => self.alloc(*addr, *size, *site),
             EventKind::Free { addr } => {
@@ -466,6 +617,14 @@ impl<P: Policy> Policy for Guided<P> {
 
     fn compat(&self) -> super::Compat {
         self.inner.compat()
+    }
+
+    fn input_warnings(&self, digest: Option<&str>, ran: &crate::engine::RunExtent) -> Vec<String> {
+        let mut w = self.g.schedule_warnings(digest, ran);
+        if self.has_inner {
+            w.extend(self.inner.input_warnings(digest, ran));
+        }
+        w
     }
 
     fn report(&self) -> serde_json::Value {

@@ -247,6 +247,13 @@ pub trait Policy: Send + 'static {
         None
     }
 
+    /// Warnings about the policy's input files and this run (per-phase guidance made from
+    /// another run, say), given the trace's digest and the run's extent; the engine adds
+    /// them to the result's `warnings` and prints them on stderr.
+    fn input_warnings(&self, _digest: Option<&str>, _ran: &crate::engine::RunExtent) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Accounting conventions the timing model must follow for this policy.
     fn compat(&self) -> Compat {
         Compat::None

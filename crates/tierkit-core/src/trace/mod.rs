@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the native format this build writes (major, minor). Readers accept any minor
-/// version of their major version.
-pub const FORMAT_VERSION: (u16, u16) = (1, 0);
+/// version of their major version; this one also reads major version 1, whose site records
+/// have no frame keys (docs/trace-format.md section 11).
+pub const FORMAT_VERSION: (u16, u16) = (2, 0);
 
 /// Size of an access whose size a trace does not state (one cache line).
 pub const DEFAULT_ACCESS_SIZE: u16 = 64;
@@ -99,8 +100,16 @@ pub enum EventKind {
     Free { addr: u64 },
     Realloc { old_addr: u64, addr: u64, size: u64, site: u32 },
     /// Defines allocation site `site` as a call stack, innermost frame first, each frame a
-    /// symbolized string such as `compute_forces (md.c:120)`.
-    Site { site: u32, frames: Vec<String> },
+    /// symbolized string such as `compute_forces (md.c:120)` (for display). `keys`, when
+    /// the recorder knew them, are the frames' keys (`build-id:HEX+0xOFFSET`, one per
+    /// frame, `frames` then holding one display string per physical frame; see
+    /// [`crate::sitekey`]); empty for traces recorded before keys existed or imported.
+    Site {
+        site: u32,
+        frames: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        keys: Vec<String>,
+    },
     Marker { marker: MarkerKind, id: u64, label: String },
 }
 

@@ -21,8 +21,9 @@ use std::io::Read;
 
 /// The stream's first bytes.
 pub const RAW_MAGIC: &[u8; 8] = b"TKVGRAW\0";
-/// The stream version this decoder reads.
-pub const RAW_VERSION: u16 = 1;
+/// The stream version the tool writes. Version 1 (site records without frame keys) is
+/// still read.
+pub const RAW_VERSION: u16 = 2;
 
 const T_THREAD: u8 = 0x80;
 const T_ALLOC: u8 = 0x81;
@@ -211,6 +212,8 @@ pub struct RawSource<R: Read + Send> {
     exec_pending: bool,
     /// Stream offset of the record being decoded.
     record_start: u64,
+    /// Object identities of the sites' frames, by path.
+    objects: crate::sitekey::ObjectIds,
 }
 
 impl<R: Read + Send> RawSource<R> {
@@ -249,6 +252,7 @@ impl<R: Read + Send> RawSource<R> {
             forks: 0,
             exec_pending: false,
             record_start: 0,
+            objects: Default::default(),
         })
     }
 
@@ -261,8 +265,8 @@ impl<R: Read + Send> RawSource<R> {
             return Err(Stop::Bad("not a tierkit-valgrind stream (bad magic)".into()));
         }
         let version = u16::from_le_bytes([r.u8()?, r.u8()?]);
-        if version != RAW_VERSION {
-            return Err(Stop::Bad(format!("stream version {version}; this tierkit reads version {RAW_VERSION} (rebuild the tracer: make build)")));
+        if version != RAW_VERSION && version != 1 {
+            return Err(Stop::Bad(format!("stream version {version}; this tierkit reads versions 1 and {RAW_VERSION} (rebuild the tracer: make build)")));
         }
         let flags = u16::from_le_bytes([r.u8()?, r.u8()?]);
         let slice_insn = r.varint()?;
@@ -431,10 +435,18 @@ impl<R: Read + Send> RawSource<R> {
                         return Err(Stop::Bad(format!("site with {n} frames")));
                     }
                     let mut frames = Vec::with_capacity(n as usize);
+                    let mut keys = Vec::new();
                     for _ in 0..n {
                         frames.push(self.input.string()?);
+                        if self.header.version >= 2 {
+                            // the object's identity (its build-id) is read from its file
+                            // here, once per path: the tool cannot read it
+                            let path = self.input.string()?;
+                            let offset = self.input.varint()?;
+                            keys.push(crate::sitekey::frame_key(self.objects.id(&path), offset));
+                        }
                     }
-                    EventKind::Site { site, frames }
+                    EventKind::Site { site, frames, keys }
                 }
                 T_MARKER => {
                     self.time_delta()?;
@@ -1139,9 +1151,22 @@ mod tests {
     use super::*;
     use crate::trace::read_all;
 
-    /// The worked example of docs/trace-format.md section 19, byte for byte.
-    const EXAMPLE: &str = "54 4b 56 47 52 41 57 00 01 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
+    /// The worked example of docs/trace-format.md section 19, byte for byte, in stream
+    /// version 1 (still read: its site has no frame keys).
+    const EXAMPLE_V1: &str = "54 4b 56 47 52 41 57 00 01 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
         84 f4 03 00 01 0c 6d 61 69 6e 20 28 61 2e 63 3a 35 29 \
+        81 00 80 20 80 02 00 00 \
+        3f 80 40 03 \
+        80 01 \
+        7f 80 01 02 \
+        85 ef 03 00 01 \
+        82 01 80 20 \
+        88 c7 01 bc 05 ac 02 01 e8 07 de 07 0a 02";
+
+    /// The same in version 2 (docs/trace-format.md section 19.3): the site's one frame is at
+    /// offset 0x1149 of `/x/a.out` (a path that does not exist here, so its key names the file).
+    const EXAMPLE: &str = "54 4b 56 47 52 41 57 00 02 00 01 00 e8 07 04 01 80 80 02 08 40 06 33 2e 31 39 2e 30 d2 09 \
+        84 f4 03 00 01 0c 6d 61 69 6e 20 28 61 2e 63 3a 35 29 08 2f 78 2f 61 2e 6f 75 74 c9 22 \
         81 00 80 20 80 02 00 00 \
         3f 80 40 03 \
         80 01 \
@@ -1156,7 +1181,21 @@ mod tests {
 
     #[test]
     fn decodes_the_worked_example_in_the_spec() {
+        // issue 17: version 2 gives each frame its object path and offset, made into a key
         let mut src = RawSource::new(std::io::Cursor::new(bytes(EXAMPLE)), "example").unwrap();
+        assert_eq!(src.header().version, 2);
+        let b = &read_all(&mut src).unwrap()[0];
+        assert_eq!(
+            b.events[0].kind,
+            EventKind::Site { site: 0, frames: vec!["main (a.c:5)".into()], keys: vec!["file:a.out+0x1149".into()] }
+        );
+        assert_eq!(b.events.len(), 4);
+        assert_eq!(src.end().unwrap().instructions, 1200);
+    }
+
+    #[test]
+    fn decodes_the_version_1_example() {
+        let mut src = RawSource::new(std::io::Cursor::new(bytes(EXAMPLE_V1)), "example").unwrap();
         let h = src.header().clone();
         assert!(h.post_cache);
         assert_eq!((h.slice_insn, h.context, h.pid, h.valgrind_version.as_str()), (1000, 4, 1234, "3.19.0"));
@@ -1173,7 +1212,7 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                (0, 500, 0, EventKind::Site { site: 0, frames: vec!["main (a.c:5)".into()] }),
+                (0, 500, 0, EventKind::Site { site: 0, frames: vec!["main (a.c:5)".into()], keys: vec![] }),
                 (0, 500, 0, EventKind::Alloc { addr: 0x1000, size: 256, site: 0, func: AllocFn::Malloc }),
                 (2, 1000, 1, EventKind::Marker { marker: MarkerKind::Slice, id: 1, label: "slice 1".into() }),
                 (2, 1001, 1, EventKind::Free { addr: 0x1000 }),
@@ -1217,8 +1256,8 @@ mod tests {
         b[0] = b'X';
         assert!(RawSource::new(std::io::Cursor::new(b), "bad").err().unwrap().to_string().contains("bad magic"));
         let mut b = bytes(EXAMPLE);
-        b[8] = 2;
-        assert!(RawSource::new(std::io::Cursor::new(b), "bad").err().unwrap().to_string().contains("version 2"));
+        b[8] = 3;
+        assert!(RawSource::new(std::io::Cursor::new(b), "bad").err().unwrap().to_string().contains("version 3"));
     }
 
     #[test]

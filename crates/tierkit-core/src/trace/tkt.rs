@@ -211,11 +211,16 @@ impl ChunkEncoder {
                 varint::put(&mut self.ev, *site as u64);
                 K_REALLOC
             }
-            EventKind::Site { site, frames } => {
+            EventKind::Site { site, frames, keys } => {
                 varint::put(&mut self.ev, *site as u64);
                 varint::put(&mut self.ev, frames.len() as u64);
                 for f in frames {
                     put_str(&mut self.ev, f);
+                }
+                // version 2: the frame keys, none or one per frame
+                varint::put(&mut self.ev, keys.len() as u64);
+                for k in keys {
+                    put_str(&mut self.ev, k);
                 }
                 K_SITE
             }
@@ -478,6 +483,8 @@ pub struct TktReader {
     records_seen: u64,
     seen: Seen,
     projection: Projection,
+    /// The file's major version: site records carry frame keys from version 2 on.
+    major: u16,
 }
 
 /// What the data chunks held, to check the end chunk's summary against.
@@ -543,11 +550,11 @@ impl TktReader {
         }
         let major = u16::from_le_bytes([fixed[8], fixed[9]]);
         let minor = u16::from_le_bytes([fixed[10], fixed[11]]);
-        if major != FORMAT_VERSION.0 {
+        if major != FORMAT_VERSION.0 && major != 1 {
             return Err(Error::at_offset(
                 &p,
                 8,
-                format!("trace format version {major}.{minor} is not supported (this tierkit reads {}.x)", FORMAT_VERSION.0),
+                format!("trace format version {major}.{minor} is not supported (this tierkit reads 1.x and {}.x)", FORMAT_VERSION.0),
             ));
         }
         let hlen = u32::from_le_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
@@ -576,6 +583,7 @@ impl TktReader {
             records_seen: 0,
             seen: Seen::default(),
             projection: Projection::default(),
+            major,
         })
     }
 
@@ -860,7 +868,19 @@ impl TktReader {
                         let b = ce.bytes(len as usize).ok_or_else(|| bad("site frame"))?;
                         frames.push(String::from_utf8(b.to_vec()).map_err(|_| bad("site frame is not UTF-8"))?);
                     }
-                    EventKind::Site { site: u32::try_from(site).map_err(|_| bad("site id out of range"))?, frames }
+                    let mut keys = Vec::new();
+                    if self.major >= 2 {
+                        let nk = ce.get().ok_or_else(|| bad("site record"))?;
+                        if nk != 0 && nk != nf {
+                            return Err(bad("site record with a key count other than 0 or its frame count"));
+                        }
+                        for _ in 0..nk {
+                            let len = ce.get().ok_or_else(|| bad("site key"))?;
+                            let b = ce.bytes(len as usize).ok_or_else(|| bad("site key"))?;
+                            keys.push(String::from_utf8(b.to_vec()).map_err(|_| bad("site key is not UTF-8"))?);
+                        }
+                    }
+                    EventKind::Site { site: u32::try_from(site).map_err(|_| bad("site id out of range"))?, frames, keys }
                 }
                 K_MARKER => {
                     let marker = ce.byte().and_then(MarkerKind::from_u8).ok_or_else(|| bad("marker kind"))?;
@@ -1041,7 +1061,11 @@ mod tests {
         let mut w = TktWriter::create(path, &meta, false).unwrap();
         let mut accs = Vec::new();
         let mut evs = Vec::new();
-        let site = EventKind::Site { site: 7, frames: vec!["main (a.c:3)".into(), "_start".into()] };
+        let site = EventKind::Site {
+            site: 7,
+            frames: vec!["main (a.c:3)".into(), "_start".into()],
+            keys: vec!["build-id:4f1c+0x11d7".into(), "file:a.out+0x1040".into()],
+        };
         w.write_event(0, 0, 0, &site).unwrap();
         evs.push(Event { at: 0, insn: 0, ns: 0, tid: 0, kind: site });
         for i in 0..n as u64 {
