@@ -704,7 +704,7 @@ const PARAMS: &[ParamSpec] = &[
         help: "instead of guidance=: knapsack, hotset or thermos over a profile of the simulated trace (or of compare --guide-from's), made by the Python front end",
     },
     ParamSpec { name: "capacity", ty: ParamType::Text, unit: "fraction or bytes", default: "", source: "000 §3.1 (a fraction of the footprint D)", help: "with strategy=: the guidance's fast-tier capacity; default the run's --fast-capacity fraction, else 0.125" },
-    ParamSpec { name: "context", ty: ParamType::Text, unit: "frames", default: "", source: "002 §V-C (four layers of context)", help: "with strategy=: call-path depth of the site keys; default every frame the trace recorded" },
+    ParamSpec { name: "context", ty: ParamType::Text, unit: "frames", default: "", source: "002 §V-C (four layers of context)", help: "with strategy=: call-path depth of the site keys in physical frames (0: the allocation's call site alone); default every frame the trace recorded" },
     ParamSpec { name: "phases", ty: ParamType::Text, unit: "phases", default: "", source: "000 §6.3 (k = 8 was best)", help: "with strategy= and mode=per-phase: at most this many phases (default 8)" },
     ParamSpec { name: "slice", ty: ParamType::Text, unit: "insn or accesses", default: "", source: "tierkit", help: "with strategy=: slice length when the trace has no slice markers (e.g. 100M-insn); default 64 equal slices" },
     ParamSpec {
