@@ -271,7 +271,8 @@ impl Heap {
             bin.slabs.remove(&start);
             bin.nonfull.remove(&start);
             self.give_pages(start, slab_pages(class));
-        } else {
+        } else if slab.nfree == 1 {
+            // it was full
             bin.nonfull.insert(start);
         }
     }
@@ -372,35 +373,41 @@ impl ArenaLayout {
         })
     }
 
-    fn forget_hit(&mut self) {
-        self.hits = [Hit::default(); 2];
+    /// Forget the remembered translations that cover any of `[lo, hi)`: those an allocation
+    /// event changed (the others still hold).
+    fn forget(&mut self, lo: u64, hi: u64) {
+        for h in &mut self.hits {
+            if h.start < hi && lo < h.start.saturating_add(h.len) {
+                *h = Hit::default();
+            }
+        }
     }
 
     fn remember(&mut self, h: Hit) {
         self.hits = [h, self.hits[0]];
     }
 
-    /// Take out live blocks overlapping `[addr, addr + size)` (at least the byte at `addr`).
+    /// Take out live blocks overlapping `[addr, addr + size)` (at least the byte at `addr`),
+    /// and forget the translations the new block changes.
     fn drop_overlapping(&mut self, addr: u64, size: u64) {
         let end = addr.saturating_add(size.max(1));
-        let mut gone = Vec::new();
-        if let Some((&s, b)) = self.live.range(..=addr).next_back() {
-            if s == addr || b.orig_end > addr {
-                gone.push(s);
+        // the block starting last before the end, while it reaches into the new one
+        while let Some((&s, b)) = self.live.range(..end).next_back() {
+            if s < addr && b.orig_end <= addr {
+                break;
             }
-        }
-        gone.extend(self.live.range(addr.saturating_add(1)..end).map(|(&s, _)| s));
-        for s in gone {
             self.stats.allocations_over_live_blocks += 1;
             let b = self.live.remove(&s).unwrap();
             self.heaps[b.range as usize].free(b.new_start, b.class);
+            self.forget(s, b.orig_end);
         }
+        // the gap the block lands in, lines reaching into it included
+        self.forget(addr.saturating_sub(self.line_bytes), end);
     }
 
     /// A new allocation of `size` bytes that the trace put at `addr`, for range `range`:
     /// its address in the layout.
     pub fn alloc(&mut self, addr: u64, size: u64, range: u32) -> Result<u64> {
-        self.forget_hit();
         self.stats.allocations += 1;
         self.drop_overlapping(addr, size);
         let (new_start, class) = self.heaps[range as usize].alloc(size)?;
@@ -410,10 +417,10 @@ impl ArenaLayout {
 
     /// A free of the block the trace had at `addr`: its address in the layout, if it was live.
     pub fn free(&mut self, addr: u64) -> Option<u64> {
-        self.forget_hit();
         match self.live.remove(&addr) {
             Some(b) => {
                 self.heaps[b.range as usize].free(b.new_start, b.class);
+                self.forget(addr, b.orig_end);
                 Some(b.new_start)
             }
             None => {
@@ -426,13 +433,13 @@ impl ArenaLayout {
     /// `realloc` of the block at traced `old` to traced `addr`, `size` bytes, by a site of
     /// range `range`: the old block's address in the layout (if it was live) and the new one.
     pub fn realloc(&mut self, old: u64, addr: u64, size: u64, range: u32) -> Result<(Option<u64>, u64)> {
-        self.forget_hit();
         let Some(b) = self.live.remove(&old) else {
             // a block from before the recording: an allocation like any other
             self.stats.frees_unknown += u64::from(old != 0);
             return Ok((None, self.alloc(addr, size, range)?));
         };
         self.stats.allocations += 1;
+        self.forget(old, b.orig_end);
         let in_place = if b.range == range { self.heaps[range as usize].resize_in_place(b.new_start, b.class, size) } else { None };
         let (new_start, class) = match in_place {
             Some(class) => {
