@@ -27,7 +27,8 @@
 //! - large allocations are page-aligned extents of their class's size;
 //! - extents (slabs and large blocks) come from the range's pages first fit, lowest address
 //!   first, from freed extents (coalesced with free neighbours) before fresh pages; an empty
-//!   slab goes back to the free extents, so its pages can serve any class *of the same arena*;
+//!   slab goes back to the free extents, so its pages can serve any class *of the same arena*,
+//!   unless it is the slab its bin allocates from next (jemalloc's `slabcur` stays);
 //! - `realloc` stays in place when the block stays in its arena and its class is unchanged, or
 //!   when a large block shrinks, or grows into free pages right after it; otherwise it moves to
 //!   its new site's arena (the runtime serves the new block from the realloc site's arena).
@@ -266,14 +267,17 @@ impl Heap {
         let i = ((addr - start) / class) as usize;
         slab.free[i / 64] |= 1u64 << (i % 64);
         slab.nfree += 1;
-        if slab.nfree == slab.nregs {
-            // an empty slab's pages go back to the arena, for any class
+        let empty = slab.nfree == slab.nregs;
+        if slab.nfree == 1 {
+            // it was full
+            bin.nonfull.insert(start);
+        }
+        // an empty slab's pages go back to the arena, for any class, unless it is the slab
+        // the bin allocates from next (jemalloc keeps its current slab, `slabcur`)
+        if empty && bin.nonfull.first() != Some(&start) {
             bin.slabs.remove(&start);
             bin.nonfull.remove(&start);
             self.give_pages(start, slab_pages(class));
-        } else if slab.nfree == 1 {
-            // it was full
-            bin.nonfull.insert(start);
         }
     }
 
@@ -773,13 +777,17 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_slab_returns_its_pages_to_its_arena() {
+    fn an_empty_slab_returns_its_pages_to_its_arena_unless_it_is_the_current_one() {
         let mut h = Heap::new(0);
-        let (a, c) = h.alloc(64).unwrap();
+        let (a, c) = h.alloc(4096).unwrap(); // one region per one-page slab
+        let (b, _) = h.alloc(4096).unwrap();
         h.free(a, c);
-        assert_eq!(h.reserved_pages(), 0);
-        let (b, _) = h.alloc(20 << 10).unwrap();
-        assert_eq!(b, a, "a large block reuses the slab's page");
+        assert_eq!(h.reserved_pages(), 2, "the slab the bin allocates from next stays");
+        h.free(b, c);
+        assert_eq!(h.reserved_pages(), 1, "another empty slab goes back");
+        let (l, _) = h.alloc(20 << 10).unwrap();
+        assert_eq!(l, b, "a large block reuses its page");
+        assert_eq!(h.alloc(4000).unwrap().0, a, "the kept slab serves the next region");
     }
 
     #[test]
