@@ -314,6 +314,17 @@ struct Hit {
     delta: u64,
 }
 
+/// Entries of the page cache: traced 4 KiB pages that lie wholly in one live block (or one
+/// gap), with their move. Direct-mapped; every allocation event invalidates it all.
+const PAGE_CACHE_ENTRIES: usize = 4096;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CachedPage {
+    page: u64,
+    delta: u64,
+    generation: u64,
+}
+
 /// One live allocation: its traced bytes and where the layout put them.
 #[derive(Clone, Copy, Debug)]
 struct Block {
@@ -356,6 +367,10 @@ pub struct ArenaLayout {
     /// The last two translations, most recent first (a loop over two arrays alternates
     /// between them). Cleared by every allocation event.
     hits: [Hit; 2],
+    /// Pages translated before, for accesses that alternate between more than two blocks.
+    pages: Vec<CachedPage>,
+    /// Entries of `pages` from another generation are stale.
+    generation: u64,
     /// Bytes of one access of a post-cache trace (0 for a raw trace).
     line_bytes: u64,
     pub stats: LayoutStats,
@@ -372,6 +387,8 @@ impl ArenaLayout {
             heaps: (0..n_ranges).map(Heap::new).collect(),
             live: BTreeMap::new(),
             hits: [Hit::default(); 2],
+            pages: vec![CachedPage::default(); PAGE_CACHE_ENTRIES],
+            generation: 1,
             line_bytes,
             stats: LayoutStats::default(),
         })
@@ -380,6 +397,7 @@ impl ArenaLayout {
     /// Forget the remembered translations that cover any of `[lo, hi)`: those an allocation
     /// event changed (the others still hold).
     fn forget(&mut self, lo: u64, hi: u64) {
+        self.generation += 1;
         for h in &mut self.hits {
             if h.start < hi && lo < h.start.saturating_add(h.len) {
                 *h = Hit::default();
@@ -487,6 +505,15 @@ impl ArenaLayout {
                     self.hits = [o, h];
                     h = o;
                     run = i;
+                } else if let Some(d) = self.cached_page(a) {
+                    *slot = a.wrapping_add(d);
+                    if d != 0 {
+                        self.stats.accesses_moved += 1;
+                    } else {
+                        self.stats.accesses_kept += 1;
+                    }
+                    run = i + 1;
+                    continue;
                 } else {
                     // counts its own access
                     *slot = self.translate_slow(a)?;
@@ -499,6 +526,21 @@ impl ArenaLayout {
         }
         self.count_run(h, addrs.len() - run);
         Ok(())
+    }
+
+    #[inline(always)]
+    fn cached_page(&self, a: u64) -> Option<u64> {
+        let pg = a >> 12;
+        let e = &self.pages[pg as usize & (PAGE_CACHE_ENTRIES - 1)];
+        (e.page == pg && e.generation == self.generation).then_some(e.delta)
+    }
+
+    /// Remember the move of the 4 KiB page holding `a` if `[lo, hi)` holds all of it.
+    fn cache_page(&mut self, a: u64, lo: u64, hi: u64, delta: u64) {
+        let pg = a >> 12;
+        if lo <= pg << 12 && (pg + 1) << 12 <= hi {
+            self.pages[pg as usize & (PAGE_CACHE_ENTRIES - 1)] = CachedPage { page: pg, delta, generation: self.generation };
+        }
     }
 
     #[inline(always)]
@@ -518,6 +560,7 @@ impl ArenaLayout {
                 self.stats.accesses_moved += 1;
                 let delta = b.new_start.wrapping_sub(s);
                 self.remember(Hit { start: s, len: b.orig_end - s, delta });
+                self.cache_page(addr, s, b.orig_end, delta);
                 return Ok(addr.wrapping_add(delta));
             }
         }
@@ -542,6 +585,7 @@ impl ArenaLayout {
         self.stats.accesses_kept += 1;
         if lo <= addr && addr < hi {
             self.remember(Hit { start: lo, len: hi - lo, delta: 0 });
+            self.cache_page(addr, lo, hi, 0);
         }
         Ok(addr)
     }
@@ -931,6 +975,25 @@ mod tests {
             assert!(!src.next_batch(&mut got).unwrap());
             assert_eq!(out.lock().unwrap().as_ref().unwrap().accesses_kept, 2);
         }
+    }
+
+    #[test]
+    fn accesses_alternating_over_many_blocks_translate_as_one_by_one() {
+        // the page cache serves pages lying wholly in one block; an event invalidates it
+        let mut l = ArenaLayout::new(3, 64).unwrap();
+        let starts: Vec<u64> = (0..4u64).map(|k| 0x100000 + k * 0x10000).collect();
+        let new: Vec<u64> = starts.iter().enumerate().map(|(k, &s)| l.alloc(s, 3 * 4096, (k % 2) as u32).unwrap()).collect();
+        for round in 0..3u64 {
+            for (k, &s) in starts.iter().enumerate() {
+                let off = 4096 + round * 64;
+                assert_eq!(l.translate(s + off).unwrap(), new[k] + off);
+            }
+        }
+        l.free(starts[0]);
+        let moved = l.alloc(starts[0], 3 * 4096, 2).unwrap();
+        assert_eq!(range_of(moved, 3), Some(2));
+        assert_eq!(l.translate(starts[0] + 4096).unwrap(), moved + 4096, "not the cached page of the freed block");
+        assert_eq!(l.stats.accesses_moved, 13);
     }
 
     #[test]
