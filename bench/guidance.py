@@ -5,7 +5,9 @@
   stacks) and, when given, on a larger trace (`--trace`, e.g. a medium workload trace);
 - the three strategies on random site tables of 1,000, 5,000 and 20,000 sites (capacity
   12.5% of the total size, knapsack at page granularity);
-- a guided run against first-touch on the same trace (the cost of following allocations).
+- a guided run against first-touch on the same trace (the cost of following allocations),
+  with the traced layout (`layout=trace`) and the arena layout (`layout=arenas`, the
+  default since issue 17: every access is translated to its allocation's new address).
 
 Best of --repeats runs each. Prints a table and writes bench/results/guidance.json;
 bench/README.md keeps the latest figures.
@@ -53,9 +55,10 @@ def main() -> int:
         g = ROOT / "target" / "bench-guidance.json"
         g.parent.mkdir(exist_ok=True)
         guide.write_guidance(guide.make_guidance(p, "thermos", 0.125), g, force=True)
-        for pol in ("first-touch", f"guided:guidance={g}"):
+        for pol in ("first-touch", f"guided:guidance={g},layout=trace", f"guided:guidance={g},layout=arenas"):
             s = best(lambda: tierkit.run(t, "hbm-ddr3", pol, fast_capacity=0.125, progress=False), a.repeats)
-            out["guided_run"].append({"trace": t.name, "policy": pol.split(":")[0], "seconds": round(s, 4),
+            name = pol.split(":")[0] + ("" if "layout=" not in pol else " " + pol.split(",")[-1])
+            out["guided_run"].append({"trace": t.name, "policy": name, "seconds": round(s, 4),
                                       "m_accesses_per_s": round(n / s / 1e6, 1)})
     rng = np.random.default_rng(1)
     for n in (1000, 5000, 20000):

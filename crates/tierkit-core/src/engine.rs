@@ -543,7 +543,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         job.trace
     };
 
-    let mut src = opener.open()?;
+    let mut src = policy.records(opener.open()?)?;
     let meta = src.meta().clone();
     // decode instruction counts only when something reads them
     let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
@@ -613,7 +613,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     };
 
     if needs.all_pages_upfront {
-        let mut pre = opener.open()?;
+        let mut pre = policy.records(opener.open()?)?;
         let mut b = Batch::with_capacity(BATCH_RECORDS);
         while pre.next_batch(&mut b)? {
             for &a in &b.addr {
@@ -622,7 +622,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         }
     }
     if needs.future {
-        st.look = Some(Lookahead { src: opener.open()?, batch: Batch::default(), pos: 0, index: 0, done: false });
+        st.look = Some(Lookahead { src: policy.records(opener.open()?)?, batch: Batch::default(), pos: 0, index: 0, done: false });
     }
     let n = st.pm.len();
     st.mem.grow(n);

@@ -22,20 +22,31 @@
 //! shootdown plus each page's copy (000 §5.1 costs, amortized per arena move as 000 §3.2
 //! says arena remapping is).
 //!
+//! Layout (`layout=arenas`, the default): the trace's addresses are those the recording
+//! allocator chose, which hands a freed block to whichever site asks next and packs sites
+//! together. The run reads the trace through [`arena_layout::LayoutSource`], which gives
+//! each arena (and the unmatched allocations) its own page-aligned address range and places
+//! each allocation in its arena's range as an arena allocator would, moving the accesses
+//! inside it along; a page then belongs to exactly one arena, as under the real runtime.
+//! `layout=trace` keeps the traced addresses, classing a shared page by the allocation with
+//! the most bytes on it (the behaviour before issue 17).
+//!
 //! With `then=NAME`, guidance only places new pages and the dynamic policy NAME (otf,
 //! otf-adaptive, otf-reverse, hma-epoch, fthp) migrates them afterwards; `then.KEY=VALUE`
 //! passes its parameters.
 
+use super::arena_layout::{self, LayoutSource, LayoutStats, SiteRange};
 use super::{epoch_os, otf, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
 use super::params::{ParamSpec, ParamType};
 use crate::engine::Runnable;
 use crate::error::{Error, Result};
-use crate::mechanics::{Charge, MoveBy, TierId};
+use crate::mechanics::{Charge, MoveBy, Op, TierId};
 use crate::pagemap::PageId;
-use crate::trace::{Event, EventKind};
+use crate::trace::{Event, EventKind, RecordSource};
 use crate::units::Period;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 // a page's class: an arena id, or one of these (arena ids stay below both)
 const NONHEAP: u16 = u16::MAX;
@@ -341,6 +352,29 @@ fn rule(key: &str, s: &str) -> Result<Rule> {
     })
 }
 
+/// Which addresses the run places pages by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    /// Each arena its own address range ([`arena_layout`]).
+    Arenas,
+    /// The addresses of the trace's allocator.
+    Trace,
+}
+
+/// What one class (an arena, unmatched or non-heap) allocated and where its pages are.
+#[derive(Clone, Default)]
+struct ClassUse {
+    allocations: u64,
+    allocated_bytes: u64,
+    live_bytes: u64,
+    peak_live_bytes: u64,
+    /// Pages per tier now.
+    pages: Vec<u64>,
+    /// Pages per tier when the live bytes last stood at their peak (taken just before they
+    /// first went down from it; `None` while they still stand there).
+    at_peak: Option<Vec<u64>>,
+}
+
 /// No dynamic policy after guided placement.
 pub struct Stay;
 
@@ -366,8 +400,8 @@ struct Stats {
 }
 
 pub struct Guided<P: Policy> {
-    g: Guidance,
-    index: HashMap<Vec<String>, u16>,
+    g: Arc<Guidance>,
+    index: Arc<HashMap<Vec<String>, u16>>,
     inner: P,
     has_inner: bool,
     unmatched: Rule,
@@ -377,20 +411,35 @@ pub struct Guided<P: Policy> {
     last: TierId,
     phase: usize,
     site_class: Vec<u16>,
-    live: BTreeMap<u64, (u64, u16)>,
+    /// Live allocations (in the run's addresses): start -> (end, class, site).
+    live: BTreeMap<u64, (u64, u16, u32)>,
     page_bytes: u64,
     arena_pages: Vec<Vec<PageId>>,
     /// Pages placed per arena, then unmatched and non-heap (`pages_by_class` in the report).
     class_pages: Vec<u64>,
     stats: Stats,
+    layout: Layout,
+    /// The layout's statistics, filled when the main reader reaches the trace's end.
+    layout_out: Arc<Mutex<Option<LayoutStats>>>,
+    /// Per class, indexed like `class_pages`.
+    class_use: Vec<ClassUse>,
+    /// Class slot and site of each placed page (for pages that move).
+    page_class: Vec<u16>,
+    page_site: Vec<u32>,
+    /// Per site id: its frames and pages per tier now.
+    site_frames: Vec<Vec<String>>,
+    site_pages: Vec<Vec<u64>>,
+    n_tiers: usize,
 }
 
+const NO_SITE: u32 = u32::MAX;
+
 impl<P: Policy> Guided<P> {
-    fn new(g: Guidance, inner: P, has_inner: bool, unmatched: Rule, nonheap: Rule) -> Guided<P> {
-        let index = g.sites.iter().rev().map(|(k, a)| (k.clone(), *a)).collect();
+    fn new(g: Guidance, inner: P, has_inner: bool, unmatched: Rule, nonheap: Rule, layout: Layout) -> Guided<P> {
+        let index = Arc::new(g.sites.iter().rev().map(|(k, a)| (k.clone(), *a)).collect());
         let n_arenas = g.arena_tiers.len();
         Guided {
-            g,
+            g: Arc::new(g),
             index,
             inner,
             has_inner,
@@ -405,24 +454,79 @@ impl<P: Policy> Guided<P> {
             arena_pages: vec![Vec::new(); n_arenas],
             class_pages: vec![0; n_arenas + 2],
             stats: Stats::default(),
+            layout,
+            layout_out: Arc::new(Mutex::new(None)),
+            class_use: vec![ClassUse::default(); n_arenas + 2],
+            page_class: Vec::new(),
+            page_site: Vec::new(),
+            site_frames: Vec::new(),
+            site_pages: Vec::new(),
+            n_tiers: 0,
         }
     }
 
-    /// The class (arena, unmatched or non-heap) of the allocation with the most bytes on
-    /// the page at `start`.
-    fn owner(&self, start: u64) -> u16 {
+    /// The class (arena, unmatched or non-heap) and site of the allocation with the most
+    /// bytes on the page at `start`.
+    fn owner(&self, start: u64) -> (u16, u32) {
         let end = start + self.page_bytes;
-        let mut best = (0u64, NONHEAP);
-        for (&a, &(e, class)) in self.live.range(..end).rev() {
+        let mut best = (0u64, NONHEAP, NO_SITE);
+        for (&a, &(e, class, site)) in self.live.range(..end).rev() {
             let overlap = e.min(end).saturating_sub(a.max(start));
             if overlap > best.0 {
-                best = (overlap, class);
+                best = (overlap, class, site);
             }
             if a <= start {
                 break;
             }
         }
-        best.1
+        (best.1, best.2)
+    }
+
+    /// The class and site of a page on its first touch. Under the arena layout the page's
+    /// address range says its class (the site is the allocation's with the most bytes on it);
+    /// under the trace's layout the allocation with the most bytes on it says both.
+    fn class_of_page(&self, start: u64) -> (u16, u32) {
+        let (class, site) = self.owner(start);
+        if self.layout == Layout::Trace {
+            return (class, site);
+        }
+        let n = self.arena_pages.len() as u32;
+        match arena_layout::range_of(start, n + 1) {
+            Some(r) if r < n => (r as u16, site),
+            Some(_) => (UNMATCHED, site),
+            None => (NONHEAP, NO_SITE),
+        }
+    }
+
+    /// Follow the pages that moved in `ops` (arena moves, or the `then=` policy's).
+    fn follow_moves(&mut self, ops: &[Op]) {
+        for op in ops {
+            if let Op::Move(m) = op {
+                let p = m.page as usize;
+                let Some(&slot) = self.page_class.get(p) else { continue };
+                let c = &mut self.class_use[slot as usize].pages;
+                c[m.from as usize] -= 1;
+                c[m.to as usize] += 1;
+                if let Some(sp) = self.site_pages.get_mut(self.page_site[p] as usize) {
+                    sp[m.from as usize] -= 1;
+                    sp[m.to as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Live bytes of a class go up or down (a peak is kept as the pages stood at it).
+    fn live_change(&mut self, class: u16, add: u64, sub: u64) {
+        let slot = self.class_slot(class);
+        let u = &mut self.class_use[slot];
+        if sub > 0 && u.at_peak.is_none() && u.live_bytes == u.peak_live_bytes {
+            u.at_peak = Some(u.pages.clone());
+        }
+        u.live_bytes = u.live_bytes.saturating_sub(sub) + add;
+        if u.live_bytes > u.peak_live_bytes {
+            u.peak_live_bytes = u.live_bytes;
+            u.at_peak = None;
+        }
     }
 
     fn preferred(&self, class: u16) -> Option<TierId> {
@@ -523,14 +627,20 @@ impl<P: Policy> Policy for Guided<P> {
         }
         self.page_bytes = ctx.mem.page_bytes();
         self.phase = if self.g.per_phase { self.g.of_slice[0] } else { 0 };
+        self.n_tiers = n;
+        for u in &mut self.class_use {
+            u.pages = vec![0; n];
+        }
         if self.has_inner {
+            let from = ctx.mem.ops.len();
             self.inner.init(ctx)?;
+            self.follow_moves(&ctx.mem.ops[from..]);
         }
         Ok(())
     }
 
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
-        let class = self.owner(ctx.page_addr(page));
+        let (class, site) = self.class_of_page(ctx.page_addr(page));
         let tier = match self.preferred(class) {
             None => ctx.mem.first_free_from(0).unwrap_or(0),
             Some(t) => match ctx.mem.first_free_from(t) {
@@ -548,15 +658,37 @@ impl<P: Policy> Policy for Guided<P> {
         if self.g.per_phase && class < UNMATCHED {
             self.arena_pages[class as usize].push(page);
         }
+        let p = page as usize;
+        if self.page_class.len() <= p {
+            self.page_class.resize(p + 1, 0);
+            self.page_site.resize(p + 1, NO_SITE);
+        }
+        (self.page_class[p], self.page_site[p]) = (slot as u16, site);
+        self.class_use[slot].pages[tier as usize] += 1;
+        if site != NO_SITE {
+            let s = site as usize;
+            if self.site_pages.len() <= s {
+                self.site_pages.resize(s + 1, Vec::new());
+            }
+            self.site_pages[s].resize(self.n_tiers, 0);
+            self.site_pages[s][tier as usize] += 1;
+        }
         if self.has_inner {
+            let from = ctx.mem.ops.len();
             self.inner.adopt(page, tier, ctx);
+            self.follow_moves(&ctx.mem.ops[from..]);
         }
         tier
     }
 
     #[inline(always)]
     fn on_access(&mut self, page: PageId, addr: u64, write: bool, ctx: &mut Ctx) -> Served {
-        self.inner.on_access(page, addr, write, ctx)
+        let from = ctx.mem.ops.len();
+        let s = self.inner.on_access(page, addr, write, ctx);
+        if ctx.mem.ops.len() > from {
+            self.follow_moves(&ctx.mem.ops[from..]);
+        }
+        s
     }
 
     #[inline(always)]
@@ -583,11 +715,14 @@ impl<P: Policy> Policy for Guided<P> {
     }
 
     fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let from = ctx.mem.ops.len();
         if self.g.per_phase {
-            self.transition(ctx)
+            self.transition(ctx)?;
         } else {
-            self.inner.on_period(ctx)
+            self.inner.on_period(ctx)?;
         }
+        self.follow_moves(&ctx.mem.ops[from..]);
+        Ok(())
     }
 
     fn on_event(&mut self, ev: &Event, ctx: &mut Ctx) -> Result<()> {
@@ -598,21 +733,42 @@ impl<P: Policy> Policy for Guided<P> {
                     self.site_class.resize(s + 1, UNMATCHED);
                 }
                 self.site_class[s] = self.g.arena_of(&self.index, *site, frames, keys)?.unwrap_or(UNMATCHED);
+                if self.site_frames.len() <= s {
+                    self.site_frames.resize(s + 1, Vec::new());
+                }
+                self.site_frames[s] = frames.iter().take(self.g.key_frames).cloned().collect();
             }
             EventKind::Alloc { addr, size, site, .. } => self.alloc(*addr, *size, *site),
-            EventKind::Free { addr } => {
-                self.live.remove(addr);
-            }
+            EventKind::Free { addr } => self.free(*addr),
             EventKind::Realloc { old_addr, addr, size, site } => {
-                self.live.remove(old_addr);
+                self.free(*old_addr);
                 self.alloc(*addr, *size, *site);
             }
             EventKind::Marker { .. } => {}
         }
         if self.has_inner && self.inner.needs().events {
+            let from = ctx.mem.ops.len();
             self.inner.on_event(ev, ctx)?;
+            self.follow_moves(&ctx.mem.ops[from..]);
         }
         Ok(())
+    }
+
+    fn records(&self, src: Box<dyn RecordSource>) -> Result<Box<dyn RecordSource>> {
+        if self.layout == Layout::Trace {
+            return Ok(src);
+        }
+        // one classification rule for the policy and the layout: the guidance's
+        let (g, index) = (self.g.clone(), self.index.clone());
+        let n = self.arena_pages.len() as u32;
+        let site_range: SiteRange = Arc::new(move |kind: &EventKind| {
+            Ok(match kind {
+                // an error here is reported by on_event, which sees the same record
+                EventKind::Site { site, frames, keys } => Some((*site, g.arena_of(&index, *site, frames, keys).ok().flatten().map(u32::from).unwrap_or(n))),
+                _ => None,
+            })
+        });
+        Ok(Box::new(LayoutSource::new(src, n + 1, site_range, self.layout_out.clone())?))
     }
 
     fn compat(&self) -> super::Compat {
@@ -647,6 +803,47 @@ impl<P: Policy> Policy for Guided<P> {
         v["pages_by_class"] = serde_json::json!(by_class);
         v["mode"] = serde_json::json!(if self.g.per_phase { "per-phase" } else { "static" });
         v["arenas"] = serde_json::json!(self.g.arena_tiers.len());
+        v["layout"] = serde_json::json!(match self.layout {
+            Layout::Arenas => "arenas",
+            Layout::Trace => "trace",
+        });
+        if let Some(ls) = self.layout_out.lock().unwrap().as_ref() {
+            v["layout_model"] = serde_json::json!(ls);
+        }
+        // per class, in the platform's tier order: what the runtime reports for its arenas
+        let class_name = |i: usize| match i {
+            i if i == n => "unmatched".to_string(),
+            i if i == n + 1 => "non-heap".to_string(),
+            a => format!("arena {a}"),
+        };
+        let mut by_class = serde_json::Map::new();
+        for (i, u) in self.class_use.iter().enumerate() {
+            let mut c = serde_json::json!({ "pages_by_tier_end": u.pages });
+            if i != n + 1 {
+                c["allocations"] = serde_json::json!(u.allocations);
+                c["allocated_bytes"] = serde_json::json!(u.allocated_bytes);
+                c["peak_live_bytes"] = serde_json::json!(u.peak_live_bytes);
+                c["pages_by_tier_at_peak"] = serde_json::json!(u.at_peak.as_ref().unwrap_or(&u.pages));
+            }
+            by_class.insert(class_name(i), c);
+        }
+        v["by_class"] = serde_json::Value::Object(by_class);
+        let by_site: Vec<serde_json::Value> = self
+            .site_pages
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.iter().any(|&x| x > 0))
+            .map(|(s, p)| {
+                let class = self.site_class.get(s).copied().unwrap_or(UNMATCHED);
+                serde_json::json!({
+                    "site": s,
+                    "frames": self.site_frames.get(s).cloned().unwrap_or_default(),
+                    "class": class_name(self.class_slot(class)),
+                    "pages_by_tier_end": p,
+                })
+            })
+            .collect();
+        v["by_site"] = serde_json::json!(by_site);
         if self.has_inner {
             v["then"] = self.inner.report();
         }
@@ -661,8 +858,18 @@ impl<P: Policy> Guided<P> {
         if class == UNMATCHED {
             self.stats.allocations_unmatched += 1;
         }
+        let slot = self.class_slot(class);
+        self.class_use[slot].allocations += 1;
+        self.class_use[slot].allocated_bytes += size;
+        self.live_change(class, size, 0);
         if size > 0 {
-            self.live.insert(addr, (addr.saturating_add(size), class));
+            self.live.insert(addr, (addr.saturating_add(size), class, site));
+        }
+    }
+
+    fn free(&mut self, addr: u64) {
+        if let Some((end, class, _)) = self.live.remove(&addr) {
+            self.live_change(class, 0, end - addr);
         }
     }
 }
@@ -694,6 +901,14 @@ const PARAMS: &[ParamSpec] = &[
         default: "first-touch",
         source: "002 §V-C (numactl -p prefers the upper tier for non-heap data)",
         help: "where pages outside every allocation (stack, globals) go",
+    },
+    ParamSpec {
+        name: "layout",
+        ty: ParamType::Choice { options: &["arenas", "trace"] },
+        unit: "",
+        default: "arenas",
+        source: "002 §IV-B (one jemalloc arena per tier), issue 17",
+        help: "arenas: each arena gets its own page-aligned address range and each allocation a place in it as an arena allocator would give (docs/guidance.md); trace: the addresses the traced allocator chose, a shared page following the allocation with the most bytes on it",
     },
     ParamSpec {
         name: "strategy",
@@ -733,13 +948,14 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
     }
     let unmatched = rule("guided:unmatched", p.text("unmatched"))?;
     let nonheap = rule("guided:nonheap", p.text("nonheap"))?;
+    let layout = if p.text("layout") == "trace" { Layout::Trace } else { Layout::Arenas };
     let then = p.text("then");
     let args = p.then_args();
     if then.is_empty() {
         if let Some((k, _)) = args.first() {
             return Err(Error::config(format!("guided:then.{k}"), "given without then=POLICY"));
         }
-        return Ok(Box::new(Guided::new(g, Stay, false, unmatched, nonheap)));
+        return Ok(Box::new(Guided::new(g, Stay, false, unmatched, nonheap, layout)));
     }
     if g.per_phase {
         return Err(Error::config("guided:then", "per-phase arenas already move pages at phase changes: then= combines with static guidance only"));
@@ -747,9 +963,9 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
     let spec = PolicySpec { name: then.to_string(), args };
     let info = super::lookup(then).map_err(|_| Error::config("guided:then", format!("unknown policy '{then}'")))?;
     Ok(match then {
-        "otf" | "otf-adaptive" | "otf-reverse" => Box::new(Guided::new(g, otf::from_policy_spec(&spec)?, true, unmatched, nonheap)),
-        "hma-epoch" => Box::new(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap)),
-        "fthp" => Box::new(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap)),
+        "otf" | "otf-adaptive" | "otf-reverse" => Box::new(Guided::new(g, otf::from_policy_spec(&spec)?, true, unmatched, nonheap, layout)),
+        "hma-epoch" => Box::new(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
+        "fthp" => Box::new(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
         other => {
             return Err(Error::config("guided:then", format!("'{other}' cannot follow guided placement (one of otf, otf-adaptive, otf-reverse, hma-epoch, fthp)")));
         }

@@ -8,7 +8,8 @@
 //! is generated from those declarations, and the same declarations parse `NAME:key=value`.
 //!
 //! Calling order, per run (the engine guarantees it):
-//! 1. [`Policy::needs`] once, before anything else;
+//! 1. [`Policy::needs`] once, before anything else; then [`Policy::records`] once for each
+//!    reader of the trace;
 //! 2. [`Policy::init`] once, before the first access (after the pre-pass, if asked for);
 //! 3. for each access, in trace order: [`Policy::place`] if the page has never been touched
 //!    (its return value is where the page goes), then [`Policy::on_access`] (only for
@@ -26,6 +27,7 @@ pub mod damon_tiering;
 pub mod clock_dwf;
 pub mod epoch_os;
 pub mod external;
+pub mod arena_layout;
 pub mod guided;
 pub mod hyplacer;
 pub mod learned;
@@ -239,6 +241,14 @@ pub trait Policy: Send + 'static {
 
     fn on_event(&mut self, _ev: &Event, _ctx: &mut Ctx) -> Result<()> {
         Ok(())
+    }
+
+    /// The record stream the run reads, made from the trace's. Called once for each reader of
+    /// the run (main loop, page pre-pass, look-ahead), so that all read the same stream. A
+    /// policy that models where the program's allocator puts its data rewrites addresses here
+    /// (guided's arena layout, [`arena_layout`]); the default reads the trace as it is.
+    fn records(&self, src: Box<dyn crate::trace::RecordSource>) -> Result<Box<dyn crate::trace::RecordSource>> {
+        Ok(src)
     }
 
     /// Input files made for one trace (a predictions file), as (file, the digest of the trace
