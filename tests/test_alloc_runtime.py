@@ -1,0 +1,230 @@
+"""The preloaded allocator (crates/tierkit-alloc): version-2 guidance applied to an unmodified
+program (issue 17; 002 §III-B arenas per site group, §IV-B jemalloc arenas bound to a NUMA node
+with MPOL_PREFERRED; 000 §3.2 site classification). On a one-node machine placement is trivial,
+but every path runs: classification, the deeper walk, arenas, realloc across arenas, fork,
+threads, bad guidance, a missing node.
+"""
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+C_DIR = ROOT / "crates" / "tierkit-alloc" / "tests" / "c"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def alloc_lib() -> Path:
+    """The library (make builds it; built here when missing)."""
+    lib = Path(os.environ.get("TIERKIT_ALLOC_LIB", ROOT / "target" / "release" / "libtierkit_alloc.so"))
+    if not lib.exists():
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "tierkit-alloc"], cwd=ROOT, check=True)
+    return lib
+
+
+@pytest.fixture(scope="session")
+def lib():
+    return alloc_lib()
+
+
+@pytest.fixture(scope="session")
+def sites_prog(tmp_path_factory):
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed: the allocator's test programs need it")
+    d = tmp_path_factory.mktemp("alloc-programs")
+    exe = d / "sites"
+    subprocess.run(["gcc", "-O1", "-g", "-pthread", "-Wno-alloc-size-larger-than", str(C_DIR / "sites.c"), "-o", str(exe), "-ldl"], check=True)
+    return exe
+
+
+def run(prog, args, lib, env_extra, cwd=None, timeout=120):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERKIT_")}
+    env.update(env_extra)
+    env["LD_PRELOAD"] = str(lib)
+    return subprocess.run([str(prog), *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+
+
+def blocks(stdout):
+    """(site, arena, addr, size) of every block the program printed."""
+    out = []
+    for line in stdout.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2].startswith("0x"):
+            out.append((f[0], int(f[1]), int(f[2], 16), int(f[3])))
+    return out
+
+
+def functions(exe):
+    """name -> (start, end) of the program's functions, from nm -S."""
+    out = {}
+    for line in subprocess.run(["nm", "-S", str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "Tt":
+            out[f[3]] = (int(f[0], 16), int(f[0], 16) + int(f[1], 16))
+    return out
+
+
+def in_function(key, funcs, name):
+    off = int(key.rsplit("+0x", 1)[1], 16)
+    lo, hi = funcs[name]
+    return lo <= off < hi
+
+
+@pytest.fixture(scope="session")
+def site_keys(sites_prog, lib, tmp_path_factory):
+    """The program's frame keys at depth 2, from the library's own site log."""
+    log = tmp_path_factory.mktemp("alloc-log") / "log.json"
+    p = run(sites_prog, [2], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "2"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    d = json.loads(log.read_text())
+    assert d["format"] == "tierkit-alloc-log" and d["depth"] == 2
+    funcs = functions(sites_prog)
+    keys = {}
+    for s in d["sites"]:
+        k = s["key"]
+        for f in ("hot", "cold", "stray", "cold_realloc", "hot_calloc"):
+            if in_function(k[0], funcs, f):
+                keys[f] = [k[0]]
+        if in_function(k[0], funcs, "wrap") and len(k) > 1:
+            for f in ("via_hot", "via_cold"):
+                if in_function(k[1], funcs, f):
+                    keys[f] = k
+    assert set(keys) == {"hot", "cold", "stray", "cold_realloc", "hot_calloc", "via_hot", "via_cold"}, keys
+    # the contract's form: the program has a build-id, and its keys name it
+    bid = subprocess.run(["readelf", "-n", str(sites_prog)], capture_output=True, text=True).stdout.split("Build ID: ")[1].split()[0]
+    assert keys["hot"][0].startswith(f"build-id:{bid}+0x")
+    return keys
+
+
+def guidance(keys, path, context=2, version=2):
+    arena = {"hot": 0, "hot_calloc": 0, "via_hot": 0, "cold": 1, "cold_realloc": 1, "via_cold": 1}
+    sites = [{"key": keys[s], "frames": [s], "arena": a, "tier": a} for s, a in arena.items()]
+    g = {"format": "tierkit-guidance", "version": version, "strategy": "hotset", "mode": "static", "tiers": ["fast", "slow"],
+         "context": context, "unmatched": "last-tier", "phases": {"count": 1, "slice_source": "insn", "slice_length": 1000, "of_slice": [0]},
+         "arenas": [{"id": 0, "tiers": [0]}, {"id": 1, "tiers": [1]}], "sites": sites}
+    path.write_text(json.dumps(g))
+    return path
+
+
+EXPECTED = {"hot": 0, "hot_calloc": 0, "via_hot": 0, "cold": 1, "cold_realloc": 1, "via_cold": 1, "stray": -1}
+
+
+def check_blocks(stdout):
+    bl = blocks(stdout)
+    assert bl
+    wrong = [(s, a) for s, a, _, _ in bl if EXPECTED[s] != a]
+    assert not wrong, wrong[:5]
+    # blocks of different arenas never share a page (002 §IV-B: an arena owns its pages)
+    pages = {}
+    for _, a, addr, size in bl:
+        for pg in range(addr // PAGE, (addr + size - 1) // PAGE + 1):
+            pages.setdefault(pg, set()).add(a)
+    shared = [pg for pg, arenas in pages.items() if len(arenas) > 1]
+    assert not shared, shared[:5]
+    return bl
+
+
+def test_sites_join_their_guidance_arenas_and_the_wrapper_is_decided_at_depth_2(sites_prog, lib, site_keys, tmp_path):
+    """Issue 17 contract: the rule decides hot/cold from the return address alone and the
+    wrapper's two callers by one unwind; the report counts per decision and per arena."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    rep = tmp_path / "rep.json"
+    p = run(sites_prog, [20], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stderr == ""
+    assert "FAIL" not in p.stdout
+    check_blocks(p.stdout)
+    r = json.loads(rep.read_text())
+    assert r["guided"] and r["context"] == 2 and r["guidance_digest"].startswith("fnv1a64:")
+    by_prefix = {tuple(d["prefix"]): d for d in r["decisions"]}
+    # hot and cold: decided at depth 1; the wrapper's callers: at depth 2
+    assert by_prefix[tuple(site_keys["cold"])]["arena"] == 1
+    assert by_prefix[tuple(site_keys["via_hot"])]["arena"] == 0 and by_prefix[tuple(site_keys["via_cold"])]["arena"] == 1
+    assert by_prefix[tuple(site_keys["via_hot"])]["allocations"] == 20
+    assert by_prefix[tuple(site_keys["cold"])]["allocations"] == 20
+    # one unwind per wrapper allocation, none for the others
+    assert r["unwinds"] == 40
+    assert r["allocations_unmatched"] >= 20  # stray's, and libc's own
+    arenas = {a["id"]: a for a in r["arenas"]}
+    assert arenas[0]["allocations"] > 0 and arenas[1]["allocations"] > 0
+    assert arenas[0]["pages_present"] > 0 and arenas[0]["bound"]
+    assert set(arenas[0]["pages_by_node"]) <= {str(n) for n in r["tier_nodes"] if n is not None}
+    assert r["arena_fallbacks"] == 0 and r["errors"] == []
+
+
+def test_fork_and_threads_keep_every_block_in_its_arena(sites_prog, lib, site_keys, tmp_path):
+    """Thread- and fork-safety (issue 17): 8 threads and a forked child allocating at every site."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    p = run(sites_prog, [10, 8, "fork"], lib, {"TIERKIT_GUIDANCE": str(g)})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    assert "ok fork_child" in p.stdout and "ok threads" in p.stdout
+    bl = check_blocks(p.stdout)
+    assert sum(1 for b in bl if b[0] == "via_cold") == 10 * (1 + 1 + 8)
+
+
+def test_guidance_applies_to_a_stripped_copy_in_another_directory(sites_prog, lib, site_keys, tmp_path):
+    """Issue 17 "Site keys that survive real runs": build-id keys survive strip and the run
+    directory."""
+    d = tmp_path / "elsewhere"
+    d.mkdir()
+    exe = d / "renamed"
+    shutil.copy(sites_prog, exe)
+    subprocess.run(["strip", str(exe)], check=True)
+    g = guidance(site_keys, tmp_path / "g.json")
+    rep = tmp_path / "rep.json"
+    p = run(exe, [5], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep)}, cwd=d)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_blocks(p.stdout)
+    r = json.loads(rep.read_text())
+    assert sum(d["allocations"] for d in r["decisions"]) >= 5 * 4
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{not json", "not JSON"),
+    ('{"format": "tierkit-guidance", "version": 1, "context": 1, "arenas": [], "sites": []}', "version: 1"),
+    ('{"format": "tierkit-guidance", "version": 2, "context": 1, "arenas": [{"id": 0, "tiers": [0]}], "sites": [{"key": ["main (a.c:3)"], "arena": 0}]}', "sites[0].key"),
+    (None, "cannot read"),
+])
+def test_bad_guidance_is_one_line_and_the_program_still_runs(sites_prog, lib, tmp_path, content, needle):
+    """A bad guidance file: one error line, plain jemalloc, the program unharmed (issue 17)."""
+    g = tmp_path / "g.json"
+    if content is not None:
+        g.write_text(content)
+    p = run(sites_prog, [3], lib, {"TIERKIT_GUIDANCE": str(g)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tierkit-alloc: error: {g}: ") and needle in lines[0], p.stderr
+    assert "plain jemalloc" in lines[0]
+    assert {b[1] for b in blocks(p.stdout)} == {-1}
+
+
+def test_a_missing_node_leaves_its_arenas_unbound_with_a_warning(sites_prog, lib, site_keys, tmp_path):
+    """A tier mapped to a node that does not exist: one warning, the arena unbound (002 §IV-B
+    binding is best effort), the program runs."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    rep = tmp_path / "rep.json"
+    p = run(sites_prog, [3], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep), "TIERKIT_NODES": "0,977"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and "node 977 (tier 1) does not exist" in lines[0], p.stderr
+    check_blocks(p.stdout)
+    arenas = {a["id"]: a for a in json.loads(rep.read_text())["arenas"]}
+    assert arenas[0]["bound"] and not arenas[1]["bound"]
+
+
+def test_move_arena_api_and_extent_failures_fall_back_to_plain(sites_prog, lib, site_keys, tmp_path):
+    """Every 2nd extent request of the guided arenas refused (as a failing mmap would): each
+    allocation is still served, from jemalloc's own arenas (issue 17: never fail an allocation
+    the plain allocator would serve)."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    rep = tmp_path / "rep.json"
+    p = run(sites_prog, [30, 4], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep), "TIERKIT_ALLOC_DEBUG_FAIL_EXTENT": "2"})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    assert "FAIL" not in p.stdout
+    r = json.loads(rep.read_text())
+    assert r["extent_failures_injected"] > 0
+    bl = blocks(p.stdout)
+    assert all(a in (EXPECTED[s], -1) for s, a, _, _ in bl)
