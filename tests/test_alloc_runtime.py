@@ -100,8 +100,9 @@ def site_keys(sites_prog, lib, tmp_path_factory):
 
 
 def guidance(keys, path, context=2, version=2):
-    arena = {"hot": 0, "hot_calloc": 0, "via_hot": 0, "cold": 1, "cold_realloc": 1, "via_cold": 1}
-    sites = [{"key": keys[s], "frames": [s], "arena": a, "tier": a} for s, a in arena.items()]
+    # hot sites in arena 0 (fast tier), cold ones in arena 1; stray is named by no site
+    arena = {s: 0 if "hot" in s else 1 for s in keys if s != "stray"}
+    sites = [{"key": keys[s], "frames": [s], "arena": a, "tier": a} for s, a in sorted(arena.items())]
     g = {"format": "tierkit-guidance", "version": version, "strategy": "hotset", "mode": "static", "tiers": ["fast", "slow"],
          "context": context, "unmatched": "last-tier", "phases": {"count": 1, "slice_source": "insn", "slice_length": 1000, "of_slice": [0]},
          "arenas": [{"id": 0, "tiers": [0]}, {"id": 1, "tiers": [1]}], "sites": sites}
@@ -228,3 +229,76 @@ def test_move_arena_api_and_extent_failures_fall_back_to_plain(sites_prog, lib, 
     assert r["extent_failures_injected"] > 0
     bl = blocks(p.stdout)
     assert all(a in (EXPECTED[s], -1) for s, a, _, _ in bl)
+
+
+@pytest.fixture(scope="session")
+def stress_prog(sites_prog):
+    exe = sites_prog.parent / "stress"
+    subprocess.run(["gcc", "-O1", "-g", "-pthread", str(C_DIR / "stress.c"), "-o", str(exe), "-ldl"], check=True)
+    return exe
+
+
+def stress_guidance(exe, lib, tmp_path):
+    """Guidance for stress.c's six sites (hot cold via_hot via_cold hot_realloc cold_realloc),
+    their keys from the library's site log."""
+    log = tmp_path / "log.json"
+    p = run(exe, [1, 2], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "2"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    funcs = functions(exe)
+    keys = {}
+    for s in json.loads(log.read_text())["sites"]:
+        k = s["key"]
+        for f in ("hot", "cold", "hot_realloc", "cold_realloc"):
+            if in_function(k[0], funcs, f):
+                keys[f] = [k[0]]
+        if in_function(k[0], funcs, "wrap") and len(k) > 1:
+            for f in ("via_hot", "via_cold"):
+                if in_function(k[1], funcs, f):
+                    keys[f] = k
+    assert len(keys) == 6, keys
+    return guidance(keys, tmp_path / "g.json")
+
+
+def test_stress_16_threads_realloc_across_arenas_fork_and_refusals(stress_prog, lib, tmp_path):
+    """Issue 17 stress (10 s here; bench/alloc_stress.py runs the full minute): 16 threads,
+    realloc across arenas, a fork half way, every 3rd extent of the guided arenas refused and
+    the address space limited (arena ranges of 512 MiB): no crash, no corrupted block, every block in its site's arena or
+    the fallback, every refusal NULL + ENOMEM, and the arenas' ranges bounded (no leak)."""
+    g = stress_guidance(stress_prog, lib, tmp_path)
+    rep = tmp_path / "rep.json"
+    p = run(stress_prog, [10, 16, "rlimit"], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep),
+                                                   "TIERKIT_ALLOC_DEBUG_FAIL_EXTENT": "3", "STRESS_ARENAS": "0,1,0,1,0,1",
+                                                   # small arena ranges: the huge requests fill them, fall back to
+                                                   # jemalloc's own arenas, and meet the address-space limit there
+                                                   "TIERKIT_ALLOC_RESERVE": "512M"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    f = p.stdout.split()
+    stats = dict(zip(f[::2], map(int, f[1::2])))
+    assert stats["allocs"] > 100_000 and stats["refused"] > 0, stats
+    r = json.loads(rep.read_text())
+    assert r["extent_failures_injected"] > 0 and r["arena_fallbacks"] > 0
+    assert r["unwinds"] > 0 and r["errors"] == []
+    for a in r["arenas"]:
+        assert a["allocations"] > 1000
+        # what jemalloc took from the arena's range stays near the live data (16 x 128 blocks)
+        assert a["range_bytes_used"] < 1 << 30, a
+
+
+def test_tierkit_run_guidance_from_the_cli(sites_prog, site_keys, lib, tmp_path, cli):
+    """`tierkit run --guidance` (Python CLI -> Rust): the library preloaded, its report folded
+    into the run's (issue 17: the guided run keeps reporting allocations_unmatched)."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    rc, out, err = cli("run", "--guidance", g, "--json", "--", sites_prog, 5)
+    assert rc == 0, err
+    rep = json.loads(out.strip().splitlines()[-1])
+    ga = rep["guided_alloc"]
+    assert ga["processes"] == 1 and ga["program_reported"] and ga["guided"]
+    assert ga["allocations_unmatched"] >= 5 and ga["unwinds"] == 10
+    arenas = {a["id"]: a for a in ga["arenas"]}
+    assert arenas[0]["allocations"] > 0 and arenas[1]["allocations"] > 0
+    assert sum(arenas[0]["pages_by_node"].values()) > 0
+    check_blocks(out)
+    v1 = tmp_path / "v1.json"
+    v1.write_text('{"format": "tierkit-guidance", "version": 1, "context": 1, "arenas": [], "sites": []}')
+    rc, out, err = cli("run", "--guidance", v1, "--", sites_prog, 1)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "version: 1" in err, err

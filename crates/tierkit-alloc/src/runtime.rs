@@ -362,14 +362,21 @@ fn unwind_from(ra: usize, want: usize) -> (Bt, usize) {
 // ---- classification ------------------------------------------------------------------------
 
 impl Runtime {
-    /// The guided arena of an allocation from return address `ra` (None: plain), counted.
+    /// The guided arena of an allocation from return address `ra` (None: plain), and the trie
+    /// node that decided (0: unmatched) for `counted`.
     #[inline(always)]
-    fn target(&self, ra: usize, size: usize) -> Option<usize> {
+    fn target(&self, ra: usize, size: usize) -> (u32, Option<usize>) {
         if self.log.is_some() {
             self.log_site(ra, size);
         }
         let (node, arena) = if self.guided { self.classify(ra) } else { (0, None) };
-        if self.count {
+        (node, arena.filter(|&a| a < MAX_ARENAS))
+    }
+
+    /// Counts a served allocation (failed ones are not counted).
+    #[inline(always)]
+    fn counted(&self, node: u32, size: usize, p: *mut c_void) -> *mut c_void {
+        if self.count && !p.is_null() {
             let shard = {
                 let x = 0u8;
                 let sp = &x as *const u8 as usize;
@@ -379,7 +386,7 @@ impl Runtime {
             self.counters[i].fetch_add(1, Relaxed);
             self.counters[i + 1].fetch_add(size as u64, Relaxed);
         }
-        arena.filter(|&a| a < MAX_ARENAS)
+        p
     }
 
     /// (trie node that decided, 0 when unmatched; arena)
@@ -431,7 +438,6 @@ impl Runtime {
         let (b, at) = unwind_from(ra, g.context);
         let mut n = n;
         let mut out = None;
-        let mut ended = true;
         for &fra in b.buf[..b.n].iter().skip(at + 1) {
             let mut v = FRM.get(fra);
             if v == 0 {
@@ -454,12 +460,10 @@ impl Runtime {
                 break;
             }
             if g.nodes[n as usize].prefix.len() >= g.context {
-                ended = true;
                 break;
             }
         }
         BUSY.with(|b| b.set(false));
-        let _ = ended;
         // the stack ended (or the context did) while ambiguous: the exact site, if any
         out.unwrap_or_else(|| match g.at_end(n) {
             Some(a) => (n, Some(a as usize)),
@@ -588,10 +592,12 @@ unsafe fn alloc_at(ra: usize, size: usize, align: usize, zero: bool) -> *mut c_v
         return cold_alloc(ra, size, align, zero);
     }
     let r = &*r;
-    match r.target(ra, size) {
+    let (node, a) = r.target(ra, size);
+    let p = match a {
         None => plain(size, align, zero),
         Some(a) => guided(r, a, size, align, zero),
-    }
+    };
+    r.counted(node, size, p)
 }
 
 #[cold]
@@ -666,7 +672,15 @@ pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, ra: usize) -> *
     }
     let src = arena::arena_of(p as usize);
     let r = RT.load(Acquire);
-    let dst = if r.is_null() { None } else { (*r).target(ra, size) };
+    if r.is_null() {
+        return move_or_realloc(p, size, src, None);
+    }
+    let (node, dst) = (*r).target(ra, size);
+    (*r).counted(node, size, move_or_realloc(p, size, src, dst))
+}
+
+unsafe fn move_or_realloc(p: *mut c_void, size: usize, src: Option<usize>, dst: Option<usize>) -> *mut c_void {
+    let r = RT.load(Acquire);
     match (src, dst) {
         (None, None) => {
             let q = je::realloc(p, size);
@@ -676,7 +690,7 @@ pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, ra: usize) -> *
             q
         }
         (Some(a), Some(b)) if a == b => {
-            let q = je::rallocx(p, size, je::MALLOCX_ARENA(arena::JE_IND[a].load(Relaxed) as usize) | tcache_flag(a, (*r).tcache_explicit));
+            let q = je::rallocx(p, size, je::MALLOCX_ARENA(arena::JE_IND[a].load(Relaxed) as usize) | tcache_flag(a, r.is_null() || (*r).tcache_explicit));
             if !q.is_null() {
                 return q;
             }
