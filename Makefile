@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: alloc all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
+.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
 
 all: build
 
@@ -90,6 +90,13 @@ bench-tracer: $(VENV)/.built tracer
 # (bench/README.md); about 5 minutes
 bench-run: $(VENV)/.built workloads target/release/tierkit-run testbed
 	$(PY) bench/run_overhead.py
+
+# the preloaded allocator's overhead against glibc and jemalloc (sqlite3, xz, workloads, a
+# malloc/free microbenchmark; bench/README.md), about 5 minutes; and its one-minute stress
+bench-alloc: $(VENV)/.built workloads $(ALLOC_LIB)
+	$(PY) bench/alloc_overhead.py
+bench-alloc-stress: $(VENV)/.built $(ALLOC_LIB)
+	$(PY) bench/alloc_stress.py
 
 # issue 16's study: tierkit run's policies placing a program with a known hot set in the testbed
 # VM (docs/real-linux.md); about 2 minutes
