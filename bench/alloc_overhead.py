@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,12 +67,17 @@ def programs(d: Path):
 
 
 def run_once(cmd, env):
+    """(wall seconds, CPU seconds (user + system), stdout) of one run."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr.decode()[-500:]}")
-    return wall, p.stdout
+    # the program's own CPU time: less disturbed than its wall time on a shared machine
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, cpu, p.stdout
 
 
 def base_env():
@@ -135,23 +141,28 @@ def main():
             r = json.loads(rp.read_text())
             reports[k] = {x: r[x] for x in ("allocations_total", "allocations_unmatched", "unwinds", "distinct_return_addresses", "arena_fallbacks")}
         walls = {k: [] for k in configs}
+        cpus = {k: [] for k in configs}
         micro_ns = {k: [] for k in configs}
         for _ in range(a.runs):
             for k, env in configs.items():
-                w, out = run_once(cmd, env)
+                w, c, out = run_once(cmd, env)
                 walls[k].append(w)
+                cpus[k].append(c)
                 if name.startswith("micro"):
                     micro_ns[k].append(float(out.decode().split()[1]))
         med = {k: statistics.median(v) for k, v in walls.items()}
+        cmed = {k: statistics.median(v) for k, v in cpus.items()}
         row = {"command": " ".join(Path(c).name if i == 0 else c for i, c in enumerate(cmd)), "sites_in_guidance": n_sites,
-               "median_wall_s": med, "runs_wall_s": walls,
+               "median_wall_s": med, "runs_wall_s": walls, "median_cpu_s": cmed,
+               "cpu_ratio_vs_glibc": {k: cmed[k] / cmed["glibc"] for k in cmed},
+               "cpu_ratio_vs_jemalloc": {k: cmed[k] / cmed["jemalloc"] for k in cmed} if "jemalloc" in cmed else None,
                "ratio_vs_glibc": {k: med[k] / med["glibc"] for k in med},
                "ratio_vs_jemalloc": {k: med[k] / med["jemalloc"] for k in med} if "jemalloc" in med else None,
                "guided_reports": reports}
         if name.startswith("micro"):
             row["median_ns_per_pair"] = {k: statistics.median(v) for k, v in micro_ns.items()}
         results[name] = row
-        print(f"{name:10s} " + "  ".join(f"{k} {med[k]:.3f}s ({med[k] / med['glibc']:.3f})" for k in med), flush=True)
+        print(f"{name:10s} " + "  ".join(f"{k} {med[k]:.3f}s ({med[k] / med['glibc']:.3f}, cpu {cmed[k] / cmed['glibc']:.3f})" for k in med), flush=True)
     out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_avg_at_end": os.getloadavg()},
            "runs": a.runs, "date": time.strftime("%Y-%m-%d"), "library": str(LIB), "results": results}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

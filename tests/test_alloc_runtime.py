@@ -216,7 +216,17 @@ def test_a_missing_node_leaves_its_arenas_unbound_with_a_warning(sites_prog, lib
     assert arenas[0]["bound"] and not arenas[1]["bound"]
 
 
-def test_move_arena_api_and_extent_failures_fall_back_to_plain(sites_prog, lib, site_keys, tmp_path):
+def test_an_arena_moves_to_a_node_with_its_pages(sites_prog, lib, site_keys, tmp_path):
+    """The mechanism per-phase guidance needs (000 §3.2 arena remapping; issue 17: move_pages /
+    mbind with MPOL_MF_MOVE): tierkit_alloc_move_arena moves an arena's pages and binds its
+    range to the node; a node or arena that does not exist is EINVAL."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    p = run(sites_prog, [2], lib, {"TIERKIT_GUIDANCE": str(g), "SITES_MOVE": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ok move_arena" in p.stdout
+
+
+def test_extent_failures_fall_back_to_plain(sites_prog, lib, site_keys, tmp_path):
     """Every 2nd extent request of the guided arenas refused (as a failing mmap would): each
     allocation is still served, from jemalloc's own arenas (issue 17: never fail an allocation
     the plain allocator would serve)."""
@@ -302,3 +312,37 @@ def test_tierkit_run_guidance_from_the_cli(sites_prog, site_keys, lib, tmp_path,
     v1.write_text('{"format": "tierkit-guidance", "version": 1, "context": 1, "arenas": [], "sites": []}')
     rc, out, err = cli("run", "--guidance", v1, "--", sites_prog, 1)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "version: 1" in err, err
+
+
+def test_cxx_new_is_interposed_so_frame_0_is_the_new_expression(lib, tmp_path):
+    """Issue 17 contract: operator new/new[] (plain, nothrow, aligned) are the library's own thin
+    wrappers, so a C++ site's key starts in the program, not in libstdc++; a failed throwing
+    new still throws std::bad_alloc."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    exe = tmp_path / "cxx"
+    subprocess.run(["g++", "-O1", "-g", str(C_DIR / "cxx.cc"), "-o", str(exe), "-ldl"], check=True)
+    log = tmp_path / "log.json"
+    p = run(exe, [], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    funcs = {}
+    for line in subprocess.run(["nm", "-C", "-S", str(exe)], capture_output=True, text=True, check=True).stdout.splitlines():
+        f = line.split(maxsplit=3)
+        if len(f) == 4 and f[2] in "Tt" and f[3].startswith("new_"):
+            funcs[f[3].split("(")[0]] = (int(f[0], 16), int(f[0], 16) + int(f[1], 16))
+    keys = {}
+    for s in json.loads(log.read_text())["sites"]:
+        for name in funcs:
+            if in_function(s["key"][0], funcs, name) and s["allocations"] >= 10:
+                keys[name] = s["key"]
+    assert set(keys) == {"new_hot", "new_cold", "new_wide", "new_nothrow"}, keys
+    arena = {"new_hot": 0, "new_wide": 0, "new_cold": 1, "new_nothrow": 1}
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps({"format": "tierkit-guidance", "version": 2, "mode": "static", "context": 1,
+                             "arenas": [{"id": 0, "tiers": [0]}, {"id": 1, "tiers": [1]}],
+                             "sites": [{"key": keys[n], "arena": a} for n, a in arena.items()]}))
+    p = run(exe, [], lib, {"TIERKIT_GUIDANCE": str(g)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ok bad_alloc" in p.stdout and "ok aligned_new" in p.stdout and "ok nothrow_null" in p.stdout
+    bl = blocks(p.stdout)
+    assert len(bl) == 40 and all(a == arena[s] for s, a, _, _ in bl), bl[:8]

@@ -551,15 +551,11 @@ fn set_enomem() {
 /// jemalloc's automatic arenas with the thread's default tcache: plain jemalloc.
 #[inline(always)]
 unsafe fn plain(size: usize, align: usize, zero: bool) -> *mut c_void {
-    let p = if align == 0 {
-        if zero {
-            je::calloc(1, size)
-        } else {
-            je::malloc(size)
-        }
-    } else {
-        je::mallocx(size.max(1), je::MALLOCX_ALIGN(align))
-    };
+    if align == 0 {
+        // both set errno on failure; a tail call, as cheap as plain jemalloc
+        return if zero { je::calloc(1, size) } else { je::malloc(size) };
+    }
+    let p = je::mallocx(size.max(1), je::MALLOCX_ALIGN(align));
     if p.is_null() {
         set_enomem();
     }
@@ -589,6 +585,10 @@ unsafe fn guided(rt: &Runtime, a: usize, size: usize, align: usize, zero: bool) 
 unsafe fn alloc_at(ra: usize, size: usize, align: usize, zero: bool) -> *mut c_void {
     let r = RT.load(Acquire);
     if r.is_null() {
+        // no guidance, no report, no log: plain jemalloc
+        if STATE.load(Relaxed) == 2 {
+            return plain(size, align, zero);
+        }
         return cold_alloc(ra, size, align, zero);
     }
     let r = &*r;
@@ -618,6 +618,7 @@ unsafe fn cold_alloc(ra: usize, size: usize, align: usize, zero: bool) -> *mut c
     plain(size, align, zero)
 }
 
+#[inline(never)]
 pub unsafe extern "C" fn tk_malloc(size: usize, ra: usize) -> *mut c_void {
     alloc_at(ra, size, 0, false)
 }
@@ -632,10 +633,9 @@ pub unsafe extern "C" fn tk_calloc(n: usize, size: usize, ra: usize) -> *mut c_v
     }
 }
 
+#[inline(always)]
 pub unsafe fn tk_free(p: *mut c_void) {
-    if p.is_null() {
-        return;
-    }
+    // NULL is in no guided range: jemalloc's free ignores it
     match arena::arena_of(p as usize) {
         None => je::free(p),
         Some(a) => {
@@ -770,23 +770,30 @@ unsafe fn new_failed(sym: &std::ffi::CStr, size: usize, align: Option<usize>) ->
     }
 }
 
+/// The allocation of operator new, in a function that cannot unwind: a panic of the library
+/// aborts with its message instead of unwinding into the program.
+#[inline(never)]
+unsafe extern "C" fn alloc_new(ra: usize, size: usize, align: usize) -> *mut c_void {
+    alloc_at(ra, size, align, false)
+}
+
 pub unsafe extern "C-unwind" fn tk_new(size: usize, ra: usize) -> *mut c_void {
-    let p = alloc_at(ra, size, 0, false);
+    let p = alloc_new(ra, size, 0);
     if p.is_null() { new_failed(c"_Znwm", size, None) } else { p }
 }
 pub unsafe extern "C-unwind" fn tk_new_arr(size: usize, ra: usize) -> *mut c_void {
-    let p = alloc_at(ra, size, 0, false);
+    let p = alloc_new(ra, size, 0);
     if p.is_null() { new_failed(c"_Znam", size, None) } else { p }
 }
 pub unsafe extern "C" fn tk_new_nothrow(size: usize, _nt: *const c_void, ra: usize) -> *mut c_void {
     alloc_at(ra, size, 0, false)
 }
 pub unsafe extern "C-unwind" fn tk_new_aligned(size: usize, align: usize, ra: usize) -> *mut c_void {
-    let p = if align.is_power_of_two() { alloc_at(ra, size, align, false) } else { std::ptr::null_mut() };
+    let p = if align.is_power_of_two() { alloc_new(ra, size, align) } else { std::ptr::null_mut() };
     if p.is_null() { new_failed(c"_ZnwmSt11align_val_t", size, Some(align)) } else { p }
 }
 pub unsafe extern "C-unwind" fn tk_new_arr_aligned(size: usize, align: usize, ra: usize) -> *mut c_void {
-    let p = if align.is_power_of_two() { alloc_at(ra, size, align, false) } else { std::ptr::null_mut() };
+    let p = if align.is_power_of_two() { alloc_new(ra, size, align) } else { std::ptr::null_mut() };
     if p.is_null() { new_failed(c"_ZnamSt11align_val_t", size, Some(align)) } else { p }
 }
 pub unsafe extern "C" fn tk_new_aligned_nothrow(size: usize, align: usize, _nt: *const c_void, ra: usize) -> *mut c_void {

@@ -147,6 +147,18 @@ int main(int argc, char **argv) {
     errno = 0;
     check(malloc((size_t)-1 / 2) == NULL && errno == ENOMEM, "malloc_huge_enomem", "");
 
+    /* the internal API for per-phase guidance: move arena 0's pages to node 0 (the only node
+     * here), refuse a node that does not exist and an arena that does not */
+    int (*move_arena)(unsigned, int) = (int (*)(unsigned, int))dlsym(RTLD_DEFAULT, "tierkit_alloc_move_arena");
+    if (move_arena && getenv("SITES_MOVE")) {
+        void *keep = hot(1 << 20);
+        memset(keep, 1, 1 << 20);
+        int r0 = move_arena(0, 0), r1 = move_arena(0, 977), r2 = move_arena(99, 0);
+        char d[64];
+        snprintf(d, sizeof d, "%d %d %d", r0, r1, r2);
+        check(r0 == 0 && r1 == EINVAL && r2 == EINVAL && arena(keep) == 0, "move_arena", d);
+        free(keep);
+    }
     if (do_fork) {
         fflush(stdout);
         pid_t pid = fork();
