@@ -85,6 +85,18 @@ int main(int argc, char **argv) {
 
     worker(NULL);
 
+    /* SITES_BIG_MIB=N: N MiB from the hot site and N MiB from the cold one, touched, kept until
+     * exit (placement tests on a two-node machine) */
+    const char *big = getenv("SITES_BIG_MIB");
+    if (big) {
+        size_t n = (size_t)atol(big) << 20;
+        char *bh = hot(n), *bc = cold(n);
+        memset(bh, 1, n);
+        memset(bc, 2, n);
+        show("hot", bh, n);
+        show("cold", bc, n);
+    }
+
     /* realloc across arenas: a hot block reallocated at the cold realloc site keeps its bytes */
     char *h = hot(100);
     for (int i = 0; i < 100; i++) h[i] = (char)i;
