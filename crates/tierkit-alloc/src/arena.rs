@@ -65,7 +65,7 @@ fn page() -> usize {
 unsafe extern "C" fn hook_alloc(_h: *mut je::extent_hooks_t, new_addr: *mut c_void, size: usize, alignment: usize, zero: *mut bool, commit: *mut bool, arena_ind: c_uint) -> *mut c_void {
     let Some(a) = our_arena(arena_ind) else { return std::ptr::null_mut() };
     let every = FAIL_EVERY.load(Relaxed);
-    if every > 0 && (EXTENT_CALLS.fetch_add(1, Relaxed) + 1) % every == 0 {
+    if every > 0 && (EXTENT_CALLS.fetch_add(1, Relaxed) + 1).is_multiple_of(every) {
         EXTENT_INJECTED.fetch_add(1, Relaxed);
         return std::ptr::null_mut();
     }

@@ -5,6 +5,9 @@
 //! automatic arenas, as under plain jemalloc. docs/guidance.md "A guided run on a real machine"
 //! documents the environment variables and the exit report.
 
+// the exported functions are the C library's malloc family: their contract is C's
+#![allow(clippy::missing_safety_doc)]
+
 pub mod arena;
 pub mod guidance;
 pub mod keys;

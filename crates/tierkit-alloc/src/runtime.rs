@@ -380,7 +380,7 @@ impl Runtime {
             let shard = {
                 let x = 0u8;
                 let sp = &x as *const u8 as usize;
-                ((sp >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize
+                (sp >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60
             };
             let i = shard * self.stride + 2 * node as usize;
             self.counters[i].fetch_add(1, Relaxed);
@@ -537,7 +537,7 @@ fn tcache_flag(a: usize, explicit: bool) -> c_int {
         t[a].set(ind + 2);
         TCACHES.fetch_add(1, Relaxed);
         // SAFETY: the key was created at initialisation; a non-null value runs thread_exit
-        unsafe { libc::pthread_setspecific(TC_KEY, 1 as *const c_void) };
+        unsafe { libc::pthread_setspecific(TC_KEY, std::ptr::dangling::<c_void>()) };
         je::MALLOCX_TCACHE(ind as usize)
     })
     .unwrap_or(je::MALLOCX_TCACHE_NONE)
@@ -712,7 +712,7 @@ pub unsafe extern "C" fn tk_reallocarray(p: *mut c_void, n: usize, size: usize, 
 }
 
 pub unsafe extern "C" fn tk_posix_memalign(out: *mut *mut c_void, align: usize, size: usize, ra: usize) -> c_int {
-    if !align.is_power_of_two() || align % std::mem::size_of::<*mut c_void>() != 0 {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     let e = *libc::__errno_location();

@@ -92,7 +92,9 @@ impl Setup {
         reports.sort_by_key(|r| r["pid"].as_i64().unwrap_or(0));
         let sum = |k: &str| reports.iter().map(|r| r[k].as_u64().unwrap_or(0)).sum::<u64>();
         // per guidance arena, over the processes
-        let mut arenas: BTreeMap<u64, (u64, u64, BTreeMap<String, u64>, Value, Value)> = BTreeMap::new();
+        // id -> (allocations, bytes, pages by node, tier, node)
+        type Sum = (u64, u64, BTreeMap<String, u64>, Value, Value);
+        let mut arenas: BTreeMap<u64, Sum> = BTreeMap::new();
         for r in &reports {
             for a in r["arenas"].as_array().into_iter().flatten() {
                 let e = arenas.entry(a["id"].as_u64().unwrap_or(0)).or_insert((0, 0, BTreeMap::new(), a["tier"].clone(), a["node"].clone()));
