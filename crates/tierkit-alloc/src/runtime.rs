@@ -321,6 +321,30 @@ struct Bt {
     ra: usize,
     at: Option<usize>,
     want: usize,
+    /// When classifying: the guidance, the trie node reached, and the decision once made (the
+    /// unwinding stops there, no deeper than the rule needs).
+    g: *const Guidance,
+    node: u32,
+    out: Option<(u32, Option<usize>)>,
+}
+
+/// One frame of the deeper walk from trie node `n`: Ok(next node) while undecided, Err(the
+/// decision) once made.
+fn step_frame(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usize>)> {
+    let mut v = FRM.get(fra);
+    if v == 0 {
+        v = match keys::frame_key(fra).and_then(|k| g.frame_ids.get(&k).copied()) {
+            Some(f) => f as u64 + 2,
+            None => 1,
+        };
+        FRM.put(fra, v);
+    }
+    let fid = if v >= 2 { Some((v - 2) as u32) } else { None };
+    let c = g.step(n, fid).ok_or((0, None))?;
+    if let Some(Decision::Arena(a)) = g.nodes[c as usize].decision {
+        return Err((c, Some(a as usize)));
+    }
+    Ok(c)
 }
 
 extern "C" fn bt_cb(ctx: *mut _Unwind_Context, arg: *mut c_void) -> c_int {
@@ -334,6 +358,18 @@ extern "C" fn bt_cb(ctx: *mut _Unwind_Context, arg: *mut c_void) -> c_int {
     b.n += 1;
     if b.at.is_none() && ip == b.ra {
         b.at = Some(b.n - 1);
+        return 0;
+    }
+    if b.at.is_some() && !b.g.is_null() {
+        // SAFETY: the runtime's guidance, alive for the process
+        let g = unsafe { &*b.g };
+        match step_frame(g, b.node, ip) {
+            Ok(c) => b.node = c,
+            Err(d) => {
+                b.out = Some(d);
+                return 4;
+            }
+        }
     }
     match b.at {
         Some(a) if b.n - a >= b.want => 4, // _URC_NORMAL_STOP
@@ -344,8 +380,9 @@ extern "C" fn bt_cb(ctx: *mut _Unwind_Context, arg: *mut c_void) -> c_int {
 /// The return addresses of the stack from `ra` (the program's call into the allocator)
 /// outwards, `want` at most, `ra` first. Empty when `ra` is not found on the stack.
 #[inline(never)]
-fn unwind_from(ra: usize, want: usize) -> (Bt, usize) {
-    let mut b = Bt { buf: [0; MAX_FRAMES], n: 0, ra, at: None, want };
+fn unwind_from(ra: usize, want: usize, g: Option<(&Guidance, u32)>) -> (Bt, usize) {
+    let (gp, node) = g.map_or((std::ptr::null(), 0), |(g, n)| (g as *const Guidance, n));
+    let mut b = Bt { buf: [0; MAX_FRAMES], n: 0, ra, at: None, want, g: gp, node, out: None };
     UNWINDS.fetch_add(1, Relaxed);
     // SAFETY: the callback writes only into b
     unsafe { _Unwind_Backtrace(bt_cb, &mut b as *mut Bt as *mut c_void) };
@@ -435,34 +472,10 @@ impl Runtime {
             REENTERED.fetch_add(1, Relaxed);
             return (0, None);
         }
-        let (b, at) = unwind_from(ra, g.context);
-        let mut n = n;
-        let mut out = None;
-        for &fra in b.buf[..b.n].iter().skip(at + 1) {
-            let mut v = FRM.get(fra);
-            if v == 0 {
-                v = match keys::frame_key(fra).and_then(|k| g.frame_ids.get(&k).copied()) {
-                    Some(f) => f as u64 + 2,
-                    None => 1,
-                };
-                FRM.put(fra, v);
-            }
-            let fid = if v >= 2 { Some((v - 2) as u32) } else { None };
-            match g.step(n, fid) {
-                None => {
-                    out = Some((0, None));
-                    break;
-                }
-                Some(c) => n = c,
-            }
-            if let Some(Decision::Arena(a)) = g.nodes[n as usize].decision {
-                out = Some((n, Some(a as usize)));
-                break;
-            }
-            if g.nodes[n as usize].prefix.len() >= g.context {
-                break;
-            }
-        }
+        // the walk steps the trie frame by frame inside the unwinder and stops once decided (or
+        // at the context's depth)
+        let (b, _) = unwind_from(ra, g.context, Some((g, n)));
+        let (out, n) = (b.out, b.node);
         BUSY.with(|b| b.set(false));
         // the stack ended (or the context did) while ambiguous: the exact site, if any
         out.unwrap_or_else(|| match g.at_end(n) {
@@ -478,7 +491,7 @@ impl Runtime {
             return;
         }
         let depth = self.log.as_ref().unwrap().1;
-        let (b, at) = unwind_from(ra, depth);
+        let (b, at) = unwind_from(ra, depth, None);
         let mut key: Vec<usize> = vec![ra];
         key.extend(b.buf[..b.n].iter().skip(at + 1).take(depth - 1));
         lock();
