@@ -64,6 +64,7 @@ def test_each_arena_is_on_its_tiers_node(vm_and_guidance):
     ga, out = guided_run(vm_and_guidance, 64)
     assert ga["guided"] and ga["processes"] == 1 and ga["errors"] == [], ga
     arenas = {a["id"]: a for a in ga["arenas"]}
+    print("arenas", [(a["id"], a["node"], a["pages_by_node"]) for a in ga["arenas"]])
     assert (arenas[0]["node"], arenas[1]["node"]) == (0, 1)
     # hot (tier 0) all on the fast node, cold (tier 1) all on the slow one: 64 MiB each at least
     assert set(arenas[0]["pages_by_node"]) == {"0"} and arenas[0]["pages_by_node"]["0"] >= 64 * 256
@@ -78,6 +79,7 @@ def test_a_full_fast_node_overflows_to_the_slow_one(vm_and_guidance):
     ga, _ = guided_run(vm_and_guidance, 200, pre=FILL)
     vm_and_guidance.run("rm -f /dev/shm/fill")
     arenas = {a["id"]: a for a in ga["arenas"]}
+    print("arenas", [(a["id"], a["node"], a["pages_by_node"]) for a in ga["arenas"]])
     fast = arenas[0]["pages_by_node"]
     assert fast.get("0", 0) > 0 and fast.get("1", 0) > 0, fast
     assert fast.get("0", 0) + fast.get("1", 0) >= 200 * 256
