@@ -9,8 +9,9 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(wildcard platforms/*.toml)
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
+ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
+.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
 
 all: build
 
@@ -25,7 +26,7 @@ $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
 	$(VENV)/bin/maturin develop --release -q -E test,ml
 	touch $@
 
-setup build: $(VENV)/.built workloads tracer
+setup build: $(VENV)/.built workloads tracer $(ALLOC_LIB)
 
 # the test workloads (C programs with known memory behaviour) into workloads/build/
 workloads:
@@ -42,11 +43,18 @@ endif
 rust-test:
 	cargo test -p tierkit-core --quiet
 	cargo test -p tierkit-run --quiet
+	cargo test --release -p tierkit-alloc --quiet
 
-py-test: $(VENV)/.built tracer
+# the preloaded allocator behind 'tierkit run --guidance' (docs/guidance.md); it builds jemalloc
+# 5.3 from the tikv-jemalloc-sys crate's sources (about a minute on 2 cores, once)
+alloc: $(ALLOC_LIB)
+$(ALLOC_LIB): $(RUST_SRC)
+	cargo build --release -q -p tierkit-alloc
+
+py-test: $(VENV)/.built tracer $(ALLOC_LIB)
 	$(PY) -m pytest tests
 
-test: $(VENV)/.built tracer rust-test py-test test-vm fuzz-smoke
+test: $(VENV)/.built tracer $(ALLOC_LIB) rust-test py-test test-vm fuzz-smoke
 
 # libFuzzer targets for every parser (fuzz/, docs/fuzzing.md), built with stable Rust.
 # `make fuzz` builds them optimised and runs each for FUZZ_SECONDS / (number of targets)
@@ -82,6 +90,13 @@ bench-tracer: $(VENV)/.built tracer
 # (bench/README.md); about 5 minutes
 bench-run: $(VENV)/.built workloads target/release/tierkit-run testbed
 	$(PY) bench/run_overhead.py
+
+# the preloaded allocator's overhead against glibc and jemalloc (sqlite3, xz, workloads, a
+# malloc/free microbenchmark; bench/README.md), about 5 minutes; and its one-minute stress
+bench-alloc: $(VENV)/.built workloads $(ALLOC_LIB)
+	$(PY) bench/alloc_overhead.py
+bench-alloc-stress: $(VENV)/.built $(ALLOC_LIB)
+	$(PY) bench/alloc_stress.py
 
 # issue 16's study: tierkit run's policies placing a program with a known hot set in the testbed
 # VM (docs/real-linux.md); about 2 minutes

@@ -12,6 +12,7 @@
 //! Every policy observes the program the same way, so that the reports compare.
 
 pub mod damon;
+pub mod guided;
 pub mod kernel;
 pub mod sys;
 
@@ -81,6 +82,11 @@ pub struct Args {
     /// window before an observation (10ms to 10s; at least 2 of DAMON's 5 ms samples)
     #[arg(long, default_value = "50ms")]
     pub damon_window: String,
+    /// Apply this version-2 guidance with the preloaded allocator (libtierkit_alloc.so): each
+    /// allocation site's arena bound to its tier's node; with a memory policy (the default
+    /// first-touch), which places everything else
+    #[arg(long, conflicts_with = "pid")]
+    pub guidance: Option<PathBuf>,
     /// Attach to this running process instead of starting a program
     #[arg(long, conflicts_with = "program")]
     pub pid: Option<i32>,
@@ -171,6 +177,14 @@ impl Report {
         if let Some(v) = j["vmstat"].as_object() {
             let nz: Vec<String> = v.iter().filter(|(_, x)| x.as_i64() != Some(0)).map(|(k, x)| format!("{k} {x}")).collect();
             row("vmstat deltas", if nz.is_empty() { "none".into() } else { nz.join(", ") });
+        }
+        let ga = &j["guided_alloc"];
+        if ga.is_object() {
+            row("guidance", ga["guidance"].as_str().unwrap_or("").to_string());
+            row("allocations guided / total", format!("{} / {} (unmatched {}, unwinds {})", ga["allocations_total"].as_u64().unwrap_or(0) - ga["allocations_unmatched"].as_u64().unwrap_or(0), ga["allocations_total"], ga["allocations_unmatched"], ga["unwinds"]));
+            for a in ga["arenas"].as_array().into_iter().flatten() {
+                row(&format!("  arena {} (tier {}, node {})", a["id"], a["tier"], a["node"]), format!("{} allocations, pages by node {}", a["allocations"], a["pages_by_node"]));
+            }
         }
         if let Some(ks) = j["kernel_settings"].as_array() {
             for k in ks {
@@ -549,6 +563,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if args.program.is_empty() && args.pid.is_none() {
         return Err(Error::config("run", "no program given: tierkit run [OPTIONS] -- PROGRAM ARGS... (or --pid PID)"));
     }
+    if args.guidance.is_some() && kind != Kind::Memory {
+        return Err(Error::config("--guidance", format!("{} moves pages itself and would undo the guidance's placement; combine --guidance with a memory policy (first-touch, the default, all-fast, all-slow, interleave) for the memory outside the guided arenas", spec.name)));
+    }
     if args.pid.is_some() && kind == Kind::Memory && spec.name != "first-touch" {
         return Err(Error::config("--policy", format!("{} is a memory policy set when the program starts; with --pid use first-touch (observe only), a daemon or a kernel policy", spec.name)));
     }
@@ -694,6 +711,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             notes.push(format!("NUMA balancing is on (numa_balancing={nb}): the kernel moves pages as well (vmstat numa_pages_migrated); set it to 0 for tierkit's policy alone"));
         }
     }
+    let guided_setup = match &args.guidance {
+        Some(g) => Some(guided::Setup::new(g, tiers.fast, tiers.slow)?),
+        None => None,
+    };
     let signals = SignalGuard::install();
     let t0 = Instant::now();
 
@@ -703,6 +724,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         None => {
             let mut cmd = std::process::Command::new(&args.program[0]);
             cmd.args(&args.program[1..]);
+            if let Some(g) = &guided_setup {
+                cmd.envs(g.env.iter().map(|(k, v)| (k, v)));
+            }
             let (mode, mask) = match spec.name.as_str() {
                 "all-fast" => (sys::MPOL_BIND, sys::nodemask(&[tiers.fast])),
                 "all-slow" => (sys::MPOL_BIND, sys::nodemask(&[tiers.slow.unwrap()])),
@@ -876,6 +900,12 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         pf.commit(&f)?;
     }
 
+    let guided_alloc = guided_setup.as_ref().map(|g| g.fold(pid));
+    if let Some(ga) = &guided_alloc {
+        if ga["processes"].as_u64() == Some(0) {
+            notes.push("the allocator library wrote no report: a statically linked program, or one that ended by a signal or _exit, is not guided or not reported".into());
+        }
+    }
     let gib_monitored = (max_fast + max_slow) as f64 * page as f64 / (1u64 << 30) as f64;
     let cpu_s = daemon_cpu_ns as f64 / 1e9;
     let json = json!({
@@ -924,6 +954,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "notes": notes,
         "timeseries": args.timeseries.as_ref().map(|p| p.display().to_string()),
         "timeseries_rows": rows.len(),
+        "guided_alloc": guided_alloc,
     });
     Ok(Report { json, exit_status })
 }
@@ -1006,6 +1037,25 @@ mod tests {
         assert_eq!(run(&["--policy", "all-fast:x=1", "--", "true"]), 2);
         assert_eq!(run(&["--pid", "999999999"]), 2);
         assert_eq!(run(&["--help"]), 0);
+    }
+
+    // issue 17: --guidance takes version-2 guidance only, and no policy that moves pages itself
+    #[test]
+    fn guidance_errors_are_one_line_exit_2() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = dir.path().join("v1.json");
+        std::fs::write(&v1, r#"{"format": "tierkit-guidance", "version": 1, "context": 1, "arenas": [], "sites": []}"#).unwrap();
+        let e = guided::check_guidance(&v1).unwrap_err().to_string();
+        assert!(e.contains("version: 1") && !e.contains('\n'), "{e}");
+        let v2 = dir.path().join("v2.json");
+        std::fs::write(&v2, r#"{"format": "tierkit-guidance", "version": 2, "context": 1, "arenas": [], "sites": []}"#).unwrap();
+        assert!(guided::check_guidance(&v2).is_ok());
+        assert!(guided::check_guidance(&dir.path().join("none.json")).unwrap_err().to_string().contains("cannot read"));
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        let v2s = v2.to_str().unwrap();
+        assert_eq!(run(&["--guidance", v1.to_str().unwrap(), "--", "true"]), 2);
+        assert_eq!(run(&["--policy", "hyplacer", "--guidance", v2s, "--", "true"]), 2);
+        assert_eq!(run(&["--guidance", v2s, "--pid", "1"]), 2);
     }
 
     #[test]
