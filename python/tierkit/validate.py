@@ -137,15 +137,16 @@ def _parse_vmstat_series(text: str) -> list[dict]:
 
 
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
-               progress: bool = True, vm_factory: Optional[Callable] = None) -> dict:
+               progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None) -> dict:
     """Every (workload, policy) in one VM, one after the other; returns per run the report,
     the series and node 0's free memory at the start."""
     from .testbed import FileSet, Testbed, VMConfig
 
+    specs = specs or WORKLOADS
     wl_dir = ROOT / "workloads" / "build"
     files = FileSet().add_binary(tierkit_run)
     for n in names:
-        files.add_binary(wl_dir / WORKLOADS[n][1])
+        files.add_binary(wl_dir / specs[n][1])
     runs = [(n, p) for n in names for p in policies]
     out: dict = {}
     t = time.time()
@@ -154,7 +155,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
         _say(progress, f"VM up in {vm.boot_s:.0f} s; {len(runs)} kernel runs")
         info = vm.run("cat /proc/sys/vm/min_free_kbytes; cat /proc/sys/vm/watermark_scale_factor; uname -r").stdout.split()
         for i, (n, p) in enumerate(runs):
-            prog = " ".join([WORKLOADS[n][1], *WORKLOADS[n][2]])
+            prog = " ".join([specs[n][1], *specs[n][2]])
             t0 = time.time()
             r = vm.run(_vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib), timeout_s=300)
             rc = int(r.files.get(f"rc{i}", b"-1") or -1)
@@ -210,13 +211,14 @@ def kernel_residency(run: dict) -> list[tuple[float, float]]:
 # ---------------------------------------------------------------------------------------------
 # 2. the model
 
-def record_traces(names: Sequence[str], work: Path, progress: bool = True) -> dict:
+def record_traces(names: Sequence[str], work: Path, progress: bool = True, specs: Optional[dict] = None) -> dict:
     """Record each workload natively (kept in `work` and reused when its arguments match)."""
     from . import api
 
+    specs = specs or WORKLOADS
     out = {}
     for n in names:
-        wl, args = WORKLOADS[n][1], WORKLOADS[n][2]
+        wl, args = specs[n][1], specs[n][2]
         tkt, meta = work / f"{n}.tkt", work / f"{n}.record.json"
         if tkt.is_file() and meta.is_file() and json.loads(meta.read_text()).get("args") == list(args):
             out[n] = json.loads(meta.read_text())
@@ -293,7 +295,9 @@ def _mean_residency(series: list[tuple[float, float]], upto_s: float) -> Optiona
     return acc / upto_s if upto_s > 0 else last_s
 
 
-def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales: Sequence[float] = SCALES) -> dict:
+def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales: Sequence[float] = SCALES,
+            specs: Optional[dict] = None) -> dict:
+    specs = specs or WORKLOADS
     results = []
     cal = {}
     for key, run in kern["runs"].items():
@@ -309,7 +313,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         k = run["wall_s"] / sim_s
         kc = kernel_counts(run)
         kres = kernel_residency(run)
-        row = {"workload": n, "class": WORKLOADS[n][0], "policy": p, "program": run["program"],
+        row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
                "kernel": {**kc, "wall_s": run["wall_s"], "node0_free_bytes": fast_bytes,
                           "residency_mean": _mean_residency(kres, run["wall_s"]),
                           "residency_end": kres[-1][1] if kres else None, "residency_series": kres,
@@ -425,12 +429,13 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
 
 def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
              work: Optional[Path] = None, img_dir: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
-             scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None) -> dict:
+             scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None) -> dict:
     """The whole validation; returns the results and writes `out` (JSON), its table
     (`out` with `.md`) and the plots."""
+    specs = specs or WORKLOADS
     for n in names:
-        if n not in WORKLOADS:
-            raise ValueError(f"--workloads: unknown workload '{n}' (known: {', '.join(WORKLOADS)})")
+        if n not in specs:
+            raise ValueError(f"--workloads: unknown workload '{n}' (known: {', '.join(specs)})")
     for p in policies:
         if p not in POLICIES:
             raise ValueError(f"--policies: unknown policy '{p}' (known: {', '.join(POLICIES)})")
@@ -438,9 +443,9 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     work = work or ROOT / "target" / "validation"
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
-    traces = record_traces(names, work, progress)
-    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress)
-    res = compare(kern, traces, work, progress, scales)
+    traces = record_traces(names, work, progress, specs)
+    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, specs=specs)
+    res = compare(kern, traces, work, progress, scales, specs)
     res.update({"date": time.strftime("%Y-%m-%d"), "kernel": kern["kernel"], "min_free_kbytes": kern["min_free_kbytes"],
                 "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib,
                 "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB",
