@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live
+.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel
 
 all: build
 
@@ -102,6 +102,11 @@ bench-alloc-stress: $(VENV)/.built $(ALLOC_LIB)
 # VM (docs/real-linux.md); about 2 minutes
 experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 	$(PY) experiments/live_placement.py
+
+# issue 18: tierkit's models of Linux's tiering policies against the kernel in the testbed VM, on
+# the same four workloads (docs/validation.md); about 15 minutes, traces reused from target/validation
+validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
+	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
 
 # issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built

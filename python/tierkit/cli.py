@@ -769,6 +769,48 @@ def list_policies(json_out: JsonOpt = False) -> None:
         print()
 
 
+@app.command("validate")
+def validate_cmd(
+    workloads: Annotated[Optional[str], typer.Option("--workloads", help="comma-separated: phases, sites, stencil, rwmix (default: all four)")] = None,
+    policies: Annotated[Optional[str], typer.Option("--policies", help="comma-separated: autonuma-tiering, damon-tiering (default: both)")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="results JSON (its table goes beside it as .md)")] = Path("experiments/results/validation.json"),
+    img_dir: Annotated[Optional[Path], typer.Option("--img-dir", help="write a plot per workload here (PNG)")] = None,
+    work: Annotated[Optional[Path], typer.Option("--work", help="traces and platform files (default target/validation; traces are reused)")] = None,
+    fast_free_mib: Annotated[int, typer.Option("--fast-free-mib", help="node 0's free memory at each program's start, MiB (the rest is reserved as hugetlb pages)")] = 64,
+    scales: Annotated[str, typer.Option("--scales", help="factors on the clock alignment K to run the models at (sensitivity)")] = "0.5,1,2",
+) -> None:
+    """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
+    VM, on the same programs (docs/validation.md)."""
+    from . import validate as v
+
+    names = [x.strip() for x in workloads.split(",")] if workloads else list(v.WORKLOADS)
+    pols = [x.strip() for x in policies.split(",")] if policies else list(v.POLICIES)
+    for n in names:
+        if n not in v.WORKLOADS:
+            raise TierkitError(f"--workloads: unknown workload '{n}' (known: {', '.join(v.WORKLOADS)})")
+    for p in pols:
+        if p not in v.POLICIES:
+            raise TierkitError(f"--policies: unknown policy '{p}' (known: {', '.join(v.POLICIES)})")
+    try:
+        fs = [float(x) for x in scales.split(",")]
+    except ValueError:
+        raise TierkitError(f"--scales: '{scales}' is not a comma-separated list of numbers") from None
+    if 1.0 not in fs or any(not (f > 0) for f in fs):
+        raise TierkitError(f"--scales: '{scales}' must hold 1 and only positive factors")
+    if not 16 <= fast_free_mib <= 400:
+        raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
+    from .testbed import availability
+
+    why = availability()
+    if why is not None:
+        raise TierkitError(f"validate: the testbed VM cannot run here: {why}")
+    run_bin = v.ROOT / "target" / "release" / "tierkit-run"
+    if not run_bin.is_file():
+        raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
+    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs)
+    print(v.table(res), end="")
+
+
 @app.command("platforms")
 def list_platforms(
     name: Annotated[Optional[str], typer.Argument(help="show one platform (preset or file) in full")] = None,

@@ -1,0 +1,463 @@
+"""`tierkit validate` (issue 18): tierkit's models of Linux's tiering policies against the real
+kernel, on the same programs (docs/validation.md).
+
+For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
+
+1. **Kernel.** The program runs in the testbed VM (docs/real-linux.md) under `tierkit-run
+   --policy P`, with node 0 (the fast tier) shrunk by a hugetlb reservation so that its free
+   memory is smaller than the program's footprint. Hugetlb pages are on no LRU list, so kswapd
+   cannot demote them: the fast node really is that small for the whole run (a file in
+   /dev/shm would be demoted itself, and the fast node would grow under the program). Over the
+   run: `/proc/vmstat` every `SAMPLE_S` (promotions, demotions, hint faults, migrations) and
+   tierkit-run's `--timeseries` (the program's pages per node); at the end tierkit-run's report
+   (vmstat deltas, DAMOS statistics, wall time).
+2. **Model.** The same program with the same arguments is recorded natively with the Valgrind
+   tracer and simulated with tierkit's model of the same policy, on a platform whose fast tier
+   holds exactly the free frames node 0 had when the program started (the slow tier is
+   unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel.
+3. **Clocks.** The VM's time runs at emulation speed. The two are aligned on the program's
+   instructions: the VM ran the trace's `instructions` in `wall_s`, so 1 s of VM time is
+   `instructions / wall_s` instructions; the model's policy clock is scaled (`--time-scale K`)
+   so that its run of those instructions lasts as long as in the VM: `K = wall_s / sim_s`,
+   `sim_s` being the simulated time of the same trace under first-touch. The comparison is also
+   run at `K / 2` and `2 K` (sensitivity).
+4. **Side by side.** Per workload and model: promotions, demotions, hint faults, the program's
+   fast-node residency over time (share of its pages on the fast tier), model / kernel ratios;
+   `validation.json`, a table (`validation.md`) and a plot per workload (PNG).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = 4096
+#: vmstat sampling period in the VM, s
+SAMPLE_S = 0.5
+#: the counters sampled over time
+VMSTAT_KEYS = ("pgpromote_success", "pgpromote_candidate", "pgdemote_kswapd", "pgdemote_direct", "numa_hint_faults",
+               "numa_pte_updates", "pgmigrate_success")
+POLICIES = ("autonuma-tiering", "damon-tiering")
+#: name -> (class the issue asks for, workload, arguments); all at the medium size (114-137 MiB)
+WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "phases": ("moving hot set", "phases", ("--size", "medium", "--work", "0.1")),
+    "sites": ("skewed hot set", "sites", ("--size", "medium", "--work", "0.25")),
+    "stencil": ("streaming sweep", "stencil", ("--size", "medium", "--work", "0.25")),
+    "rwmix": ("write-heavy mix", "rwmix", ("--size", "medium", "--work", "0.1", "--write-ratio", "0.9")),
+}
+#: what tierkit-run sets in the kernel, and the same in the model's parameters
+KERNEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000", "damon-tiering": "damon-tiering"}
+MODEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000,promote_rate_limit_MBps=65536",
+              "damon-tiering": "damon-tiering"}
+#: the goals of issue 18
+RATIO_GOAL = 0.30
+RESIDENCY_GOAL_POINTS = 10.0
+SCALES = (0.5, 1.0, 2.0)
+
+
+def _say(progress: bool, msg: str) -> None:
+    if progress:
+        print(f"validate: {msg}", file=sys.stderr, flush=True)
+
+
+def platform_toml(fast_bytes: int) -> str:
+    """The testbed VM as a tierkit platform: the HMAT figures testbed.py gives QEMU (node 0
+    100 ns, 20000 MB/s; node 1 300 ns, 5000 MB/s), the fast tier as large as node 0's free
+    memory at the program's start, the slow tier unlimited."""
+    return f'''name = "testbed-vm"
+description = "The testbed VM's two NUMA nodes (docs/real-linux.md) with node 0 shrunk to its free memory at the program's start; written by tierkit validate."
+source = "python/tierkit/testbed.py VMConfig defaults (HMAT latency and bandwidth of each node)"
+
+[[tiers]]
+name = "node0"
+capacity = "{fast_bytes // 1024}K"
+read_latency_ns = 100.0
+write_latency_ns = 100.0
+read_bw_gb_per_s = 20.0
+write_bw_gb_per_s = 20.0
+
+[[tiers]]
+name = "node1"
+read_latency_ns = 300.0
+write_latency_ns = 300.0
+read_bw_gb_per_s = 5.0
+write_bw_gb_per_s = 5.0
+
+[migration]
+fault_ns = 5000.0
+tlb_shootdown_ns = 3000.0
+per_page_ns = 0.0
+per_period_ns = 0.0
+copy_from_bandwidth = true
+'''
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the kernel, in the VM
+
+def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
+    """Shell for one run: shrink node 0 with hugetlb pages to `fast_free_mib` free, sample
+    vmstat in the background, run the program under tierkit-run, give the pages back."""
+    hp = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+    keys = "|".join(VMSTAT_KEYS)
+    return (
+        f"echo 0 > {hp}; sync; echo 3 > /proc/sys/vm/drop_caches; "
+        f"f=$(awk '/MemFree/{{print $4}}' /sys/devices/system/node/node0/meminfo); "
+        f"n=$(( (f - {fast_free_mib * 1024}) / 2048 )); [ $n -gt 0 ] && echo $n > {hp}; "
+        f"cat {hp} > $OUT/hugepages{i}; "
+        f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo{i}; "
+        f"( while :; do echo \"t $(cut -d' ' -f1 /proc/uptime)\"; grep -E '^({keys}) ' /proc/vmstat; sleep {SAMPLE_S}; done ) "
+        f"> $OUT/vmstat{i} & s=$!; "
+        f"tierkit-run --json --policy {policy} --interval 500ms --timeseries $OUT/ts{i}.csv -- {program} "
+        f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; kill $s; wait $s 2>/dev/null; "
+        f"echo 0 > {hp}"
+    )
+
+
+def _parse_vmstat_series(text: str) -> list[dict]:
+    rows: list[dict] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        if parts[0] == "t":
+            rows.append({"t_s": float(parts[1])})
+        elif rows:
+            rows[-1][parts[0]] = int(parts[1])
+    rows = [r for r in rows if len(r) > 1]
+    if not rows:
+        return []
+    t0 = rows[0]
+    return [{"t_s": round(r["t_s"] - t0["t_s"], 3), **{k: r.get(k, 0) - t0.get(k, 0) for k in VMSTAT_KEYS}} for r in rows]
+
+
+def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
+               progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None) -> dict:
+    """Every (workload, policy) in one VM, one after the other; returns per run the report,
+    the series and node 0's free memory at the start."""
+    from .testbed import FileSet, Testbed, VMConfig
+
+    specs = specs or WORKLOADS
+    wl_dir = ROOT / "workloads" / "build"
+    files = FileSet().add_binary(tierkit_run)
+    for n in names:
+        files.add_binary(wl_dir / specs[n][1])
+    runs = [(n, p) for n in names for p in policies]
+    out: dict = {}
+    t = time.time()
+    factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
+    with factory() as vm:
+        _say(progress, f"VM up in {vm.boot_s:.0f} s; {len(runs)} kernel runs")
+        info = vm.run("cat /proc/sys/vm/min_free_kbytes; cat /proc/sys/vm/watermark_scale_factor; uname -r").stdout.split()
+        for i, (n, p) in enumerate(runs):
+            prog = " ".join([specs[n][1], *specs[n][2]])
+            t0 = time.time()
+            r = vm.run(_vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib), timeout_s=300)
+            rc = int(r.files.get(f"rc{i}", b"-1") or -1)
+            if r.status != 0 or rc != 0:
+                err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
+                raise RuntimeError(f"the VM run of {n} under {p} failed (rc {rc}): {err}")
+            rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
+            free = {}
+            for line in r.files[f"meminfo{i}"].decode().splitlines():
+                # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
+                w = line.split()
+                free[int(w[1])] = int(w[-2]) * 1024
+            ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
+            ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
+            out[f"{n}/{p}"] = {
+                "workload": n, "policy": p, "program": prog, "kernel_policy": KERNEL_ARGS[p],
+                "node0_free_bytes": free.get(0), "node1_free_bytes": free.get(1),
+                "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
+                "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
+                "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
+            }
+            _say(progress, f"[{i + 1}/{len(runs)}] kernel {n} / {p}: {rep['wall_s']:.1f} s in the VM "
+                           f"({time.time() - t0:.0f} s), node 0 free {free.get(0, 0) >> 20} MiB")
+    _say(progress, f"kernel runs done in {time.time() - t:.0f} s")
+    return {"runs": out, "min_free_kbytes": int(info[0]), "watermark_scale_factor": int(info[1]), "kernel": info[2]}
+
+
+def kernel_counts(run: dict) -> dict:
+    """Promotions, demotions and hint faults the kernel made for one run, pages. NUMA
+    balancing counts its promotions in pgpromote_success and kswapd's demotions in
+    pgdemote_*; DAMOS migrate_hot/migrate_cold count in neither (they migrate with reason
+    MR_DAMON), so their own statistics (sz_applied) give DAMON's."""
+    v = run["vmstat"]
+    if run["policy"] == "damon-tiering" and run.get("damon_tiering"):
+        hot, cold = run["damon_tiering"]
+        prom, dem = hot["sz_applied"] // PAGE, cold["sz_applied"] // PAGE
+    else:
+        prom, dem = v.get("pgpromote_success", 0), v.get("pgdemote_kswapd", 0) + v.get("pgdemote_direct", 0)
+    return {"promotions": prom, "demotions": dem, "hint_faults": v.get("numa_hint_faults", 0),
+            "migrations": v.get("pgmigrate_success", 0)}
+
+
+def kernel_residency(run: dict) -> list[tuple[float, float]]:
+    """(s since start, share of the program's pages on node 0) at each observation."""
+    out = []
+    for x in run["timeseries"]:
+        tot = x["pages_fast"] + x["pages_slow"]
+        if tot > 0:
+            out.append((x["time_ms"] / 1000.0, x["pages_fast"] / tot))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. the model
+
+def record_traces(names: Sequence[str], work: Path, progress: bool = True, specs: Optional[dict] = None) -> dict:
+    """Record each workload natively (kept in `work` and reused when its arguments match)."""
+    from . import api
+
+    specs = specs or WORKLOADS
+    out = {}
+    for n in names:
+        wl, args = specs[n][1], specs[n][2]
+        tkt, meta = work / f"{n}.tkt", work / f"{n}.record.json"
+        if tkt.is_file() and meta.is_file() and json.loads(meta.read_text()).get("args") == list(args):
+            out[n] = json.loads(meta.read_text())
+            continue
+        t = time.time()
+        r = api.record(ROOT / "workloads" / "build" / wl, list(args), tkt, cache="default", force=True)
+        if r["status"] != 0:
+            raise RuntimeError(f"recording {n} failed: status {r['status']}")
+        rec = {"args": list(args), "instructions": r["instructions"], "raw_loads": r["raw_loads"],
+               "raw_stores": r["raw_stores"], "path": str(tkt)}
+        meta.write_text(json.dumps(rec))
+        out[n] = rec
+        _say(progress, f"recorded {n}: {r['instructions'] / 1e6:.0f} M instructions in {time.time() - t:.0f} s")
+    return out
+
+
+def simulate(trace: Path, platform: Path, policy: str, time_scale: float) -> dict:
+    from . import api
+
+    return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale)
+
+
+def model_counts(r: dict, policy: str) -> dict:
+    pol = r["stats"]["policy"]
+    c = pol.get("counters") or {}
+    if policy == "autonuma-tiering":
+        return {"promotions": c.get("promoted", 0), "demotions": c.get("demoted", 0), "hint_faults": c.get("hint_faults", 0),
+                "migrations": r.get("migrations", 0)}
+    sch = pol.get("schemes") or {}
+    prom = (sch.get("promote") or {}).get("stats", {}).get("moved_pages", 0)
+    dem = (sch.get("demote") or {}).get("stats", {}).get("moved_pages", 0)
+    return {"promotions": prom, "demotions": dem, "hint_faults": 0, "migrations": r.get("migrations", 0)}
+
+
+def api_timeseries(r: dict):
+    from . import api
+
+    return api.timeseries(r)
+
+
+def model_residency(r: dict, policy: str, fast_pages: int, time_scale: float) -> list[tuple[float, float]]:
+    """(VM-equivalent s, share of the program's pages on the fast tier) per window of the
+    model's time series; simulated time is multiplied by the time scale (the clock alignment)."""
+    ts = api_timeseries(r)
+    pages = max(1, int(r.get("pages") or 1))
+    if ts is None:
+        return []
+    out = []
+    for _, row in ts.iterrows():
+        used = row["fast_used_pages"] if "fast_used_pages" in ts.columns else fast_pages - row["fast_free_pages"]
+        out.append((float(row["time_ms"]) / 1000.0 * time_scale, min(1.0, max(0.0, float(used) / pages))))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. side by side
+
+def _ratio(m: float, k: float) -> Optional[float]:
+    if k == 0:
+        return None if m == 0 else math.inf
+    return m / k
+
+
+def _mean_residency(series: list[tuple[float, float]], upto_s: float) -> Optional[float]:
+    """Time-weighted mean of a residency series over [0, upto_s] (step function)."""
+    pts = [(t, s) for t, s in series if t <= upto_s]
+    if not pts:
+        return None
+    acc, last_t, last_s = 0.0, 0.0, pts[0][1]
+    for t, s in pts:
+        acc += (t - last_t) * last_s
+        last_t, last_s = t, s
+    acc += (upto_s - last_t) * last_s
+    return acc / upto_s if upto_s > 0 else last_s
+
+
+def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales: Sequence[float] = SCALES,
+            specs: Optional[dict] = None) -> dict:
+    specs = specs or WORKLOADS
+    results = []
+    cal = {}
+    for key, run in kern["runs"].items():
+        n, p = run["workload"], run["policy"]
+        fast_bytes = run["node0_free_bytes"]
+        plat = work / f"platform-{n}-{p}.toml"
+        plat.write_text(platform_toml(fast_bytes))
+        trace = Path(traces[n]["path"])
+        if (n, fast_bytes) not in cal:
+            ft = simulate(trace, plat, "first-touch", 1.0)
+            cal[(n, fast_bytes)] = ft["runtime_ns"] / 1e9
+        sim_s = cal[(n, fast_bytes)]
+        k = run["wall_s"] / sim_s
+        kc = kernel_counts(run)
+        kres = kernel_residency(run)
+        row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
+               "kernel": {**kc, "wall_s": run["wall_s"], "node0_free_bytes": fast_bytes,
+                          "residency_mean": _mean_residency(kres, run["wall_s"]),
+                          "residency_end": kres[-1][1] if kres else None, "residency_series": kres,
+                          "vmstat_series": run["vmstat_series"]},
+               "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / run["wall_s"],
+                         "first_touch_sim_s": sim_s, "time_scale": k},
+               "model": {}}
+        for f in scales:
+            t = time.time()
+            r = simulate(trace, plat, MODEL_ARGS[p], k * f)
+            mc = model_counts(r, p)
+            mres = model_residency(r, p, fast_bytes // PAGE, k * f)
+            m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
+                 "residency_mean": _mean_residency(mres, r["runtime_ns"] / 1e9 * k * f), "residency_end": mres[-1][1] if mres else None,
+                 "residency_series": mres, "warnings": list(r.get("warnings") or []),
+                 "promotions_ratio": _ratio(mc["promotions"], kc["promotions"]),
+                 "demotions_ratio": _ratio(mc["demotions"], kc["demotions"]),
+                 "hint_faults_ratio": _ratio(mc["hint_faults"], kc["hint_faults"]) if p == "autonuma-tiering" else None}
+            if m["residency_mean"] is not None and row["kernel"]["residency_mean"] is not None:
+                m["residency_diff_points"] = 100.0 * (m["residency_mean"] - row["kernel"]["residency_mean"])
+            else:
+                m["residency_diff_points"] = None
+            m["within_goals"] = _within(m)
+            row["model"][f"x{f:g}"] = m
+            _say(progress, f"model {n} / {p} at {f:g}x (K={k * f:.3g}): promotions {mc['promotions']} (kernel {kc['promotions']}), "
+                           f"demotions {mc['demotions']} (kernel {kc['demotions']}) [{time.time() - t:.0f} s]")
+        main = row["model"]["x1"]
+        row.update({"promotions_ratio": main["promotions_ratio"], "demotions_ratio": main["demotions_ratio"]})
+        results.append(row)
+    return {"results": results}
+
+
+def _within(m: dict) -> bool:
+    def ok(x):
+        return x is not None and abs(x - 1.0) <= RATIO_GOAL
+
+    return bool(ok(m["promotions_ratio"]) and ok(m["demotions_ratio"]) and m["residency_diff_points"] is not None
+                and abs(m["residency_diff_points"]) <= RESIDENCY_GOAL_POINTS)
+
+
+def _fmt_ratio(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.2f}"
+
+
+def table(res: dict) -> str:
+    head = ("| workload | policy | kernel prom / dem / hint | model prom / dem / hint (1x) | prom ratio 0.5x / 1x / 2x "
+            "| dem ratio 0.5x / 1x / 2x | residency kernel / model (mean, %) | within goals |")
+    lines = [head, "|" + " --- |" * 8]
+    for r in res["results"]:
+        k, m = r["kernel"], r["model"]
+        m1 = m["x1"]
+        pr = " / ".join(_fmt_ratio(m[s]["promotions_ratio"]) for s in ("x0.5", "x1", "x2") if s in m)
+        dr = " / ".join(_fmt_ratio(m[s]["demotions_ratio"]) for s in ("x0.5", "x1", "x2") if s in m)
+        hint_k = k["hint_faults"] if r["policy"] == "autonuma-tiering" else "-"
+        hint_m = m1["hint_faults"] if r["policy"] == "autonuma-tiering" else "-"
+        kr = f"{100 * k['residency_mean']:.0f}" if k["residency_mean"] is not None else "-"
+        mr = f"{100 * m1['residency_mean']:.0f}" if m1["residency_mean"] is not None else "-"
+        lines.append(f"| {r['workload']} | {r['policy']} | {k['promotions']} / {k['demotions']} / {hint_k} "
+                     f"| {m1['promotions']} / {m1['demotions']} / {hint_m} | {pr} | {dr} | {kr} / {mr} | {'yes' if m1['within_goals'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict, img_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    img_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    by_wl: dict[str, list[dict]] = {}
+    for r in res["results"]:
+        by_wl.setdefault(r["workload"], []).append(r)
+    for n, rows in by_wl.items():
+        fig, axes = plt.subplots(2, len(rows), figsize=(5.5 * len(rows), 6.5), squeeze=False)
+        for j, r in enumerate(rows):
+            ax = axes[0][j]
+            kt = [t for t, _ in r["kernel"]["residency_series"]]
+            ax.plot(kt, [100 * s for _, s in r["kernel"]["residency_series"]], "k-o", ms=3, label="kernel (VM)")
+            for s, style in (("x1", "C0-"), ("x0.5", "C1:"), ("x2", "C2--")):
+                if s in r["model"]:
+                    ser = r["model"][s]["residency_series"]
+                    ax.plot([t for t, _ in ser], [100 * v for _, v in ser], style, label=f"model, K {s[1:]}×")
+            ax.set_title(f"{n} / {r['policy']}: fast-node residency")
+            ax.set_xlabel("VM time (s)")
+            ax.set_ylabel("program's pages on node 0 (%)")
+            ax.set_ylim(0, 105)
+            ax.legend(fontsize=7)
+            ax = axes[1][j]
+            vs = r["kernel"]["vmstat_series"]
+            if r["policy"] == "autonuma-tiering":
+                ax.plot([x["t_s"] for x in vs], [x["pgpromote_success"] for x in vs], "k-", label="kernel promotions")
+                ax.plot([x["t_s"] for x in vs], [x["pgdemote_kswapd"] + x["pgdemote_direct"] for x in vs], "k--", label="kernel demotions")
+            else:
+                ax.plot([x["t_s"] for x in vs], [x["pgmigrate_success"] for x in vs], "k-", label="kernel migrations (both ways)")
+            m = r["model"]["x1"]
+            ax.axhline(m["promotions"], color="C0", ls="-", lw=1, label=f"model promotions (total, 1×) {m['promotions']}")
+            ax.axhline(m["demotions"], color="C0", ls="--", lw=1, label=f"model demotions (total, 1×) {m['demotions']}")
+            ax.set_xlabel("VM time (s)")
+            ax.set_ylabel("pages (cumulative)")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        p = img_dir / f"validation-{n}.png"
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        paths.append(p)
+    return paths
+
+
+def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
+             work: Optional[Path] = None, img_dir: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
+             scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None) -> dict:
+    """The whole validation; returns the results and writes `out` (JSON), its table
+    (`out` with `.md`) and the plots."""
+    specs = specs or WORKLOADS
+    for n in names:
+        if n not in specs:
+            raise ValueError(f"--workloads: unknown workload '{n}' (known: {', '.join(specs)})")
+    for p in policies:
+        if p not in POLICIES:
+            raise ValueError(f"--policies: unknown policy '{p}' (known: {', '.join(POLICIES)})")
+    tierkit_run = tierkit_run or ROOT / "target" / "release" / "tierkit-run"
+    work = work or ROOT / "target" / "validation"
+    work.mkdir(parents=True, exist_ok=True)
+    t = time.time()
+    traces = record_traces(names, work, progress, specs)
+    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, specs=specs)
+    res = compare(kern, traces, work, progress, scales, specs)
+    res.update({"date": time.strftime("%Y-%m-%d"), "kernel": kern["kernel"], "min_free_kbytes": kern["min_free_kbytes"],
+                "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib,
+                "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB",
+                "goals": {"ratio_within": RATIO_GOAL, "residency_points_within": RESIDENCY_GOAL_POINTS},
+                "elapsed_s": round(time.time() - t, 1)})
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+        out.with_suffix(".md").write_text(table(res))
+        _say(progress, f"wrote {out} and {out.with_suffix('.md')}")
+    if img_dir is not None:
+        for p in plot(res, img_dir):
+            _say(progress, f"wrote {p}")
+    _say(progress, f"done in {time.time() - t:.0f} s")
+    return res
