@@ -209,3 +209,28 @@ def test_per_phase_guidance_on_another_run_is_warned(copies, tmp_path, capfd):
     guide.write_guidance(st, sf)
     r = tierkit.run(t, "hbm-ddr3", f"guided:guidance={sf}", fast_capacity=0.5, progress=False)
     assert not [w for w in r["warnings"] if "guidance" in w]
+
+
+@pytest.mark.parametrize("where", ["b", "stripped"])
+def test_guidance_recorded_by_the_tracer_is_applied_by_the_runtime(traces, copies, tmp_path, where):
+    # issue 17: the keys the tracer records (Valgrind's frames) are the keys the preloaded
+    # allocator computes from return addresses, so guidance made from a recording in one
+    # directory applies to the program run natively from another, or stripped: every
+    # allocation joins its site's arena, the wrapper's sites by unwinding one frame deeper
+    from test_alloc_runtime import alloc_lib, run
+
+    _, g, gf = guidance(traces["a", 2], tmp_path, "native")
+    report = tmp_path / "report.json"
+    r = run(copies[where], [], alloc_lib(), {"TIERKIT_GUIDANCE": str(gf), "TIERKIT_ALLOC_REPORT": str(report)},
+            cwd=copies[where].parent)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(report.read_text())
+    assert rep["guided"] and rep["errors"] == [], rep
+    assert rep["allocations_unmatched"] == 0, rep
+    decided = {s: d["arena"] for d in rep["decisions"] for s in d["sites"]}
+    wrapped = {i for i, s in enumerate(g["sites"]) if sum(t["key"][0] == s["key"][0] for t in g["sites"]) > 1}
+    assert wrapped and wrapped <= set(decided), (wrapped, decided)
+    for i, s in enumerate(g["sites"]):
+        if i in decided:
+            assert decided[i] == s["arena"], (i, s, decided)
+    assert rep["unwinds"] > 0  # the wrapper is ambiguous at depth 1 (002 §III: context)
