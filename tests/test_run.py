@@ -194,3 +194,22 @@ def test_policies_listing_marks_the_daemon_policies():
     rc, out, err = run_cli("policies")
     tagged = [l.split()[0] for l in out.splitlines() if "[live:" in l]
     assert sorted(tagged) == ["history", "hyplacer"]
+
+
+def test_huge_pages_are_off_for_the_program_only_when_asked():
+    # PR_SET_THP_DISABLE is the started program's own setting (docs/real-linux.md, "Huge
+    # pages"): the program sees it in its /proc status; tierkit's default for a memory policy
+    # keeps huge pages; a running process (--pid) cannot be changed
+    if "THP_enabled" not in open("/proc/self/status").read():
+        pytest.skip("this kernel's /proc/PID/status has no THP_enabled line")
+    probe = ["--", "sh", "-c", "grep THP_enabled /proc/self/status"]
+    rc, out, err = run_cli("run", "--json", "--thp", "off", *probe)
+    assert rc == 0, err
+    assert out.splitlines()[0].split() == ["THP_enabled:", "0"] and last_json(out)["thp"] == "off"
+    rc, out, err = run_cli("run", "--json", *probe)
+    assert rc == 0, err
+    assert out.splitlines()[0].split() == ["THP_enabled:", "1"] and last_json(out)["thp"] == "kept"
+    rc, out, err = run_cli("run", "--thp", "sometimes", "--", "true")
+    assert one_error_line(rc, err) and "--thp" in err and "auto, off or keep" in err
+    rc, out, err = run_cli("run", "--thp", "off", "--pid", str(os.getpid()))
+    assert one_error_line(rc, err) and "--thp" in err

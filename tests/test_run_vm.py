@@ -163,6 +163,9 @@ def run_daemon(vm, policy: str):
 def check_budget_and_start(program, report, rows):
     budget = BUDGET_MIB << 20 >> 12
     assert report["fast_budget_pages"] == budget
+    # the VM's THP setting is `always`; for a daemon policy tierkit starts the program with
+    # huge pages off (move_pages would move 512 pages for one the budget counts)
+    assert report["thp"] == "off" and report["pages"]["in_large_folios_max"] == 0, report["pages"]
     hot = program["pages"]["write"] + program["pages"]["read"]
     # the hot set really started on the slow node
     assert program["started_slow"] >= 0.85 * hot
@@ -216,5 +219,7 @@ def test_first_touch_leaves_the_hot_set_where_it_is(vm):
     # the reference: no daemon, no moves; the hot set stays on the slow node it was moved to
     program, r, rows = run_daemon(vm, "first-touch")
     assert r["migrations"]["requested"] == 0
+    # a memory policy keeps the program's huge pages, and the observation finds them
+    assert r["thp"] == "kept" and r["pages"]["in_large_folios_max"] >= 8192, r["pages"]
     t, w, rd, c = program["series"][-1]
     assert w + rd <= 0.05 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]

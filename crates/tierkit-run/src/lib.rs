@@ -87,6 +87,12 @@ pub struct Args {
     /// first-touch), which places everything else
     #[arg(long, conflicts_with = "pid")]
     pub guidance: Option<PathBuf>,
+    /// Transparent huge pages for the program: off (prctl PR_SET_THP_DISABLE before it
+    /// starts: its own setting, not the machine's), keep, or auto (off for daemon policies,
+    /// whose decisions and fast budget are per 4 KiB page while move_pages moves a huge page
+    /// whole; kept otherwise)
+    #[arg(long, default_value = "auto")]
+    pub thp: String,
     /// Attach to this running process instead of starting a program
     #[arg(long, conflicts_with = "program")]
     pub pid: Option<i32>,
@@ -342,6 +348,8 @@ struct Seen {
     dirty: u64,
     regions: usize,
     ok: bool,
+    /// Pages in large folios (transparent huge pages), where /proc/kpageflags tells
+    folio_pages: u64,
 }
 
 struct Observer {
@@ -352,6 +360,8 @@ struct Observer {
     pagemap: std::fs::File,
     soft_dirty: bool,
     damon: Option<damon::VaddrMonitor>,
+    /// `/proc/kpageflags` (root only), to find the pages that move together
+    kpageflags: Option<std::fs::File>,
 }
 
 impl Observer {
@@ -361,6 +371,7 @@ impl Observer {
         let Ok(vmas) = sys::parse_maps(&format!("/proc/{}/maps", self.pid), &maps_text) else { return seen };
         let mut addrs = Vec::new();
         let mut dirty = Vec::new();
+        let mut pfns = Vec::new();
         let mut buf = Vec::new();
         for v in vmas.iter().filter(|v| v.is_program_data()) {
             // in slices of 64 Ki pages (512 KiB of pagemap)
@@ -375,12 +386,23 @@ impl Observer {
                     if e.present() {
                         addrs.push(a + i as u64 * self.page);
                         dirty.push(e.soft_dirty());
+                        pfns.push(e.pfn());
                     }
                 }
                 a += n * self.page;
             }
         }
         let nodes = sys::query_nodes(self.pid, &addrs);
+        if let Some(kf) = &self.kpageflags {
+            let mut buf = Vec::new();
+            let head = sys::folios(&pfns, &mut |pfn, n| {
+                buf.resize(n * 8, 0);
+                kf.read_exact_at(&mut buf, pfn * 8).ok()?;
+                Some(buf.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
+            });
+            // a page shares its folio with the page before or after it
+            seen.folio_pages = (0..head.len()).filter(|&k| head[k] != k || head.get(k + 1) == Some(&k)).count() as u64;
+        }
         let regions = match &self.damon {
             Some(m) => m.regions().unwrap_or_default(),
             None => Vec::new(),
@@ -427,9 +449,11 @@ pub type MoveExec<'a> = dyn FnMut(&[u64], &[TierId]) -> Vec<i32> + 'a;
 /// Carry out `moves` in order, never taking the fast tier past `budget` pages: a move to the
 /// fast tier that would is not tried (errno -1). Moves are sent in batches of at most
 /// [`sys::MOVE_BATCH`]; a batch is sent early when a promotion needs the room that demotions
-/// queued before it would free, so that only room actually freed counts. `exec` moves a
-/// batch (addresses, target tiers) and gives a status per page (0 or a positive errno).
-/// Returns the results, in order, and the fast tier's page count afterwards.
+/// queued before it would free, so that only room actually freed counts, and within a batch
+/// the demotions go first. Pages count one by one: a page of a transparent huge page moves
+/// its whole folio (see `--thp`). `exec` moves a batch (addresses, target tiers) and gives a
+/// status per page (0 or a positive errno). Returns the results, in order, and the fast
+/// tier's page count afterwards.
 pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mut MoveExec<'_>) -> (Vec<MoveResult>, u64) {
     let mut results: Vec<MoveResult> = Vec::with_capacity(moves.len());
     // (index into results, addr, to) waiting to be sent
@@ -440,6 +464,8 @@ pub fn carry_out(moves: &[LiveMove], mut fast_pages: u64, budget: u64, exec: &mu
         if pending.is_empty() {
             return;
         }
+        // demotions first: the kernel moves in the order given
+        pending.sort_by_key(|p| p.2 == 0);
         let addrs: Vec<u64> = pending.iter().map(|p| p.1).collect();
         let tos: Vec<TierId> = pending.iter().map(|p| p.2).collect();
         let st = exec(&addrs, &tos);
@@ -574,6 +600,13 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "on" => true,
         "off" => false,
         o => return Err(Error::config("--damon", format!("'{o}' is not on, off or auto"))),
+    };
+    let thp_off = match args.thp.as_str() {
+        "auto" => kind == Kind::Daemon && args.pid.is_none(),
+        "off" if args.pid.is_some() => return Err(Error::config("--thp", "off is set when tierkit starts the program; a running process (--pid) keeps its huge pages")),
+        "off" => true,
+        "keep" => false,
+        o => return Err(Error::config("--thp", format!("'{o}' is not auto, off or keep"))),
     };
     if !(10..=1_000_000).contains(&args.damon_regions) {
         return Err(Error::config("--damon-regions", format!("{}: give 10 to 1000000", args.damon_regions)));
@@ -743,6 +776,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                     if set_policy {
                         sys::set_mempolicy(mode, &mask)?;
                     }
+                    // inherited across exec: the program's anonymous memory comes in 4 KiB pages
+                    if thp_off && libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                     Ok(())
                 });
             }
@@ -768,11 +805,13 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         },
         _ => None,
     };
-    let observer = pagemap.ok().map(|f| Observer { pid, page, fast: tiers.fast, slow: tiers.slow, pagemap: f, soft_dirty, damon: damon_mon });
+    let kpageflags = std::fs::File::open("/proc/kpageflags").ok();
+    let observer = pagemap.ok().map(|f| Observer { pid, page, fast: tiers.fast, slow: tiers.slow, pagemap: f, soft_dirty, damon: damon_mon, kpageflags });
 
     let mut counts = Counts::default();
     let mut rows: Vec<[u64; 13]> = Vec::new();
     let mut max_fast = 0u64;
+    let mut max_folio_pages = 0u64;
     let mut max_slow = 0u64;
     // the split at the observation with the most of the program's pages (the last one may
     // come while the program frees its memory)
@@ -809,15 +848,15 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             if !excess.is_empty() {
                 over = excess.len() as u64;
                 over_budget_seen += over;
-                let (res, _) = carry_out(&excess, 0, u64::MAX, &mut |a, t| exec_moves(pid, &tiers, a, t));
+                let (res, fast_after) = carry_out(&excess, seen.fast, u64::MAX, &mut |a, t| exec_moves(pid, &tiers, a, t));
                 counts.budget_demotions += res.iter().filter(|r| r.errno == 0).count() as u64;
                 counts.add(&res);
                 let moved: std::collections::HashSet<u64> = res.iter().filter(|r| r.errno == 0).map(|r| r.addr).collect();
                 for p in seen.pages.iter_mut().filter(|p| moved.contains(&p.addr)) {
                     p.tier = 1;
                 }
-                seen.fast -= moved.len() as u64;
-                seen.slow += moved.len() as u64;
+                seen.slow += seen.fast - fast_after;
+                seen.fast = fast_after;
             }
             let o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
             match d.step(&o) {
@@ -842,6 +881,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             last_clear = Instant::now();
         }
         max_fast = max_fast.max(seen.fast);
+        max_folio_pages = max_folio_pages.max(seen.folio_pages);
         max_slow = max_slow.max(seen.slow);
         if seen.fast + seen.slow > peak.0 + peak.1 {
             peak = (seen.fast, seen.slow);
@@ -906,6 +946,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             notes.push("the allocator library wrote no report: a statically linked program, or one that ended by a signal or _exit, is not guided or not reported".into());
         }
     }
+    if kind == Kind::Daemon && !thp_off && max_folio_pages > 0 {
+        notes.push(format!("{max_folio_pages} of the program's pages were in transparent huge pages: move_pages moves a huge page whole while the fast budget counts 4 KiB pages, so the budget can be overrun by up to 511 pages per huge page promoted (--thp off, the default when tierkit starts the program, avoids it)"));
+    }
     let gib_monitored = (max_fast + max_slow) as f64 * page as f64 / (1u64 << 30) as f64;
     let cpu_s = daemon_cpu_ns as f64 / 1e9;
     let json = json!({
@@ -930,6 +973,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "observations": observations,
         "interval_ms": next_ns as f64 / 1e6,
         "soft_dirty": soft_dirty,
+        "thp": if thp_off { "off" } else { "kept" },
         "damon": if damon_on { json!({
             "regions_last": last.regions, "regions_max": regions_max, "max_regions": args.damon_regions,
             "error": monitor_err, "teardown_errors": damon_errs }) } else { Value::Null },
@@ -938,6 +982,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             "last_referenced": last.referenced, "last_dirty": last.dirty,
             "max_fast": max_fast, "max_slow": max_slow,
             "peak_fast": peak.0, "peak_slow": peak.1,
+            "in_large_folios_max": max_folio_pages,
         },
         "migrations": {
             "requested": counts.requested, "done": counts.done, "failed": counts.failed,
@@ -1016,6 +1061,16 @@ mod tests {
         assert!(r.iter().enumerate().all(|(i, x)| x.addr == i as u64 && (x.errno == libc::ENOMEM) == (i % 7 == 0)));
         let failed = (0..n).filter(|i| i % 7 == 0).count();
         assert_eq!(fast, failed as u64);
+    }
+
+    #[test]
+    fn within_a_batch_demotions_are_sent_before_promotions() {
+        let mut calls = Vec::new();
+        carry_out(&[mv(1, 0), mv(2, 1), mv(3, 0), mv(4, 1)], 0, 10, &mut |a, t| {
+            calls.push((a.to_vec(), t.to_vec()));
+            vec![0; a.len()]
+        });
+        assert_eq!(calls, vec![(vec![2, 4, 1, 3], vec![1, 1, 0, 0])]);
     }
 
     #[test]

@@ -95,6 +95,55 @@ impl PagemapEntry {
     pub fn exclusive(self) -> bool {
         self.0 >> 56 & 1 == 1
     }
+    /// Bits 0-54: the page frame number of a present page (0 without CAP_SYS_ADMIN).
+    pub fn pfn(self) -> u64 {
+        if self.present() {
+            self.0 & ((1 << 55) - 1)
+        } else {
+            0
+        }
+    }
+}
+
+/// `/proc/kpageflags` bits (Documentation/admin-guide/mm/pagemap.rst): the first page of a
+/// large folio, and the others.
+pub const KPF_COMPOUND_HEAD: u64 = 1 << 15;
+pub const KPF_COMPOUND_TAIL: u64 = 1 << 16;
+
+/// Group pages into the folios that hold them, from their page frame numbers (in the
+/// program's virtual order) and `/proc/kpageflags`: `move_pages` moves a large folio (a
+/// transparent huge page) whole, whichever of its pages it is given, so a move of one page
+/// may move 512. Returns, per page, the index of its folio's first page in `pfns` (itself for
+/// a page of its own). Only runs of consecutive frame numbers can share a folio, so flags are
+/// read for those runs alone, one read per run. `flags` reads the flags of `n` frames from
+/// `pfn` on (None: unknown, each page on its own).
+pub fn folios(pfns: &[u64], flags: &mut dyn FnMut(u64, usize) -> Option<Vec<u64>>) -> Vec<usize> {
+    let mut out: Vec<usize> = (0..pfns.len()).collect();
+    let mut i = 0;
+    while i < pfns.len() {
+        let mut j = i + 1;
+        while pfns[i] != 0 && j < pfns.len() && pfns[j] == pfns[j - 1] + 1 {
+            j += 1;
+        }
+        if j - i >= 2 {
+            if let Some(f) = flags(pfns[i], j - i).filter(|f| f.len() == j - i) {
+                // a tail continues the folio of the page before it; a head or a page of its
+                // own starts anew; a tail whose head is not mapped here starts a folio too
+                let mut head = i;
+                for k in i..j {
+                    let fl = f[k - i];
+                    if fl & KPF_COMPOUND_TAIL != 0 && k > i && out[k - 1] == head && (f[k - 1 - i] & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL)) != 0 {
+                        out[k] = head;
+                    } else {
+                        head = k;
+                        out[k] = k;
+                    }
+                }
+            }
+        }
+        i = j;
+    }
+    out
 }
 
 /// Decode little-endian pagemap bytes.
@@ -301,6 +350,7 @@ pub const MOVE_BATCH: usize = 1024;
 pub fn errno_name(e: i32) -> String {
     let n = match e {
         -1 => "over_budget",
+        -2 => "folio_conflict",
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::ESRCH => "ESRCH",
@@ -529,6 +579,30 @@ mod tests {
         assert_eq!((s.fast, s.slow, s.from), (0, None, "single node"));
         let e = discover_tiers(t.path(), Some(0), Some(0)).unwrap_err().to_string();
         assert!(e.contains("also the fast node"), "{e}");
+    }
+
+    #[test]
+    fn folios_come_from_runs_of_frames_and_their_compound_flags() {
+        const H: u64 = KPF_COMPOUND_HEAD;
+        const T: u64 = KPF_COMPOUND_TAIL;
+        // frames: a 4-page folio at 100 (head + 3 tails), a page of its own at 104 right after
+        // it, a page at 7 (no neighbour: no read), the tail half of a folio whose head is not
+        // mapped here at 201-202, and an unknown frame (0: no CAP_SYS_ADMIN)
+        let pfns = [100, 101, 102, 103, 104, 7, 201, 202, 0];
+        let flags = |pfn: u64| match pfn {
+            100 => H,
+            101..=103 | 201 | 202 => T,
+            _ => 0,
+        };
+        let mut reads = Vec::new();
+        let head = folios(&pfns, &mut |pfn, n| {
+            reads.push((pfn, n));
+            Some((pfn..pfn + n as u64).map(flags).collect())
+        });
+        assert_eq!(head, vec![0, 0, 0, 0, 4, 5, 6, 6, 8]);
+        assert_eq!(reads, vec![(100, 5), (201, 2)]);
+        // without the flags, every page is its own
+        assert_eq!(folios(&pfns, &mut |_, _| None), (0..9).collect::<Vec<_>>());
     }
 
     #[test]
