@@ -271,13 +271,19 @@ def stress_guidance(exe, lib, tmp_path):
     return guidance(keys, tmp_path / "g.json")
 
 
-# Known defect (open, issue 17): with the address space exhausted, a thread that exits can crash
-# in jemalloc's own thread-cache cleanup (tcache_destroy -> arena_nthreads_get(NULL), src/tcache.c,
-# the thread's automatic tcache never got an arena). Seen about once in 5 ten-second runs; the
-# variant without the address-space limit must always pass.
+# Known defect: with the address space exhausted, a thread that exits can crash in jemalloc's own
+# cleanup of its automatic thread cache (tcache_destroy -> arena_nthreads_get(NULL), src/tcache.c:
+# the cache's first allocation failed and left it enabled without an arena; jemalloc/jemalloc#2247,
+# open). Seen about once in 5 ten-second runs; the variant without the address-space limit must
+# always pass. jemalloc's own setting _RJEM_MALLOC_CONF=tcache:false (the bundled jemalloc is
+# prefixed) avoids it, and the third variant, run that way, must pass: it also covers the same
+# defect in the library's explicit tcaches (created without an arena when choosing the thread's
+# arena failed; the library now checks thread.arena first: a crash in 2 runs before, none in
+# 14 after).
 @pytest.mark.parametrize("limit", [
     "none",
-    pytest.param("rlimit", marks=pytest.mark.xfail(reason="jemalloc tcache cleanup at thread exit after address-space exhaustion (open defect)", strict=False)),
+    pytest.param("rlimit", marks=pytest.mark.xfail(reason="jemalloc#2247: automatic tcache cleanup at thread exit after address-space exhaustion", strict=False)),
+    "rlimit-tcache-off",
 ])
 def test_stress_16_threads_realloc_across_arenas_fork_and_refusals(stress_prog, lib, tmp_path, limit):
     """Issue 17 stress (10 s here; bench/alloc_stress.py runs the full minute): 16 threads,
@@ -286,15 +292,21 @@ def test_stress_16_threads_realloc_across_arenas_fork_and_refusals(stress_prog, 
     the fallback, every refusal NULL + ENOMEM, and the arenas' ranges bounded (no leak)."""
     g = stress_guidance(stress_prog, lib, tmp_path)
     rep = tmp_path / "rep.json"
-    p = run(stress_prog, [10, 16, limit], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep),
-                                                   "TIERKIT_ALLOC_DEBUG_FAIL_EXTENT": "3", "STRESS_ARENAS": "0,1,0,1,0,1",
-                                                   # small arena ranges: the huge requests fill them, fall back to
-                                                   # jemalloc's own arenas, and meet the address-space limit there
-                                                   "TIERKIT_ALLOC_RESERVE": "512M"})
+    env = {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep),
+           "TIERKIT_ALLOC_DEBUG_FAIL_EXTENT": "3", "STRESS_ARENAS": "0,1,0,1,0,1",
+           # small arena ranges: the huge requests fill them, fall back to jemalloc's own arenas,
+           # and meet the address-space limit there
+           "TIERKIT_ALLOC_RESERVE": "512M"}
+    if limit == "rlimit-tcache-off":
+        env["_RJEM_MALLOC_CONF"] = "tcache:false"
+        limit = "rlimit"
+    p = run(stress_prog, [10, 16, limit], lib, env)
     assert p.returncode == 0, p.stdout + p.stderr
     f = p.stdout.split()
     stats = dict(zip(f[::2], map(int, f[1::2])))
-    assert stats["allocs"] > 100_000 and stats["threads"] == 16, stats
+    # under the address-space limit (set before the threads start) a thread's stack may be
+    # refused: 14 of 16 threads started in 4 of 14 runs here
+    assert stats["allocs"] > 100_000 and stats["threads"] >= (16 if limit == "none" else 8), stats
     if limit == "rlimit":
         assert stats["refused"] > 0, stats
     r = json.loads(rep.read_text())

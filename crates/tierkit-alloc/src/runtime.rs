@@ -539,6 +539,17 @@ fn tcache_flag(a: usize, explicit: bool) -> c_int {
         if v == 1 {
             return je::MALLOCX_TCACHE_NONE;
         }
+        // jemalloc gives an explicit tcache the thread's internal arena, which it chooses (and
+        // may have to create) first: when that fails (memory exhausted), tcache.create still
+        // succeeds, with no arena, and destroying it at thread exit crashes (the same defect as
+        // jemalloc/jemalloc#2247's). Reading thread.arena chooses and binds the thread's arenas
+        // or says EAGAIN: then this thread goes without an explicit tcache.
+        let mut cur: u32 = 0;
+        let mut sz = 4usize;
+        // SAFETY: out parameters
+        if unsafe { je::mallctl(c"thread.arena".as_ptr(), &mut cur as *mut u32 as *mut c_void, &mut sz, std::ptr::null_mut(), 0) } != 0 {
+            return je::MALLOCX_TCACHE_NONE;
+        }
         let mut ind: u32 = 0;
         let mut sz = 4usize;
         // SAFETY: out parameters
