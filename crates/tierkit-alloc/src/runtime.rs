@@ -298,15 +298,18 @@ fn build() -> Option<Runtime> {
 
 const MAX_SAMPLES: usize = 2048;
 
+/// Pages present per node, of one arena.
+type NodePages = Vec<(i32, u64)>;
+
 #[derive(Default)]
 struct Samples {
     /// (ms since the runtime started, pages per node of each arena)
-    series: Vec<(u64, Vec<Vec<(i32, u64)>>)>,
+    series: Vec<(u64, Vec<NodePages>)>,
     /// Every how many samples one is kept in `series`.
     keep_every: u64,
     taken: u64,
     /// Per arena: (ms, pages per node) of the sample with the most pages present.
-    peak: Vec<Option<(u64, Vec<(i32, u64)>)>>,
+    peak: Vec<Option<(u64, NodePages)>>,
 }
 
 static SAMPLES: std::sync::Mutex<Option<Samples>> = std::sync::Mutex::new(None);
@@ -314,7 +317,7 @@ static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
 fn sample_once(n_arenas: usize) {
     let t = T0.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64;
-    let now: Vec<Vec<(i32, u64)>> = (0..n_arenas).map(|a| arena::pages_by_node(a).0.into_iter().collect()).collect();
+    let now: Vec<NodePages> = (0..n_arenas).map(|a| arena::pages_by_node(a).0.into_iter().collect()).collect();
     let Ok(mut g) = SAMPLES.lock() else { return };
     let s = g.get_or_insert_with(|| Samples { keep_every: 1, ..Default::default() });
     s.peak.resize(n_arenas, None);
