@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel
+.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -107,6 +107,11 @@ experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 # the same four workloads (docs/validation.md); about 15 minutes, traces reused from target/validation
 validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
 	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
+
+# issue 17: guidance applied by the preloaded allocator in the testbed VM against the simulated
+# guided run, on sites and bfs (docs/guidance.md, "Checked in the VM"); 3.5 minutes (traces reused)
+validate-guided: $(VENV)/.built workloads tracer target/release/tierkit-run $(ALLOC_LIB) testbed
+	$(PY) -m tierkit.cli validate --guided --out experiments/results/guided_vm.json --img-dir docs/img
 
 # issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built

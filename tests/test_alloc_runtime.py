@@ -158,6 +158,37 @@ def test_sites_join_their_guidance_arenas_and_the_wrapper_is_decided_at_depth_2(
     assert r["arena_fallbacks"] == 0 and r["errors"] == []
 
 
+def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog, lib, site_keys, tmp_path):
+    """TIERKIT_ALLOC_SAMPLE_MS (issue 17, "In the VM": pages per arena at the peak, not only at
+    exit, where the program's frees have given them back): a thread of the library samples
+    each arena's pages per node. The thread's own allocations (glibc's, as it starts) are not
+    the program's: the counts are the same as without sampling (they were 4 unmatched
+    allocations more before they were taken out)."""
+    g = guidance(site_keys, tmp_path / "g.json")
+    reps = {}
+    for ms in (None, "5"):
+        rep = tmp_path / f"rep-{ms}.json"
+        env = {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep)}
+        if ms:
+            env["TIERKIT_ALLOC_SAMPLE_MS"] = ms
+        p = run(sites_prog, [20], lib, env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        reps[ms] = json.loads(rep.read_text())
+    plain, sampled = reps[None], reps["5"]
+    for k in ("allocations_total", "allocations_unmatched", "bytes_unmatched"):
+        assert sampled[k] == plain[k], k
+    assert plain["samples"] is None and plain["arenas"][0]["pages_by_node_at_peak"] is None
+    s = sampled["samples"]
+    assert s["interval_ms"] == 5 and s["taken"] >= 2 and s["sampler_allocations"] > 0
+    assert len(s["t_ms"]) == len(s["pages_by_node"]) and s["t_ms"] == sorted(s["t_ms"])
+    for a in sampled["arenas"]:
+        peak = a["pages_by_node_at_peak"]
+        assert peak is not None and a["peak_t_ms"] is not None
+        # the peak is the sample with the most pages: at least the exit's (the last sample)
+        assert sum(peak.values()) >= a["pages_present"] > 0
+        assert sum(peak.values()) == max(sum(x[a["id"]].values()) for x in s["pages_by_node"])
+
+
 def test_fork_and_threads_keep_every_block_in_its_arena(sites_prog, lib, site_keys, tmp_path):
     """Thread- and fork-safety (issue 17): 8 threads and a forked child allocating at every site."""
     g = guidance(site_keys, tmp_path / "g.json")

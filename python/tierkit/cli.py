@@ -778,10 +778,37 @@ def validate_cmd(
     work: Annotated[Optional[Path], typer.Option("--work", help="traces and platform files (default target/validation; traces are reused)")] = None,
     fast_free_mib: Annotated[int, typer.Option("--fast-free-mib", help="node 0's free memory at each program's start, MiB (the rest is reserved as hugetlb pages)")] = 64,
     scales: Annotated[str, typer.Option("--scales", help="factors on the clock alignment K to run the models at (sensitivity)")] = "0.5,1,2",
+    guided: Annotated[bool, typer.Option("--guided", help="instead: guidance applied by the preloaded allocator (tierkit run --guidance) in the VM against the simulated guided run (docs/guidance.md, 'Checked in the VM'); workloads sites, bfs; --fast-free-mib default 96")] = False,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
-    VM, on the same programs (docs/validation.md)."""
+    VM, on the same programs (docs/validation.md); with --guided, the guided allocator's
+    placement against the simulated guided run (docs/guidance.md)."""
     from . import validate as v
+
+    if guided:
+        from . import guided_vm as gv
+        from .testbed import availability
+
+        names = [x.strip() for x in workloads.split(",")] if workloads else list(gv.WORKLOADS)
+        for n in names:
+            if n not in gv.WORKLOADS:
+                raise TierkitError(f"--workloads: unknown workload '{n}' for --guided (known: {', '.join(gv.WORKLOADS)})")
+        if policies is not None:
+            raise TierkitError("--policies: not used with --guided (the runs are guided, first-touch and all-slow)")
+        mib = gv.FAST_FREE_MIB if fast_free_mib == 64 else fast_free_mib
+        if not 16 <= mib <= 400:
+            raise TierkitError(f"--fast-free-mib: {mib} is outside [16, 400]")
+        why = availability()
+        if why is not None:
+            raise TierkitError(f"validate: the testbed VM cannot run here: {why}")
+        o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/guided_vm.json")
+        img = (img_dir / "guided-vm.png") if img_dir is not None else None
+        try:
+            res = gv.validate_guided(names, o, work, img, mib)
+        except RuntimeError as e:
+            raise TierkitError(f"validate --guided: {e}") from None
+        print(gv.table(res), end="")
+        return
 
     names = [x.strip() for x in workloads.split(",")] if workloads else list(v.WORKLOADS)
     pols = [x.strip() for x in policies.split(",")] if policies else list(v.POLICIES)

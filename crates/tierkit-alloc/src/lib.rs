@@ -171,6 +171,7 @@ pub extern "C" fn tierkit_alloc_arena_of(p: *const c_void) -> i32 {
 static INIT: extern "C" fn() = {
     extern "C" fn init() {
         rt::ensure_init();
+        rt::start_sampler();
     }
     init
 };

@@ -31,6 +31,8 @@ pub struct Runtime {
     pid: i32,
     tier_nodes: Vec<Option<i32>>,
     tcache_explicit: bool,
+    /// TIERKIT_ALLOC_SAMPLE_MS: a thread queries every arena's pages per node this often.
+    sample_ms: u64,
 }
 
 static RT: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
@@ -282,7 +284,115 @@ fn build() -> Option<Runtime> {
         pid: unsafe { libc::getpid() },
         tier_nodes,
         tcache_explicit: env("TIERKIT_ALLOC_TCACHE").as_deref() != Some("none"),
+        sample_ms: if guided { env("TIERKIT_ALLOC_SAMPLE_MS").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) } else { 0 },
     })
+}
+
+// ---- sampling the arenas' pages over the run (TIERKIT_ALLOC_SAMPLE_MS) ----------------------
+//
+// The exit report's pages_by_node is the end of the run; a program that frees memory before
+// it ends (jemalloc purges it back to the kernel after its decay time) had more at some point.
+// The sampler keeps, per arena, the sample with the most pages present (the arena's peak) and a
+// series of every sample (halved in resolution when it gets long), without touching the
+// allocation path: it is a thread of its own that queries with move_pages.
+
+const MAX_SAMPLES: usize = 2048;
+
+/// Pages present per node, of one arena.
+type NodePages = Vec<(i32, u64)>;
+
+#[derive(Default)]
+struct Samples {
+    /// (ms since the runtime started, pages per node of each arena)
+    series: Vec<(u64, Vec<NodePages>)>,
+    /// Every how many samples one is kept in `series`.
+    keep_every: u64,
+    taken: u64,
+    /// Per arena: (ms, pages per node) of the sample with the most pages present.
+    peak: Vec<Option<(u64, NodePages)>>,
+}
+
+static SAMPLES: std::sync::Mutex<Option<Samples>> = std::sync::Mutex::new(None);
+static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+fn sample_once(n_arenas: usize) {
+    let t = T0.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64;
+    let now: Vec<NodePages> = (0..n_arenas).map(|a| arena::pages_by_node(a).0.into_iter().collect()).collect();
+    let Ok(mut g) = SAMPLES.lock() else { return };
+    let s = g.get_or_insert_with(|| Samples { keep_every: 1, ..Default::default() });
+    s.peak.resize(n_arenas, None);
+    for (a, p) in now.iter().enumerate() {
+        let tot: u64 = p.iter().map(|x| x.1).sum();
+        let best = s.peak[a].as_ref().map_or(0, |(_, q)| q.iter().map(|x| x.1).sum::<u64>());
+        if s.peak[a].is_none() || tot > best {
+            s.peak[a] = Some((t, p.clone()));
+        }
+    }
+    if s.taken.is_multiple_of(s.keep_every) {
+        s.series.push((t, now));
+        if s.series.len() >= MAX_SAMPLES {
+            // keep every other sample from now on, and of those taken so far
+            s.keep_every *= 2;
+            let mut i = 0;
+            s.series.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+        }
+    }
+    s.taken += 1;
+}
+
+/// Starts the sampler thread (from the library's constructor, once the runtime is up).
+pub fn start_sampler() {
+    let r = RT.load(Acquire);
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: the runtime lives until the process ends
+    let r = unsafe { &*r };
+    if r.sample_ms == 0 || !r.guided {
+        return;
+    }
+    T0.get_or_init(std::time::Instant::now);
+    let (ms, n) = (r.sample_ms, arena::N_ARENAS.load(Relaxed));
+    // Creating the thread allocates through this library (glibc's thread descriptor and TLS,
+    // its thread-local destructors): those allocations are the library's, not the program's,
+    // and are taken out of the counts. The constructor runs before the program's main, with
+    // no other thread allocating, so the counts' difference is exactly the thread's.
+    let before = r.unmatched_counts();
+    static READY: AtomicBool = AtomicBool::new(false);
+    let spawned = std::thread::Builder::new().name("tierkit-sample".into()).spawn(move || {
+        sample_once(n);
+        READY.store(true, Release);
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            sample_once(n);
+        }
+    });
+    if spawned.is_ok() {
+        while !READY.load(Acquire) {
+            std::thread::yield_now();
+        }
+    }
+    let after = r.unmatched_counts();
+    SAMPLER_ALLOCS.store(after.0 - before.0, Relaxed);
+    SAMPLER_BYTES.store(after.1 - before.1, Relaxed);
+}
+
+static SAMPLER_ALLOCS: AtomicU64 = AtomicU64::new(0);
+static SAMPLER_BYTES: AtomicU64 = AtomicU64::new(0);
+
+impl Runtime {
+    /// Unmatched allocations and bytes counted so far.
+    fn unmatched_counts(&self) -> (u64, u64) {
+        if !self.count {
+            return (0, 0);
+        }
+        (0..SHARDS).fold((0, 0), |(c, b), s| {
+            (c + self.counters[s * self.stride].load(Relaxed), b + self.counters[s * self.stride + 1].load(Relaxed))
+        })
+    }
 }
 
 // ---- the site log (TIERKIT_ALLOC_LOG) ------------------------------------------------------
@@ -889,6 +999,9 @@ impl Runtime {
                 }
             }
         }
+        // the sampler thread's own allocations are not the program's
+        sums[0].0 = sums[0].0.saturating_sub(SAMPLER_ALLOCS.load(Relaxed));
+        sums[0].1 = sums[0].1.saturating_sub(SAMPLER_BYTES.load(Relaxed));
         let mut decisions = Vec::new();
         let n_arenas = self.g.as_ref().map_or(0, |g| g.arena_tiers.len());
         let mut per_arena = vec![(0u64, 0u64); n_arenas];
@@ -911,6 +1024,12 @@ impl Runtime {
             }
         }
         let created = arena::N_ARENAS.load(Relaxed);
+        if self.sample_ms > 0 {
+            // the end is a sample too
+            sample_once(created);
+        }
+        let samples = SAMPLES.lock().ok().and_then(|g| g.as_ref().map(|s| (s.series.clone(), s.peak.clone(), s.taken)));
+        let node_map = |p: &[(i32, u64)]| p.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>();
         let arenas: Vec<Value> = (0..n_arenas)
             .map(|a| {
                 let tier = self.g.as_ref().unwrap().arena_tiers[a];
@@ -923,6 +1042,8 @@ impl Runtime {
                     "range_bytes_used": used,
                     "pages_by_node": pages.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
                     "pages_present": pages.values().sum::<u64>(),
+                    "pages_by_node_at_peak": samples.as_ref().and_then(|s| s.1.get(a).cloned().flatten()).map(|(_, p)| Value::Object(node_map(&p))),
+                    "peak_t_ms": samples.as_ref().and_then(|s| s.1.get(a).cloned().flatten()).map(|(t, _)| t),
                 })
             })
             .collect();
@@ -951,6 +1072,12 @@ impl Runtime {
             "cache_full": CACHE_FULL.load(Relaxed),
             "explicit_tcaches": TCACHES.load(Relaxed),
             "arenas": arenas,
+            "samples": samples.map(|(series, _, taken)| json!({
+                "interval_ms": self.sample_ms, "taken": taken,
+                "sampler_allocations": SAMPLER_ALLOCS.load(Relaxed),
+                "t_ms": series.iter().map(|x| x.0).collect::<Vec<_>>(),
+                "pages_by_node": series.iter().map(|x| x.1.iter().map(|p| Value::Object(node_map(p))).collect::<Vec<_>>()).collect::<Vec<_>>(),
+            })),
             "decisions": decisions,
             "warnings": self.warnings,
             "errors": self.errors,

@@ -92,16 +92,23 @@ impl Setup {
         reports.sort_by_key(|r| r["pid"].as_i64().unwrap_or(0));
         let sum = |k: &str| reports.iter().map(|r| r[k].as_u64().unwrap_or(0)).sum::<u64>();
         // per guidance arena, over the processes
-        // id -> (allocations, bytes, pages by node, tier, node)
-        type Sum = (u64, u64, BTreeMap<String, u64>, Value, Value);
+        // id -> (allocations, bytes, pages by node, tier, node, pages by node at the sampled
+        // peak: TIERKIT_ALLOC_SAMPLE_MS)
+        type Sum = (u64, u64, BTreeMap<String, u64>, Value, Value, Option<BTreeMap<String, u64>>);
         let mut arenas: BTreeMap<u64, Sum> = BTreeMap::new();
         for r in &reports {
             for a in r["arenas"].as_array().into_iter().flatten() {
-                let e = arenas.entry(a["id"].as_u64().unwrap_or(0)).or_insert((0, 0, BTreeMap::new(), a["tier"].clone(), a["node"].clone()));
+                let e = arenas.entry(a["id"].as_u64().unwrap_or(0)).or_insert((0, 0, BTreeMap::new(), a["tier"].clone(), a["node"].clone(), None));
                 e.0 += a["allocations"].as_u64().unwrap_or(0);
                 e.1 += a["bytes"].as_u64().unwrap_or(0);
                 for (n, c) in a["pages_by_node"].as_object().into_iter().flatten() {
                     *e.2.entry(n.clone()).or_insert(0) += c.as_u64().unwrap_or(0);
+                }
+                if let Some(pk) = a["pages_by_node_at_peak"].as_object() {
+                    let m = e.5.get_or_insert_with(BTreeMap::new);
+                    for (n, c) in pk {
+                        *m.entry(n.clone()).or_insert(0) += c.as_u64().unwrap_or(0);
+                    }
                 }
             }
         }
@@ -118,8 +125,9 @@ impl Setup {
             "bytes_unmatched": sum("bytes_unmatched"),
             "arena_fallbacks": sum("arena_fallbacks"),
             "unwinds": sum("unwinds"),
-            "arenas": arenas.iter().map(|(id, (c, b, pages, tier, node))| json!({
+            "arenas": arenas.iter().map(|(id, (c, b, pages, tier, node, peak))| json!({
                 "id": id, "tier": tier, "node": node, "allocations": c, "bytes": b, "pages_by_node": pages,
+                "pages_by_node_at_peak": peak,
             })).collect::<Vec<_>>(),
             "errors": reports.iter().flat_map(|r| r["errors"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>(),
             "warnings": reports.iter().flat_map(|r| r["warnings"].as_array().cloned().unwrap_or_default()).collect::<Vec<_>>(),

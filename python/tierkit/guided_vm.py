@@ -1,0 +1,440 @@
+"""`tierkit validate --guided` (issue 17, "In the VM"): a program recorded, profiled and guided on
+the host, then run in the testbed VM under `tierkit run --guidance` (the preloaded allocator
+puts each guidance arena on its tier's NUMA node, 002 §IV), against the simulated guided run of
+the same trace with the same guidance and fast capacity (docs/guidance.md, "Checked in the VM").
+
+For each workload:
+
+1. **Host.** `tierkit trace record --context 4`, `tierkit profile` (docs/guidance.md's steps,
+   run as commands).
+2. **VM: the fast node.** Node 0 is shrunk with hugetlb pages (as `tierkit validate` does:
+   kswapd cannot demote them) to `fast_free_mib` MiB free. Its zones' free pages and watermarks
+   are read from /proc/zoneinfo: a page preferred on node 0 (`MPOL_PREFERRED`) is taken there
+   only while the zone stays above its *low* watermark plus its lowmem reserve (the page
+   allocator's fast path, mm/page_alloc.c `get_page_from_freelist`); below it the allocation
+   falls back to node 1. The fast capacity a program can use is therefore the *usable* free
+   memory: per zone, free − low − reserve, summed.
+3. **Host: guidance.** `tierkit guide --strategy S --capacity USABLE` (the usable bytes).
+4. **VM: runs.** Under `tierkit-run --guidance G` with `TIERKIT_ALLOC_SAMPLE_MS` (the library
+   samples each arena's pages per node over the run and keeps the sample with the most pages:
+   the peak) and, as references, `--policy first-touch` and `--policy all-slow`; node 0 shrunk
+   again before each run.
+5. **Host: model.** The same trace under `guided:guidance=G,unmatched=first-touch` (the runtime
+   serves unmatched sites from jemalloc's own arenas, placed by first touch) on the testbed
+   platform with the fast tier at the usable bytes at the guided run's start, and, to show the
+   watermarks' effect, at node 0's whole free memory (MemFree); first-touch, all-slow and
+   all-fast as references.
+6. **Side by side.** Per arena, pages per node at the peak and at the end, measured and
+   simulated; the sites of each arena and the runtime's unmatched count; the model's share of
+   accesses served by the fast tier; run times. JSON, a Markdown table and a plot.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .validate import PAGE, ROOT, platform_toml
+
+#: name -> (workload, arguments, strategy, why it is here)
+WORKLOADS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
+    "sites": ("sites", ("--size", "medium"), "hotset",
+              "five sites of clearly different hotness; hotset over-prescribes the fast tier by the "
+              "crossing site, so the hot arena overflows to node 1"),
+    "bfs": ("bfs", ("--size", "medium", "--work", "0.25"), "knapsack",
+            "the guided study's largest gain (docs/experiments.md: first touch fills the fast tier "
+            "with the 64 MiB edge list, allocated first, grown by realloc and freed mid-run); "
+            "short-lived sites make the arenas' peak differ from their end"),
+}
+#: node 0's MemFree at each program's start, MiB (the rest of node 0 is reserved as hugetlb pages)
+FAST_FREE_MIB = 96
+#: the library's sampling period of each arena's pages per node
+SAMPLE_MS = 100
+CONTEXT = 4
+HP = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+#: /proc/zoneinfo's protection array index of ZONE_MOVABLE: the highest zone a user page may
+#: come from (GFP_HIGHUSER_MOVABLE), whose lowmem reserve the lower zones keep
+MOVABLE = 3
+
+
+def _say(progress: bool, msg: str) -> None:
+    if progress:
+        print(f"guided-vm: {msg}", file=sys.stderr, flush=True)
+
+
+def _tierkit(*args: str) -> str:
+    """One `tierkit` command, as docs/guidance.md's steps give it."""
+    r = subprocess.run([sys.executable, "-m", "tierkit.cli", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"tierkit {' '.join(args)}: {(r.stderr or r.stdout).strip()[-600:]}")
+    return r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# the kernel's view of node 0
+
+def parse_zoneinfo(text: str, node: int = 0) -> list[dict]:
+    """The zones of `node` in /proc/zoneinfo: name, free, min, low, high, managed (pages) and
+    the lowmem reserve it keeps against user pages (`protection[ZONE_MOVABLE]`)."""
+    zones: list[dict] = []
+    cur: Optional[dict] = None
+    for line in text.splitlines():
+        m = re.match(r"Node (\d+), zone\s+(\S+)", line)
+        if m:
+            cur = {"zone": m.group(2)} if int(m.group(1)) == node else None
+            if cur is not None:
+                zones.append(cur)
+            continue
+        if cur is None:
+            continue
+        w = line.split()
+        if len(w) >= 3 and w[0] == "pages" and w[1] == "free":
+            cur["free"] = int(w[2])
+        elif len(w) == 2 and w[0] in ("min", "low", "high", "managed", "promo"):
+            cur[w[0]] = int(w[1])
+        elif w and w[0] == "protection:":
+            prot = [int(x) for x in re.findall(r"\d+", line)]
+            cur["reserve"] = prot[MOVABLE] if len(prot) > MOVABLE else (prot[-1] if prot else 0)
+    return [z for z in zones if z.get("managed", 0) > 0]
+
+
+def usable_pages(zones: list[dict]) -> int:
+    """Pages a node-0-preferred allocation can still take before it falls back to node 1:
+    per zone, free above the low watermark and the lowmem reserve."""
+    return sum(max(0, z.get("free", 0) - z.get("low", 0) - z.get("reserve", 0)) for z in zones)
+
+
+def _meminfo_free(text: str) -> dict[int, int]:
+    out = {}
+    for line in text.splitlines():
+        # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
+        w = line.split()
+        if "MemFree:" in w:
+            out[int(w[w.index("MemFree:") - 1])] = int(w[-2]) * 1024
+    return out
+
+
+def _shrink(fast_free_mib: int) -> str:
+    return (f"echo 0 > {HP}; sync; echo 3 > /proc/sys/vm/drop_caches; "
+            f"f=$(awk '/MemFree/{{print $4}}' /sys/devices/system/node/node0/meminfo); "
+            f"n=$(( (f - {fast_free_mib * 1024}) / 2048 )); [ $n -gt 0 ] && echo $n > {HP}; "
+            f"cat {HP} > $OUT/hugepages; ")
+
+
+def _state(tag: str) -> str:
+    return (f"cat /proc/zoneinfo > $OUT/zoneinfo_{tag}; "
+            f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo_{tag}; ")
+
+
+# ---------------------------------------------------------------------------------------------
+# host: record, profile, guide
+
+def record_and_profile(name: str, work: Path, progress: bool = True, specs: Optional[dict] = None) -> dict:
+    """`tierkit trace record --context 4` and `tierkit profile`, reused while the program's
+    arguments and binary are the same."""
+    specs = specs or WORKLOADS
+    wl, args = specs[name][0], specs[name][1]
+    exe = ROOT / "workloads" / "build" / wl
+    tkt, prof, meta = work / f"{name}.tkt", work / f"{name}.profile.json", work / f"{name}.record.json"
+    stamp = {"args": list(args), "binary_mtime_ns": exe.stat().st_mtime_ns, "context": CONTEXT}
+    if not (tkt.is_file() and prof.is_file() and meta.is_file() and json.loads(meta.read_text()) == stamp):
+        t = time.time()
+        _tierkit("trace", "record", "--context", str(CONTEXT), "--force", "-o", str(tkt), "--", str(exe), *args)
+        _tierkit("profile", str(tkt), "-o", str(prof), "--force")
+        meta.write_text(json.dumps(stamp))
+        _say(progress, f"recorded and profiled {name} in {time.time() - t:.0f} s")
+    return {"trace": tkt, "profile": prof, "exe": exe}
+
+
+def make_guidance(name: str, profile: Path, strategy: str, capacity_bytes: int, work: Path) -> Path:
+    g = work / f"{name}.guidance.json"
+    _tierkit("guide", str(profile), "--strategy", strategy, "--capacity", f"{capacity_bytes // 1024}K", "-o", str(g), "--force")
+    return g
+
+
+# ---------------------------------------------------------------------------------------------
+# VM runs
+
+def _run_cmd(i: str, prog: str, how: str, env: str = "") -> str:
+    return (f"{env}tierkit-run --json {how} --interval 200ms --timeseries $OUT/ts.csv -- {prog} "
+            f"> $OUT/run 2> $OUT/err; echo $? > $OUT/rc; ")
+
+
+def _collect(r: Any, what: str) -> dict:
+    rc = int((r.files.get("rc") or b"-1").strip() or -1)
+    if r.status != 0 or rc != 0:
+        err = ((r.files.get("err") or b"").decode() + r.stderr)[-600:]
+        raise RuntimeError(f"the VM run ({what}) failed (rc {rc}): {err}")
+    rep = json.loads(r.files["run"].decode().strip().splitlines()[-1])
+    ts_lines = [line.split(",") for line in r.files["ts.csv"].decode().splitlines()]
+    ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
+    out = {"report": rep, "timeseries": ts, "hugepages": int((r.files.get("hugepages") or b"0").strip() or 0)}
+    for tag in ("start", "after"):
+        if f"zoneinfo_{tag}" in r.files:
+            z = parse_zoneinfo(r.files[f"zoneinfo_{tag}"].decode())
+            out[f"zones_{tag}"] = z
+            out[f"usable_pages_{tag}"] = usable_pages(z)
+        if f"meminfo_{tag}" in r.files:
+            out[f"memfree_{tag}"] = _meminfo_free(r.files[f"meminfo_{tag}"].decode())
+    return out
+
+
+def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, progress: bool = True,
+           specs: Optional[dict] = None, references: bool = True, vm_config: Any = None, thp: Optional[str] = None) -> dict:
+    """Per workload: shrink node 0, read its zones, make the guidance at the usable capacity,
+    run guided (and first-touch, all-slow); one VM for everything."""
+    from .testbed import FileSet, Testbed, VMConfig
+
+    specs = specs or WORKLOADS
+    run_bin = ROOT / "target" / "release" / "tierkit-run"
+    lib = ROOT / "target" / "release" / "libtierkit_alloc.so"
+    for p, how in ((run_bin, "cargo build --release -p tierkit-run"), (lib, "make alloc")):
+        if not p.is_file():
+            raise RuntimeError(f"{p} is missing ({how})")
+    files = FileSet().add_binary(run_bin).add_binary(lib, "/usr/local/bin/libtierkit_alloc.so")
+    for n in names:
+        files.add_binary(inputs[n]["exe"])
+    out: dict = {"runs": {}}
+    t = time.time()
+    with Testbed(vm_config or VMConfig(fast_mib=512, slow_mib=1024), files) as vm:
+        _say(progress, f"VM up in {vm.boot_s:.0f} s")
+        if thp is not None:
+            # transparent huge pages (always, madvise, never), inside the VM only
+            vm.run(f"echo {shlex.quote(thp)} > /sys/kernel/mm/transparent_hugepage/enabled")
+            out["thp_set"] = thp
+        info = vm.run("cat /proc/sys/vm/min_free_kbytes /proc/sys/vm/watermark_scale_factor "
+                      "/sys/kernel/mm/transparent_hugepage/enabled /proc/sys/kernel/numa_balancing; uname -r").stdout.splitlines()
+        out.update({"min_free_kbytes": int(info[0]), "watermark_scale_factor": int(info[1]), "thp": info[2].strip(),
+                    "numa_balancing": int(info[3]), "kernel": info[4].strip()})
+        for n in names:
+            wl, args, strategy = specs[n][0], specs[n][1], specs[n][2]
+            prog = shlex.join([wl, *args])
+            runs: dict = {}
+            # the guided run: shrink, read the zones, make the guidance at the usable capacity
+            r0 = vm.run(_shrink(fast_free_mib) + _state("start"), timeout_s=60)
+            zones = parse_zoneinfo(r0.files["zoneinfo_start"].decode())
+            usable = usable_pages(zones) * PAGE
+            g = make_guidance(n if thp is None else f"{n}-thp-{thp}", inputs[n]["profile"], strategy, usable, work)
+            vm.put(FileSet().add_file(g, f"/root/{n}.guidance.json"))
+            t0 = time.time()
+            r = vm.run(_state("start") + _run_cmd("g", prog, f"--guidance /root/{n}.guidance.json",
+                                                  f"TIERKIT_ALLOC_SAMPLE_MS={SAMPLE_MS} ") + _state("after") + f"echo 0 > {HP}",
+                       timeout_s=300)
+            runs["guided"] = _collect(r, f"{n} guided")
+            runs["guided"]["usable_pages_at_guidance"] = usable // PAGE
+            runs["guided"]["hugepages"] = int((r0.files.get("hugepages") or b"0").strip() or 0)
+            _say(progress, f"{n} guided: {runs['guided']['report']['wall_s']:.1f} s in the VM ({time.time() - t0:.0f} s); "
+                           f"node 0 usable {runs['guided']['usable_pages_start'] * PAGE >> 20} MiB")
+            if references:
+                for pol in ("first-touch", "all-slow"):
+                    t0 = time.time()
+                    r = vm.run(_shrink(fast_free_mib) + _state("start") + _run_cmd(pol, prog, f"--policy {pol}")
+                               + _state("after") + f"echo 0 > {HP}", timeout_s=300)
+                    runs[pol] = _collect(r, f"{n} {pol}")
+                    _say(progress, f"{n} {pol}: {runs[pol]['report']['wall_s']:.1f} s in the VM ({time.time() - t0:.0f} s)")
+            key = n if thp is None else f"{n}, THP {thp}"
+            out["runs"][key] = {"workload": n, "thp": thp or out["thp"], "program": prog, "strategy": strategy, "guidance": str(g), "runs": runs}
+    _say(progress, f"VM runs done in {time.time() - t:.0f} s")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the model
+
+def simulate(trace: Path, guidance: Path, fast_bytes: int, work: Path, tag: str, policy: Optional[str] = None) -> dict:
+    from . import api
+
+    plat = work / f"platform-{tag}.toml"
+    plat.write_text(platform_toml(fast_bytes))
+    pol = policy or f"guided:guidance={guidance},unmatched=first-touch"
+    return api.run(trace, str(plat), pol, None, None, "simple", progress=False)
+
+
+def _arena_sites(g: dict) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for s in g["sites"]:
+        out.setdefault(int(s["arena"]), []).append(s["frames"][0])
+    return out
+
+
+def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
+    results = []
+    for key, v in vm["runs"].items():
+        n = v["workload"]
+        gr = v["runs"]["guided"]
+        rep = gr["report"]
+        ga = rep["guided_alloc"]
+        g = json.loads(Path(v["guidance"]).read_text())
+        usable = gr["usable_pages_start"] * PAGE
+        memfree0 = gr["memfree_start"][0]
+        trace = inputs[n]["trace"]
+        sims = {
+            "usable": simulate(trace, Path(v["guidance"]), usable, work, f"{n}-usable"),
+            "memfree": simulate(trace, Path(v["guidance"]), memfree0, work, f"{n}-memfree"),
+        }
+        refs = {p: simulate(trace, Path(v["guidance"]), usable, work, f"{n}-usable", p) for p in ("first-touch", "all-slow", "all-fast")}
+        # the program's own pages on node 0 that are in no guided arena (tierkit-run's peak
+        # observation of all its pages less the arenas' at their peaks)
+        sites = _arena_sites(g)
+        arenas = []
+        for a in ga["arenas"]:
+            cls = f"arena {a['id']}"
+            meas_peak = {int(k): c for k, c in (a.get("pages_by_node_at_peak") or {}).items()}
+            meas_end = {int(k): c for k, c in a["pages_by_node"].items()}
+            row = {"arena": a["id"], "tier": a["tier"], "node": a["node"], "sites": sites.get(a["id"], []),
+                   "allocations": a["allocations"], "bytes": a["bytes"],
+                   "measured_peak": [meas_peak.get(0, 0), meas_peak.get(1, 0)],
+                   "measured_end": [meas_end.get(0, 0), meas_end.get(1, 0)]}
+            for k, s in sims.items():
+                bc = s["stats"]["policy"]["by_class"].get(cls, {})
+                row[f"sim_{k}_peak"] = bc.get("pages_by_tier_at_peak", [0, 0])
+                row[f"sim_{k}_end"] = bc.get("pages_by_tier_end", [0, 0])
+                row[f"sim_{k}_allocations"] = bc.get("allocations", 0)
+            mp, sp = row["measured_peak"], row["sim_usable_peak"]
+            row["fast_diff_pages"] = mp[0] - sp[0]
+            row["total_diff_pages"] = sum(mp) - sum(sp)
+            arenas.append(row)
+        sp_pol = sims["usable"]["stats"]["policy"]
+        arena_fast = sum(a["measured_peak"][0] for a in arenas)
+        res = {
+            "workload": n, "key": key, "thp": v["thp"], "program": v["program"],
+            "vm_other_pages_on_node0": max(0, rep["pages"]["peak_fast"] - arena_fast), "strategy": v["strategy"], "why": WORKLOADS.get(n, ("", (), "", ""))[3],
+            "node0_memfree_bytes": memfree0, "node0_usable_bytes": usable,
+            "node0_usable_bytes_at_guidance": gr["usable_pages_at_guidance"] * PAGE,
+            "node0_zones_start": gr["zones_start"], "node0_zones_after": gr.get("zones_after"),
+            "hugepages": gr["hugepages"],
+            "guidance_capacity_bytes": g.get("capacity_bytes"),
+            "allocations_total": ga["allocations_total"], "allocations_unmatched": ga["allocations_unmatched"],
+            "sim_allocations": sp_pol["allocations"], "sim_allocations_unmatched": sp_pol["allocations_unmatched"],
+            "unwinds": ga["unwinds"], "arena_fallbacks": ga["arena_fallbacks"],
+            "decisions": [{"sites": d["sites"], "arena": d["arena"], "allocations": d["allocations"]} for d in ga["reports"][0]["decisions"]] if ga["reports"] else [],
+            "arenas": arenas,
+            "sim_overflow_pages": {k: s["stats"]["policy"].get("overflow_pages") for k, s in sims.items()},
+            "sim_nonheap_pages": {k: s["stats"]["policy"]["by_class"].get("non-heap", {}).get("pages_by_tier_end") for k, s in sims.items()},
+            "fast_hit_ratio": {"guided (usable)": sims["usable"]["fast_hit_ratio"], "guided (MemFree)": sims["memfree"]["fast_hit_ratio"],
+                               **{p: r["fast_hit_ratio"] for p, r in refs.items()}},
+            "sim_runtime_ms": {"guided (usable)": sims["usable"]["runtime_ns"] / 1e6, "guided (MemFree)": sims["memfree"]["runtime_ns"] / 1e6,
+                               **{p: r["runtime_ns"] / 1e6 for p, r in refs.items()}},
+            "vm_wall_s": {p: x["report"]["wall_s"] for p, x in v["runs"].items()},
+            "vm_pages_peak": {p: [x["report"]["pages"]["peak_fast"], x["report"]["pages"]["peak_slow"]] for p, x in v["runs"].items()},
+            "samples": ga["reports"][0].get("samples") if ga["reports"] else None,
+            "timeseries": {p: x["timeseries"] for p, x in v["runs"].items()},
+        }
+        results.append(res)
+        _say(progress, f"{key}: " + "; ".join(f"arena {a['arena']} peak measured {a['measured_peak']} sim {a['sim_usable_peak']}" for a in arenas))
+    return {"results": results}
+
+
+# ---------------------------------------------------------------------------------------------
+# table and plot
+
+def _mib(pages: int) -> str:
+    return f"{pages * PAGE / 2**20:.1f}"
+
+
+def table(res: dict) -> str:
+    lines = ["| workload | arena (tier → node) | sites | node 0 / node 1 at the peak, measured | simulated (usable) | "
+             "simulated (MemFree) | at the end, measured | simulated (usable) | node 0 diff |",
+             "|" + " --- |" * 9]
+    for r in res["results"]:
+        for a in r["arenas"]:
+            sites = ", ".join(s.split(" (")[0] for s in a["sites"])
+            mp, su, sm, me, se = a["measured_peak"], a["sim_usable_peak"], a["sim_memfree_peak"], a["measured_end"], a["sim_usable_end"]
+            lines.append(f"| {r['key']} | {a['arena']} ({a['tier']} → {a['node']}) | {sites} | {mp[0]} / {mp[1]} | {su[0]} / {su[1]} "
+                         f"| {sm[0]} / {sm[1]} | {me[0]} / {me[1]} | {se[0]} / {se[1]} | {a['fast_diff_pages']:+d} ({_mib(abs(a['fast_diff_pages']))} MiB) |")
+    lines.append("")
+    lines.append("| workload | node 0 MemFree / usable (MiB) | program's other pages on node 0, VM / model non-heap (MiB) | allocations (unmatched), VM / model | fast share of accesses (model): guided / first-touch / all-slow / all-fast "
+                 "| VM wall s: guided / first-touch / all-slow | model ms: guided / first-touch / all-slow / all-fast |")
+    lines.append("|" + " --- |" * 7)
+    for r in res["results"]:
+        f, w, s = r["fast_hit_ratio"], r["vm_wall_s"], r["sim_runtime_ms"]
+        nh = (r["sim_nonheap_pages"]["usable"] or [0])[0]
+        lines.append(f"| {r['key']} | {r['node0_memfree_bytes'] / 2**20:.1f} / {r['node0_usable_bytes'] / 2**20:.1f} "
+                     f"| {_mib(r['vm_other_pages_on_node0'])} / {_mib(nh)} "
+                     f"| {r['allocations_total']} ({r['allocations_unmatched']}) / {r['sim_allocations']} ({r['sim_allocations_unmatched']}) "
+                     f"| {100 * f['guided (usable)']:.1f} / {100 * f['first-touch']:.1f} / {100 * f['all-slow']:.1f} / {100 * f['all-fast']:.1f} % "
+                     f"| {w.get('guided', 0):.2f} / {w.get('first-touch', float('nan')):.2f} / {w.get('all-slow', float('nan')):.2f} "
+                     f"| {s['guided (usable)']:.1f} / {s['first-touch']:.1f} / {s['all-slow']:.1f} / {s['all-fast']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rs = res["results"]
+    fig, axes = plt.subplots(2, len(rs), figsize=(6 * len(rs), 7), squeeze=False)
+    for j, r in enumerate(rs):
+        ax = axes[0][j]
+        labels, x = [], 0
+        for a in r["arenas"]:
+            for k, key, style in (("measured", "measured_peak", "k"), ("model, usable", "sim_usable_peak", "C0"), ("model, MemFree", "sim_memfree_peak", "C1")):
+                v = a[key]
+                ax.bar(x, v[0] * PAGE / 2**20, color=style, alpha=0.9)
+                ax.bar(x, v[1] * PAGE / 2**20, bottom=v[0] * PAGE / 2**20, color=style, alpha=0.35, hatch="//")
+                labels.append(f"arena {a['arena']}\n{k}")
+                x += 1
+            x += 0.5
+        ax.set_xticks([i for i in range(len(labels) + len(r["arenas"])) if i < x][:0])
+        ax.set_xticks([])
+        pos = 0.0
+        for a in r["arenas"]:
+            ax.text(pos + 1, -0.06, f"arena {a['arena']} (tier {a['tier']})", transform=ax.get_xaxis_transform(), ha="center", fontsize=8)
+            pos += 3.5
+        ax.set_ylabel("MiB at the peak (solid: node 0, hatched: node 1)")
+        ax.set_title(f"{r['key']} ({r['strategy']}): black measured, blue model (usable), orange model (MemFree)", fontsize=8)
+        ax = axes[1][j]
+        s = r.get("samples")
+        if s:
+            t = [x / 1000 for x in s["t_ms"]]
+            for i, a in enumerate(r["arenas"]):
+                ax.plot(t, [p[i].get("0", 0) * PAGE / 2**20 if i < len(p) else 0 for p in s["pages_by_node"]], f"C{i}-", label=f"arena {a['arena']} node 0")
+                ax.plot(t, [p[i].get("1", 0) * PAGE / 2**20 if i < len(p) else 0 for p in s["pages_by_node"]], f"C{i}--", label=f"arena {a['arena']} node 1")
+        ax.axhline(r["node0_usable_bytes"] / 2**20, color="grey", lw=0.8, ls=":", label="node 0 usable at start")
+        ax.set_xlabel("VM time since the program started (s)")
+        ax.set_ylabel("MiB")
+        ax.set_title(f"{r['key']}: each arena's pages per node, sampled every {SAMPLE_MS} ms", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def validate_guided(names: Sequence[str] = tuple(WORKLOADS), out: Optional[Path] = None, work: Optional[Path] = None,
+                    img: Optional[Path] = None, fast_free_mib: int = FAST_FREE_MIB, progress: bool = True,
+                    thp_never: bool = True) -> dict:
+    for n in names:
+        if n not in WORKLOADS:
+            raise ValueError(f"--workloads: unknown workload '{n}' for --guided (known: {', '.join(WORKLOADS)})")
+    work = work or ROOT / "target" / "guided-vm"
+    work.mkdir(parents=True, exist_ok=True)
+    t = time.time()
+    inputs = {n: record_and_profile(n, work, progress) for n in names}
+    vm = run_vm(names, inputs, work, fast_free_mib, progress)
+    if thp_never:
+        # the same guided runs with transparent huge pages off (no references): what of the
+        # difference the kernel's huge pages make
+        vm2 = run_vm(names, inputs, work, fast_free_mib, progress, references=False, thp="never")
+        vm["runs"].update(vm2["runs"])
+    res = compare(vm, inputs, work, progress)
+    res.update({k: vm[k] for k in ("min_free_kbytes", "watermark_scale_factor", "thp", "numa_balancing", "kernel")})
+    res.update({"date": time.strftime("%Y-%m-%d"), "fast_free_mib_target": fast_free_mib, "sample_ms": SAMPLE_MS,
+                "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB", "elapsed_s": round(time.time() - t, 1)})
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=1) + "\n")
+        out.with_suffix(".md").write_text(table(res))
+        _say(progress, f"wrote {out} and {out.with_suffix('.md')}")
+    if img is not None:
+        _say(progress, f"wrote {plot(res, img)}")
+    return res

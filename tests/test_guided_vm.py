@@ -1,0 +1,137 @@
+"""Issue 17, "In the VM": the whole guided pipeline on a real program in the testbed VM against
+the simulated guided run (docs/guidance.md, "Checked in the VM"; `make validate-guided` is the
+full version). `sites` (workloads/) is recorded with the tracer, profiled, guided with hotset at
+node 0's usable capacity (its free memory above the zones' low watermarks, node 0 shrunk by
+hugetlb pages below the footprint), run under `tierkit-run --guidance` with the library
+sampling its arenas, and simulated with `guided` (layout=arenas) on a fast tier of the same
+usable capacity. 002 §IV-B: each arena's memory is bound to its tier's node with
+MPOL_PREFERRED, so the hot arena fills node 0 and overflows to node 1.
+
+Bounds, from the measurements in docs/guidance.md ("Checked in the VM"), with transparent
+huge pages off in the VM (with them on, the kernel backs the heap and stacks with 2 MiB pages
+on node 0, some 16 MiB the model does not have; `make validate-guided` measures both):
+* every allocation matched, in the VM and in the model, and each arena got the same ones;
+* the cold arena: at most COLD_ON_FAST_PAGES of its pages on node 0 (measured: 0);
+* the hot arena's pages on node 0 at its peak within FAST_DIFF_PAGES of the simulated
+  `by_class` (measured +1, -369, -1,067 and -705 pages on four runs: page tables, tierkit-run's own
+  memory and the VM's tmpfs take some of node 0 while the program runs, which the model does
+  not see; the bound is about twice the worst);
+* the hot arena's pages at the peak, both nodes, within TOTAL_DIFF_FRACTION of the simulated
+  (measured +0.1%: jemalloc's metadata and slabs, which the model leaves out).
+"""
+import pytest
+
+from conftest import ROOT, require_testbed, skip_or_fail_in_ci
+
+BIN = ROOT / "target" / "release" / "tierkit-run"
+LIB = ROOT / "target" / "release" / "libtierkit_alloc.so"
+WL = ROOT / "workloads" / "build"
+SPECS = {"sites": ("sites", ("--size", "medium", "--work", "0.25"), "hotset", "")}
+COLD_ON_FAST_PAGES = 64
+FAST_DIFF_PAGES = 2048
+TOTAL_DIFF_FRACTION = 0.02
+
+
+@pytest.mark.vm
+def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
+    require_testbed()
+    for path, how in ((BIN, "cargo build --release -p tierkit-run"), (LIB, "make alloc"), (WL / "sites", "make -C workloads")):
+        if not path.is_file():
+            skip_or_fail_in_ci(f"{path} is missing ({how}; make test-vm builds it)", f"{path} is missing ({how})")
+    from tierkit import api
+    from tierkit import guided_vm as gv
+
+    try:
+        api.tracer_dir()
+    except Exception as e:  # no Valgrind tool: recording is unavailable
+        skip_or_fail_in_ci(f"the tracer is not built ({e})", f"the tracer is not built ({e})")
+    inputs = {"sites": gv.record_and_profile("sites", tmp_path, progress=False, specs=SPECS)}
+    # transparent huge pages off in the VM: with them the kernel backs the program's heap and
+    # stacks with 2 MiB pages, some 16 MiB of node 0 that the model does not have (measured in
+    # docs/guidance.md); `make validate-guided` measures both
+    vm = gv.run_vm(["sites"], inputs, tmp_path, gv.FAST_FREE_MIB, progress=False, specs=SPECS, references=False, thp="never")
+    res = gv.compare(vm, inputs, tmp_path, progress=False)
+    r = res["results"][0]
+    print(gv.table(res))
+    # every allocation of the real run and of the trace found its site
+    assert r["allocations_total"] > 0 and r["allocations_unmatched"] == 0, r["decisions"]
+    assert r["sim_allocations_unmatched"] == 0
+    arenas = {a["tier"]: a for a in r["arenas"]}
+    hot, cold = arenas[0], arenas[1]
+    assert (hot["node"], cold["node"]) == (0, 1)
+    assert any("make_hot_counters" in s for s in hot["sites"]) and any("start_event_log" in s for s in cold["sites"])
+    # the same allocations joined the same arenas in the VM and in the model
+    for a in r["arenas"]:
+        assert a["allocations"] == a["sim_usable_allocations"], a
+    # cold: all on node 1; hot: node 0 as full as the model says, the rest overflowed to node 1
+    assert cold["measured_peak"][0] <= COLD_ON_FAST_PAGES, cold
+    assert abs(hot["fast_diff_pages"]) <= FAST_DIFF_PAGES, hot
+    assert hot["measured_peak"][1] > 0 and hot["sim_usable_peak"][1] > 0, hot
+    assert abs(hot["total_diff_pages"]) <= TOTAL_DIFF_FRACTION * sum(hot["sim_usable_peak"]), hot
+
+
+ZONEINFO = """Node 0, zone      DMA
+  per-node stats
+      nr_inactive_anon 0
+  pages free     3776
+        boost    0
+        min      177
+        low      221
+        high     265
+        promo    309
+        spanned  4095
+        present  3998
+        managed  3840
+        cma      0
+        protection: (0, 443, 443, 443, 443)
+Node 0, zone    DMA32
+  pages free     21162
+        boost    0
+        min      5243
+        low      6553
+        high     7863
+        promo    9173
+        spanned  126976
+        present  126976
+        managed  124749
+        protection: (0, 0, 0, 0, 0)
+Node 0, zone   Normal
+  pages free     0
+        min      0
+        low      0
+        high     0
+        managed  0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone    DMA32
+  pages free     240000
+        min      11000
+        low      13750
+        high     16500
+        managed  262144
+        protection: (0, 0, 0, 0, 0)
+"""
+
+
+def test_node_0s_usable_pages_are_its_free_pages_above_the_low_watermarks_and_reserves():
+    """A page preferred on node 0 falls back to node 1 once the zone would go below its low
+    watermark plus its lowmem reserve (mm/page_alloc.c get_page_from_freelist; 002 §IV-B's
+    MPOL_PREFERRED): the capacity `tierkit validate --guided` gives the guidance and the model.
+    The zones of the run in docs/guidance.md: 97.4 MiB MemFree, 69.2 MiB usable."""
+    from tierkit import guided_vm as gv
+
+    zones = gv.parse_zoneinfo(ZONEINFO)
+    assert [z["zone"] for z in zones] == ["DMA", "DMA32"]  # node 0's zones with memory only
+    assert zones[0]["reserve"] == 443 and zones[1]["low"] == 6553
+    assert gv.usable_pages(zones) == (3776 - 221 - 443) + (21162 - 6553)
+    # a zone below its watermark gives nothing (not a negative share)
+    zones[0]["free"] = 500
+    assert gv.usable_pages(zones) == 21162 - 6553
+    assert [z["zone"] for z in gv.parse_zoneinfo(ZONEINFO, node=1)] == ["DMA32"]
+
+
+def test_validate_guided_option_errors_are_one_line(cli):
+    for args, needle in ((["--workloads", "gups"], "--workloads"), (["--policies", "damon-tiering"], "--policies"),
+                         (["--fast-free-mib", "4"], "--fast-free-mib")):
+        rc, out, err = cli("validate", "--guided", *args)
+        assert rc == 2, out + err
+        assert needle in err and len(err.strip().splitlines()) == 1, err
