@@ -779,6 +779,7 @@ def validate_cmd(
     fast_free_mib: Annotated[int, typer.Option("--fast-free-mib", help="node 0's free memory at each program's start, MiB (the rest is reserved as hugetlb pages)")] = 64,
     scales: Annotated[str, typer.Option("--scales", help="factors on the clock alignment K to run the models at (sensitivity)")] = "0.5,1,2",
     guided: Annotated[bool, typer.Option("--guided", help="instead: guidance applied by the preloaded allocator (tierkit run --guidance) in the VM against the simulated guided run (docs/guidance.md, 'Checked in the VM'); workloads sites, bfs; --fast-free-mib default 96")] = False,
+    repeats: Annotated[int, typer.Option("--repeats", help="kernel runs per workload and policy (their counts vary from run to run: the table gives mean and range)")] = 3,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
     VM, on the same programs (docs/validation.md); with --guided, the guided allocator's
@@ -824,6 +825,8 @@ def validate_cmd(
         raise TierkitError(f"--scales: '{scales}' is not a comma-separated list of numbers") from None
     if 1.0 not in fs or any(not (f > 0) for f in fs):
         raise TierkitError(f"--scales: '{scales}' must hold 1 and only positive factors")
+    if not 1 <= repeats <= 10:
+        raise TierkitError(f"--repeats: {repeats} is outside [1, 10]")
     if not 16 <= fast_free_mib <= 400:
         raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
     from .testbed import availability
@@ -834,7 +837,7 @@ def validate_cmd(
     run_bin = v.ROOT / "target" / "release" / "tierkit-run"
     if not run_bin.is_file():
         raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
-    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs)
+    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=repeats)
     print(v.table(res), end="")
 
 

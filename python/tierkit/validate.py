@@ -15,6 +15,9 @@ For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
    tracer and simulated with tierkit's model of the same policy, on a platform whose fast tier
    holds exactly the free frames node 0 had when the program started (the slow tier is
    unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel.
+   For autonuma-tiering the model also gets node 0's real watermarks and the other programs'
+   pages on it (read in the VM at the program's start: `node0_model_params`): the fast tier
+   then holds the free frames plus those pages, which kswapd can demote too.
 3. **Clocks.** The VM's time runs at emulation speed. The two are aligned on the program's
    instructions: the VM ran the trace's `instructions` in `wall_s`, so 1 s of VM time is
    `instructions / wall_s` instructions; the model's policy clock is scaled (`--time-scale K`)
@@ -58,6 +61,10 @@ MODEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000,promot
 RATIO_GOAL = 0.30
 RESIDENCY_GOAL_POINTS = 10.0
 SCALES = (0.5, 1.0, 2.0)
+#: kernel runs per (workload, policy): the kernel's counts vary from run to run
+REPEATS = 3
+#: /proc/zoneinfo's protection array: index of ZONE_MOVABLE (DMA, DMA32, Normal, Movable, Device)
+ZONE_MOVABLE_IDX = 3
 
 
 def _say(progress: bool, msg: str) -> None:
@@ -113,6 +120,7 @@ def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
         f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo{i}; "
         f"( while :; do echo \"t $(cut -d' ' -f1 /proc/uptime)\"; grep -E '^({keys}) ' /proc/vmstat; sleep {SAMPLE_S}; done ) "
         f"> $OUT/vmstat{i} & s=$!; "
+        f"cat /proc/zoneinfo > $OUT/zoneinfo{i}; cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo{i}; "
         f"tierkit-run --json --policy {policy} --interval 500ms --timeseries $OUT/ts{i}.csv -- {program} "
         f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; kill $s; wait $s 2>/dev/null; "
         f"echo 0 > {hp}"
@@ -136,10 +144,76 @@ def _parse_vmstat_series(text: str) -> list[dict]:
     return [{"t_s": round(r["t_s"] - t0["t_s"], 3), **{k: r.get(k, 0) - t0.get(k, 0) for k in VMSTAT_KEYS}} for r in rows]
 
 
+def parse_zoneinfo(text: str, node: int = 0) -> list[dict]:
+    """The managed zones of `node` in /proc/zoneinfo: name, free pages, min/low/high/promo
+    watermarks, managed pages and lowmem protection (pages, one per zone index)."""
+    zones: list[dict] = []
+    cur: Optional[dict] = None
+    for line in text.splitlines():
+        w = line.replace(",", " ").replace("(", " ").replace(")", " ").split()
+        if not w:
+            continue
+        if w[0] == "Node" and len(w) >= 4 and w[2] == "zone":
+            cur = {"zone": w[3]} if int(w[1]) == node else None
+            if cur is not None:
+                zones.append(cur)
+        elif cur is None:
+            continue
+        elif w[:2] == ["pages", "free"]:
+            cur["free"] = int(w[2])
+        elif w[0] in ("min", "low", "high", "promo", "managed") and len(w) == 2:
+            cur[w[0]] = int(w[1])
+        elif w[0] == "protection:":
+            cur["protection"] = [int(x) for x in w[1:]]
+    return [z for z in zones if z.get("managed", 0) > 0]
+
+
+def node0_model_params(zoneinfo: str, node_meminfo: str) -> dict:
+    """What the autonuma-tiering model needs of node 0 at the program's start, read in the VM.
+
+    The kernel checks each watermark per zone (migrate_balanced_pgdat, pgdat_balanced: any zone
+    that passes will do) and tierkit's fast tier is one zone. Node 0 has a large DMA32 zone and
+    a 16 MiB DMA zone; the allocator takes the DMA zone's pages only down to its low watermark
+    plus its protection against movable allocations (487 pages: lowmem_reserve), so those pages
+    stay free once the program has filled the node. The model's watermarks are the largest
+    zone's plus that floor of the other zones; its fast tier holds the node's free pages plus
+    the pages of other programs on the node's LRU lists (the VM's rootfs in tmpfs, the shell,
+    tierkit-run), which kswapd demotes as well (they count in pgdemote_kswapd)."""
+    zones = parse_zoneinfo(zoneinfo, 0)
+    if not zones:
+        raise RuntimeError("node 0 has no managed zone in /proc/zoneinfo")
+    main = max(zones, key=lambda z: z["managed"])
+    floor = sum(z["low"] + (z.get("protection") or [0] * 5)[ZONE_MOVABLE_IDX] for z in zones if z is not main)
+    kb = {}
+    for line in node_meminfo.splitlines():
+        # "Node 0 Active(anon):      30100 kB"
+        w = line.split()
+        if len(w) >= 4 and w[-1] == "kB":
+            kb[w[2].rstrip(":")] = int(w[3])
+    other = sum(kb.get(k, 0) for k in ("Active(anon)", "Inactive(anon)", "Active(file)", "Inactive(file)")) * 1024 // PAGE
+    return {"zone": main["zone"], "zone_watermarks": {k: main[k] for k in ("min", "low", "high", "promo")},
+            "other_zones_floor_pages": floor,
+            "wmark_min_pages": main["min"] + floor, "wmark_low_pages": main["low"] + floor,
+            "wmark_high_pages": main["high"] + floor, "wmark_promo_pages": main["promo"] + floor,
+            "fast_other_pages": other, "free_pages": sum(z["free"] for z in zones), "zones": zones}
+
+
+def model_args(policy: str, kp: Optional[dict]) -> str:
+    """The model's policy spec: what tierkit-run set in the kernel, plus (autonuma-tiering)
+    node 0's watermarks and other programs' pages at the program's start."""
+    spec = MODEL_ARGS[policy]
+    if policy == "autonuma-tiering" and kp is not None:
+        spec += "".join(f",{k}={kp[k]}" for k in ("wmark_min_pages", "wmark_low_pages", "wmark_high_pages", "wmark_promo_pages",
+                                                   "fast_other_pages"))
+    return spec
+
+
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
-               progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None) -> dict:
-    """Every (workload, policy) in one VM, one after the other; returns per run the report,
-    the series and node 0's free memory at the start."""
+               progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None,
+               repeats: int = 1) -> dict:
+    """Every (workload, policy) in one VM, one after the other, `repeats` times each; returns
+    per (workload, policy) the first run's report, series and node 0's state at the start, with
+    every run (the first included) under `repeats`."""
     from .testbed import FileSet, Testbed, VMConfig
 
     specs = specs or WORKLOADS
@@ -147,7 +221,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
     files = FileSet().add_binary(tierkit_run)
     for n in names:
         files.add_binary(wl_dir / specs[n][1])
-    runs = [(n, p) for n in names for p in policies]
+    runs = [(n, p) for n in names for p in policies for _ in range(repeats)]
     out: dict = {}
     t = time.time()
     factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
@@ -170,13 +244,18 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                 free[int(w[1])] = int(w[-2]) * 1024
             ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
             ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
-            out[f"{n}/{p}"] = {
+            one = {
                 "workload": n, "policy": p, "program": prog, "kernel_policy": KERNEL_ARGS[p],
                 "node0_free_bytes": free.get(0), "node1_free_bytes": free.get(1),
                 "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
+                "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
                 "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                 "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
             }
+            key = f"{n}/{p}"
+            if key not in out:
+                out[key] = {**one, "repeats": []}
+            out[key]["repeats"].append(one)
             _say(progress, f"[{i + 1}/{len(runs)}] kernel {n} / {p}: {rep['wall_s']:.1f} s in the VM "
                            f"({time.time() - t0:.0f} s), node 0 free {free.get(0, 0) >> 20} MiB")
     _say(progress, f"kernel runs done in {time.time() - t:.0f} s")
@@ -302,33 +381,53 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
     cal = {}
     for key, run in kern["runs"].items():
         n, p = run["workload"], run["policy"]
+        reps = run.get("repeats") or [run]
         fast_bytes = run["node0_free_bytes"]
+        kp = run.get("node0_model_params") if p == "autonuma-tiering" else None
+        # the model's fast tier: node 0's free frames, plus (autonuma-tiering) the other
+        # programs' pages there, which the model holds as fast_other_pages
+        model_fast_bytes = fast_bytes + (kp["fast_other_pages"] * PAGE if kp else 0)
         plat = work / f"platform-{n}-{p}.toml"
-        plat.write_text(platform_toml(fast_bytes))
+        plat.write_text(platform_toml(model_fast_bytes))
         trace = Path(traces[n]["path"])
         if (n, fast_bytes) not in cal:
-            ft = simulate(trace, plat, "first-touch", 1.0)
+            # the clock's reference: first touch on node 0's free frames at the start
+            ftp = work / f"platform-{n}-first-touch.toml"
+            ftp.write_text(platform_toml(fast_bytes))
+            ft = simulate(trace, ftp, "first-touch", 1.0)
             cal[(n, fast_bytes)] = ft["runtime_ns"] / 1e9
         sim_s = cal[(n, fast_bytes)]
-        k = run["wall_s"] / sim_s
-        kc = kernel_counts(run)
+        # the kernel side over its repeats: counts as mean and range, the clock on the mean wall time
+        wall_s = sum(x["wall_s"] for x in reps) / len(reps)
+        k = wall_s / sim_s
+        per = [kernel_counts(x) for x in reps]
+        kc = {c: sum(x[c] for x in per) / len(per) for c in per[0]}
         kres = kernel_residency(run)
+        res_means = [_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps]
+        res_means = [x for x in res_means if x is not None]
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
-               "kernel": {**kc, "wall_s": run["wall_s"], "node0_free_bytes": fast_bytes,
-                          "residency_mean": _mean_residency(kres, run["wall_s"]),
+               "kernel": {**kc, "wall_s": wall_s, "node0_free_bytes": fast_bytes, "repeats": len(reps),
+                          "runs": [{**c, "wall_s": x["wall_s"], "node0_free_bytes": x["node0_free_bytes"],
+                                    "residency_mean": _mean_residency(kernel_residency(x), x["wall_s"])} for c, x in zip(per, reps)],
+                          "range": {c: [min(x[c] for x in per), max(x[c] for x in per)] for c in per[0]},
+                          "residency_mean": sum(res_means) / len(res_means) if res_means else None,
                           "residency_end": kres[-1][1] if kres else None, "residency_series": kres,
                           "vmstat_series": run["vmstat_series"]},
-               "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / run["wall_s"],
+               "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / wall_s,
                          "first_touch_sim_s": sim_s, "time_scale": k},
+               "model_params": {"spec": model_args(p, kp), "fast_capacity_bytes": model_fast_bytes, "node0": kp},
                "model": {}}
         for f in scales:
             t = time.time()
-            r = simulate(trace, plat, MODEL_ARGS[p], k * f)
+            r = simulate(trace, plat, model_args(p, kp), k * f)
             mc = model_counts(r, p)
-            mres = model_residency(r, p, fast_bytes // PAGE, k * f)
+            mres = model_residency(r, p, model_fast_bytes // PAGE, k * f)
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
                  "residency_mean": _mean_residency(mres, r["runtime_ns"] / 1e9 * k * f), "residency_end": mres[-1][1] if mres else None,
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
+                 # what the model ran with and did beyond the counts (autonuma-tiering)
+                 "watermarks": r["stats"]["policy"].get("watermarks"),
+                 "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold")},
                  "promotions_ratio": _ratio(mc["promotions"], kc["promotions"]),
                  "demotions_ratio": _ratio(mc["demotions"], kc["demotions"]),
                  "hint_faults_ratio": _ratio(mc["hint_faults"], kc["hint_faults"]) if p == "autonuma-tiering" else None}
@@ -362,8 +461,16 @@ def _fmt_ratio(x: Optional[float]) -> str:
     return f"{x:.2f}"
 
 
+def _kcount(k: dict, c: str) -> str:
+    """A kernel count: its mean over the repeats, with the range when there were several."""
+    rg = (k.get("range") or {}).get(c)
+    if k.get("repeats", 1) > 1 and rg is not None:
+        return f"{k[c]:.0f} ({rg[0]:.0f}-{rg[1]:.0f})"
+    return f"{k[c]:.0f}"
+
+
 def table(res: dict) -> str:
-    head = ("| workload | policy | kernel prom / dem / hint | model prom / dem / hint (1x) | prom ratio 0.5x / 1x / 2x "
+    head = ("| workload | policy | kernel prom / dem / hint (mean (min-max) of the repeats) | model prom / dem / hint (1x) | prom ratio 0.5x / 1x / 2x "
             "| dem ratio 0.5x / 1x / 2x | residency kernel / model (mean, %) | within goals |")
     lines = [head, "|" + " --- |" * 8]
     for r in res["results"]:
@@ -375,7 +482,7 @@ def table(res: dict) -> str:
         hint_m = m1["hint_faults"] if r["policy"] == "autonuma-tiering" else "-"
         kr = f"{100 * k['residency_mean']:.0f}" if k["residency_mean"] is not None else "-"
         mr = f"{100 * m1['residency_mean']:.0f}" if m1["residency_mean"] is not None else "-"
-        lines.append(f"| {r['workload']} | {r['policy']} | {k['promotions']} / {k['demotions']} / {hint_k} "
+        lines.append(f"| {r['workload']} | {r['policy']} | {_kcount(k, 'promotions')} / {_kcount(k, 'demotions')} / {_kcount(k, 'hint_faults') if hint_k != '-' else '-'} "
                      f"| {m1['promotions']} / {m1['demotions']} / {hint_m} | {pr} | {dr} | {kr} / {mr} | {'yes' if m1['within_goals'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
@@ -396,7 +503,7 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
         for j, r in enumerate(rows):
             ax = axes[0][j]
             kt = [t for t, _ in r["kernel"]["residency_series"]]
-            ax.plot(kt, [100 * s for _, s in r["kernel"]["residency_series"]], "k-o", ms=3, label="kernel (VM)")
+            ax.plot(kt, [100 * s for _, s in r["kernel"]["residency_series"]], "k-o", ms=3, label="kernel (VM, first run)")
             for s, style in (("x1", "C0-"), ("x0.5", "C1:"), ("x2", "C2--")):
                 if s in r["model"]:
                     ser = r["model"][s]["residency_series"]
@@ -429,7 +536,8 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
 
 def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
              work: Optional[Path] = None, img_dir: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
-             scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None) -> dict:
+             scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None,
+             repeats: int = REPEATS) -> dict:
     """The whole validation; returns the results and writes `out` (JSON), its table
     (`out` with `.md`) and the plots."""
     specs = specs or WORKLOADS
@@ -444,10 +552,12 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
     traces = record_traces(names, work, progress, specs)
-    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, specs=specs)
+    if repeats < 1:
+        raise ValueError(f"--repeats: {repeats} must be at least 1")
+    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, specs=specs, repeats=repeats)
     res = compare(kern, traces, work, progress, scales, specs)
     res.update({"date": time.strftime("%Y-%m-%d"), "kernel": kern["kernel"], "min_free_kbytes": kern["min_free_kbytes"],
-                "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib,
+                "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib, "repeats": repeats,
                 "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB",
                 "goals": {"ratio_within": RATIO_GOAL, "residency_points_within": RESIDENCY_GOAL_POINTS},
                 "elapsed_s": round(time.time() - t, 1)})

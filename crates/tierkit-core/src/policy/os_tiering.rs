@@ -14,7 +14,13 @@
 //!   `min_free_kbytes = int_sqrt(16 × memory in kB)` clamped to [128, 262144]
 //!   (`calculate_min_free_kbytes`), shared among nodes by size; `step = max(min / 4,
 //!   capacity × watermark_scale_factor / 10000)`; low = min + step, high = low + step, promo =
-//!   high + step (`WMARK_PROMO`, Linux 6.0).
+//!   high + step (`WMARK_PROMO`, Linux 6.0). `autonuma-tiering` also takes a real node's
+//!   watermarks as parameters (`wmark_{min,low,high,promo}_pages`): a kernel's min_free_kbytes
+//!   is often raised (khugepaged's `set_recommended_min_free_kbytes` for THP), so the formula
+//!   can be far off (issue 18: 22-39 MiB on the testbed VM's node 0 against a few KiB).
+//! * Other programs' pages on the fast tier (`fast_other_pages`, autonuma-tiering): inside its
+//!   capacity, not free; kswapd demotes them before the program's pages (they are the oldest on
+//!   the node's LRU) and counts them in `demoted` (as the kernel's pgdemote_kswapd does).
 //! * The scanner arms only slow-tier pages (tiering mode skips top-tier pages,
 //!   `change_pte_range`), `scan_size_mb` per scan period, after `scan_delay_ms`.
 //! * kswapd demotes from the tail of the fast tier's inactive list (mm/vmscan.c
@@ -39,7 +45,10 @@
 //! * Promotion needs free frames above high + 1 (`migrate_balanced_pgdat`); when it fails, the
 //!   fault wakes kswapd (`numamigrate_isolate_folio` in tiering mode), which demotes until the
 //!   free frames exceed the promo watermark (`pgdat_balanced` uses `WMARK_PROMO` in tiering
-//!   mode). Nothing else wakes kswapd: allocations fall back to the slow tier instead.
+//!   mode). Nothing else wakes kswapd: allocations fall back to the slow tier instead. Once
+//!   it has balanced the node kswapd naps `kswapd_nap_ms` (HZ/10, `kswapd_try_to_sleep`); if
+//!   the free frames are at or under promo at the nap's end (allocations took what it freed),
+//!   it demotes again without a wake-up (`kswapd_rechecks`), else it sleeps until woken.
 //!
 //! `tpp` (Maruf et al., ASPLOS 2023, §5; the TPP patches on linux-mm, v1/v2 2021-22):
 //! * Decoupled allocation and demotion: kswapd is woken whenever the fast tier's free frames
@@ -144,7 +153,11 @@ struct Stats {
     /// promotions refused for want of free frames (kswapd woken)
     promote_no_room: u64,
     kswapd_runs: u64,
+    /// kswapd runs started by its own recheck at the end of its nap, not by a wake-up
+    kswapd_rechecks: u64,
     demoted: u64,
+    /// of `demoted`: pages of other programs (`fast_other_pages`)
+    demoted_other: u64,
     lru_scanned: u64,
 }
 
@@ -182,7 +195,16 @@ pub struct NumaTiering {
     tlb_flush_ns: f64,
     lru_scan_ns: f64,
     kswapd_backoff_ns: f64,
+    /// `kswapd_try_to_sleep`'s short nap after balancing, ns (HZ/10)
+    kswapd_nap_ns: f64,
+    /// explicit watermarks (min, low, high, promo), pages; all -1 = the kernel's formula
+    wm_given: [i64; 4],
     // state
+    /// pages of other programs on the fast tier (inside its capacity, outside the trace):
+    /// the oldest on its LRU, so kswapd demotes them first
+    other_fast: u64,
+    /// end of kswapd's nap after it balanced the node (0 = asleep until woken)
+    kswapd_recheck_ns: f64,
     scan_pages: u64,
     /// the task's scan period (`task_scan_start` at the end of the scan delay), ns; 0 before
     scan_period_ns: f64,
@@ -230,6 +252,12 @@ impl NumaTiering {
         self.hint.grow(n);
     }
 
+    /// The fast tier's free frames: its capacity less the program's pages and the other
+    /// programs' pages still there (what the kernel's NR_FREE_PAGES counts).
+    fn free_fast(&self, mem: &crate::mechanics::Memory) -> u64 {
+        mem.free(0).saturating_sub(self.other_fast)
+    }
+
     /// kswapd on the fast tier: demote from the inactive tail until the free frames exceed
     /// `mark`.
     fn kswapd(&mut self, mark: u64, ctx: &mut Ctx) -> Result<()> {
@@ -250,8 +278,21 @@ impl NumaTiering {
         'sweeps: for _ in 0..2 {
             let mut reclaimed = 0;
             for prio in (1..=12u32).rev() {
-                if ctx.mem.free(0) > mark || reclaimed >= nr_to_reclaim {
+                if self.free_fast(ctx.mem) > mark || reclaimed >= nr_to_reclaim {
                     break 'sweeps;
+                }
+                if self.other_fast > 0 {
+                    // the other programs' pages are older than any of the program's: they
+                    // leave first, one SWAP_CLUSTER_MAX batch (or what the mark needs) at a time
+                    let need = (mark + 1).saturating_sub(self.free_fast(ctx.mem));
+                    let n = self.other_fast.min(need.max(SWAP_CLUSTER_MAX));
+                    self.other_fast -= n;
+                    ctx.mem.charge(Charge { what: "TLB shootdown (kswapd demotion batch)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
+                    reclaimed += n;
+                    self.stats.demoted += n;
+                    self.stats.demoted_other += n;
+                    self.row.demoted += n;
+                    continue;
                 }
                 self.victims.clear();
                 let scanned = self.lru.reclaim_step(0, prio, &mut self.victims);
@@ -276,13 +317,53 @@ impl NumaTiering {
                 self.row.demoted += moved;
             }
         }
-        if self.stats.demoted == before && ctx.mem.free(0) <= mark {
+        if self.stats.demoted == before && self.free_fast(ctx.mem) <= mark {
             self.kswapd_failures += 1;
             self.kswapd_retry_ns = ctx.now.ns + self.kswapd_backoff_ns;
         } else {
             self.kswapd_failures = 0;
         }
+        // kswapd_try_to_sleep: a balanced node gets a short nap (HZ/10); if the node is
+        // unbalanced again at its end, kswapd reclaims again without being woken
+        if self.mode == Mode::Autonuma && self.free_fast(ctx.mem) > mark {
+            self.kswapd_recheck_ns = ctx.now.ns + self.kswapd_nap_ns;
+        }
         Ok(())
+    }
+
+    /// The watermarks given as parameters: none, or all four in order.
+    fn given_watermarks(&self) -> Result<Option<[u64; 4]>> {
+        let g = self.wm_given;
+        if g.iter().all(|&x| x < 0) {
+            return Ok(None);
+        }
+        if let Some(i) = g.iter().position(|&x| x < 0) {
+            return Err(crate::error::Error::config(
+                format!("autonuma-tiering:{}", WMARK_NAMES[i]),
+                "give all four watermarks (wmark_min_pages, wmark_low_pages, wmark_high_pages, wmark_promo_pages) or none",
+            ));
+        }
+        for i in 1..4 {
+            if g[i] < g[i - 1] {
+                return Err(crate::error::Error::config(
+                    format!("autonuma-tiering:{}", WMARK_NAMES[i]),
+                    format!("{} is under {} = {} (the kernel's watermarks rise: min ≤ low ≤ high ≤ promo)", g[i], WMARK_NAMES[i - 1], g[i - 1]),
+                ));
+            }
+        }
+        Ok(Some([g[0] as u64, g[1] as u64, g[2] as u64, g[3] as u64]))
+    }
+
+    /// At the end of kswapd's nap (autonuma-tiering): reclaim again if the node is no longer
+    /// balanced (free frames at or under promo), else sleep until woken.
+    fn kswapd_nap_over(&mut self, ctx: &mut Ctx) {
+        if self.kswapd_recheck_ns > 0.0 && ctx.now.ns >= self.kswapd_recheck_ns {
+            self.kswapd_recheck_ns = 0.0;
+            if self.free_fast(ctx.mem) <= self.wm.promo {
+                self.stats.kswapd_rechecks += 1;
+                let _ = self.kswapd(self.wm.promo, ctx);
+            }
+        }
     }
 
     /// `numa_promotion_adjust_threshold`.
@@ -323,7 +404,7 @@ impl NumaTiering {
 
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
     fn try_promote(&mut self, page: PageId, mark: u64, ctx: &mut Ctx) -> Result<bool> {
-        if ctx.mem.free(0) > mark + 1 {
+        if self.free_fast(ctx.mem) > mark + 1 {
             // no TLB flush: the PTE is still PROT_NONE while the page migrates (do_numa_page
             // restores it only if the migration fails), and a PROT_NONE entry cannot be in a
             // TLB (the scan flushed it), so unmapping it flushes nothing (x86 pte_accessible)
@@ -402,7 +483,7 @@ impl NumaTiering {
         self.row.time_ms = now / 1e6;
         self.row.armed = pass.armed;
         self.row.threshold_ms = self.threshold_ms();
-        self.row.fast_free = ctx.mem.free(0);
+        self.row.fast_free = self.free_fast(ctx.mem);
         self.rows.push(self.row);
         self.row = Row::default();
     }
@@ -423,7 +504,7 @@ impl NumaTiering {
             Mode::Autonuma => {
                 let fast = ctx.mem.capacity(0);
                 let enough = self.wm.promo + (fast / 16).max((1u64 << 30) / ctx.mem.page_bytes());
-                if ctx.mem.free(0) > enough {
+                if self.free_fast(ctx.mem) > enough {
                     self.threshold_ms = 0.0;
                     let moved = self.try_promote(page, self.wm.high, ctx)?;
                     self.stats.promoted_free_space += moved as u64;
@@ -469,14 +550,23 @@ impl Policy for NumaTiering {
         let pb = ctx.mem.page_bytes();
         let fast = ctx.mem.capacity(0);
         let total: u64 = (0..ctx.mem.tiers()).map(|t| ctx.mem.capacity(t as TierId)).fold(0u64, |a, c| a.saturating_add(c));
-        self.wm = Watermarks::compute(
-            fast,
-            total,
-            pb,
-            self.min_free_kbytes,
-            self.watermark_scale_factor,
-            if self.mode == Mode::Tpp { self.demote_scale_factor } else { 0 },
-        );
+        self.wm = match self.given_watermarks()? {
+            Some([min, low, high, promo]) => Watermarks { min, low, high, promo, demote: 0 },
+            None => Watermarks::compute(
+                fast,
+                total,
+                pb,
+                self.min_free_kbytes,
+                self.watermark_scale_factor,
+                if self.mode == Mode::Tpp { self.demote_scale_factor } else { 0 },
+            ),
+        };
+        if self.other_fast > fast {
+            return Err(crate::error::Error::config(
+                "autonuma-tiering:fast_other_pages",
+                format!("{} pages do not fit in the fast tier ({fast} pages)", self.other_fast),
+            ));
+        }
         self.scan_pages = (self.scan_size_mb << 20) / pb;
         self.rate_limit_pages = (self.rate_limit_mbps << 20) / pb;
         self.lru = Lru::new(ctx.mem.tiers(), pb);
@@ -493,7 +583,8 @@ impl Policy for NumaTiering {
 
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
         self.grow(page as usize + 1);
-        let t = if ctx.mem.free(0) > self.wm.low { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
+        self.kswapd_nap_over(ctx);
+        let t = if self.free_fast(ctx.mem) > self.wm.low { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
         self.lru.add(page, t);
         t
     }
@@ -501,6 +592,7 @@ impl Policy for NumaTiering {
     #[inline(always)]
     fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> Served {
         self.lru.touch(page);
+        self.kswapd_nap_over(ctx);
         if self.mode == Mode::Tpp && ctx.mem.free(0) < self.wm.demote {
             // TPP wakes kswapd at every allocation and tick below the demotion watermark
             let _ = self.kswapd(self.wm.demote.saturating_sub(1), ctx);
@@ -648,6 +740,58 @@ const KSWAPD_BACKOFF: ParamSpec = ParamSpec {
     help: "how long kswapd stays asleep after 16 runs in a row that demoted nothing",
 };
 
+const WMARK_NAMES: [&str; 4] = ["wmark_min_pages", "wmark_low_pages", "wmark_high_pages", "wmark_promo_pages"];
+const WMARK_SOURCE: &str = "-1 = from min_free_kbytes and watermark_scale_factor (the kernel's formula); give all four to use a real node's watermarks, e.g. its largest zone's min/low/high/promo in /proc/zoneinfo (tierkit validate adds the free pages the allocator leaves in the node's other zones, their low watermark plus lowmem protection)";
+
+const WMARK_MIN: ParamSpec = ParamSpec {
+    name: "wmark_min_pages",
+    ty: ParamType::Int { min: -1, max: 1 << 40 },
+    unit: "pages",
+    default: "-1",
+    source: WMARK_SOURCE,
+    help: "the fast tier's min watermark (with the three below: explicit watermarks)",
+};
+const WMARK_LOW: ParamSpec = ParamSpec {
+    name: "wmark_low_pages",
+    ty: ParamType::Int { min: -1, max: 1 << 40 },
+    unit: "pages",
+    default: "-1",
+    source: WMARK_SOURCE,
+    help: "the fast tier's low watermark: first touch goes to the fast tier while its free frames exceed it",
+};
+const WMARK_HIGH: ParamSpec = ParamSpec {
+    name: "wmark_high_pages",
+    ty: ParamType::Int { min: -1, max: 1 << 40 },
+    unit: "pages",
+    default: "-1",
+    source: WMARK_SOURCE,
+    help: "the fast tier's high watermark: a promotion needs free frames above it + 1 (migrate_balanced_pgdat)",
+};
+const WMARK_PROMO: ParamSpec = ParamSpec {
+    name: "wmark_promo_pages",
+    ty: ParamType::Int { min: -1, max: 1 << 40 },
+    unit: "pages",
+    default: "-1",
+    source: WMARK_SOURCE,
+    help: "the fast tier's promo watermark: kswapd demotes until the free frames exceed it (pgdat_balanced in tiering mode)",
+};
+const FAST_OTHER: ParamSpec = ParamSpec {
+    name: "fast_other_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: "tierkit's model of a shared node: memory of other programs on the fast node that kswapd can demote (on a real node, its LRU pages when the program starts: Active/Inactive anon and file in /sys/devices/system/node/nodeN/meminfo); they are older than the program's pages, so tierkit demotes them first",
+    help: "pages of the fast tier's capacity held by other programs at the start; kswapd demotes them before the program's (counted in demoted and demoted_other)",
+};
+const KSWAPD_NAP: ParamSpec = ParamSpec {
+    name: "kswapd_nap_ms",
+    ty: ParamType::Float { min: 0.0, max: 1e9 },
+    unit: "ms of simulated time",
+    default: "100",
+    source: "mm/vmscan.c kswapd_try_to_sleep: once the node is balanced kswapd sleeps HZ/10 first, and if the node is unbalanced at its end (allocations took the frames it freed) it reclaims again without a wake-up",
+    help: "after kswapd balanced the fast tier, when it looks again: free frames at or under promo then make it demote again",
+};
+
 const AUTONUMA_PARAMS: &[ParamSpec] = &[
     SCAN_PERIOD,
     SCAN_DELAY,
@@ -685,6 +829,12 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
     TLB,
     LRU_SCAN,
     KSWAPD_BACKOFF,
+    WMARK_MIN,
+    WMARK_LOW,
+    WMARK_HIGH,
+    WMARK_PROMO,
+    FAST_OTHER,
+    KSWAPD_NAP,
 ];
 
 const TPP_PARAMS: &[ParamSpec] = &[
@@ -748,6 +898,10 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         tlb_flush_ns: p.float("tlb_flush_ns"),
         lru_scan_ns: p.float("lru_scan_ns"),
         kswapd_backoff_ns: p.float("kswapd_backoff_ms") * 1e6,
+        kswapd_nap_ns: if is_auto { p.float("kswapd_nap_ms") * 1e6 } else { 0.0 },
+        wm_given: if is_auto { WMARK_NAMES.map(|n| p.int(n)) } else { [-1; 4] },
+        other_fast: if is_auto { p.int("fast_other_pages") as u64 } else { 0 },
+        kswapd_recheck_ns: 0.0,
         scan_pages: 0,
         scan_period_ns: 0.0,
         next_scan_ns: p.float("scan_delay_ms") * 1e6,

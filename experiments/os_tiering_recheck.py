@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Re-simulate the autonuma-tiering rows of an experiments/os_tiering.py run (its results.csv,
+traces and platform in DIR) with the current build, and print old and new runtimes (issue 18:
+the effect of kswapd's nap on docs/experiments.md; `--no-nap` adds kswapd_nap_ms=1e9, which
+reproduces runs made before the nap existed).
+
+    experiments/os_tiering_recheck.py [--dir target/experiments/tiering] [--method K=1000] [--no-nap]
+"""
+import argparse
+import csv
+from pathlib import Path
+
+import tierkit
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("--dir", type=Path, default=Path("target/experiments/tiering"))
+ap.add_argument("--method", default="K=1000", help="a method of results.csv: K=1, K=10, K=100, K=1000, periods-only, 'repeat 10 x K=100'")
+ap.add_argument("--no-nap", action="store_true")
+a = ap.parse_args()
+for r in csv.DictReader(open(a.dir / "results.csv")):
+    if r["policy"] != "autonuma-tiering" or r["method"] != a.method or r["footprint"] == "small":
+        continue
+    spec = r["spec"] + (",kswapd_nap_ms=1e9" if a.no_nap else "")
+    res = tierkit.run(a.dir / "traces" / f"{r['workload']}-small.tkt", platform=str(a.dir / "dram-dcpmm-core16.toml"), policy=spec,
+                      fast_capacity=f"{int(r['dram_pages']) * 4096 // 1024}K", timing="detailed", progress=False,
+                      repeat=int(r["repeat"]), time_scale=float(r["time_scale"]))
+    old = float(r["runtime_ns"])
+    c = res["stats"]["policy"]["counters"]
+    print(f"{r['workload']} {r['footprint']} {a.method}: runtime {old:.0f} -> {res['runtime_ns']:.0f} ns ({100 * (res['runtime_ns'] / old - 1):+.3f} %), "
+          f"speedup {float(r['speedup_vs_first_touch']):.3f} -> {float(r['speedup_vs_first_touch']) * old / res['runtime_ns']:.3f}, "
+          f"kswapd rechecks {c.get('kswapd_rechecks')}", flush=True)

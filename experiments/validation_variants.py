@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Issue 18: the autonuma-tiering model with and without each of its changes (kernel watermarks,
+other programs' pages, kswapd's nap), on the traces and clocks of a `tierkit validate` run
+(docs/validation.md, "Model changes"). Usage: experiments/validation_variants.py WORKLOAD... [--json PATH]"""
+import json, sys
+from pathlib import Path
+from tierkit import validate as v
+args = sys.argv[1:]
+js = args[args.index('--json') + 1] if '--json' in args else 'experiments/results/validation-autonuma.json'
+d = json.load(open(js))
+w = Path('target/validation')  # where tierkit validate keeps its traces
+for r in d['results']:
+    if r['workload'] not in args:
+        continue
+    n = r['workload']; kp = r['model_params']['node0']; K = r['clock']['time_scale']
+    free = r['kernel']['node0_free_bytes']
+    wm = ",".join(f"{k}={kp[k]}" for k in ("wmark_min_pages", "wmark_low_pages", "wmark_high_pages", "wmark_promo_pages"))
+    base = v.MODEL_ARGS["autonuma-tiering"]
+    variants = {
+        "formula wm, nap off": (free, f"{base},kswapd_nap_ms=1e9"),
+        "formula wm, nap": (free, base),
+        "real wm, nap off": (free, f"{base},{wm},kswapd_nap_ms=1e9"),
+        "real wm + others, nap off": (free + kp['fast_other_pages'] * 4096, f"{base},{wm},fast_other_pages={kp['fast_other_pages']},kswapd_nap_ms=1e9"),
+        "real wm + others, nap": (free + kp['fast_other_pages'] * 4096, f"{base},{wm},fast_other_pages={kp['fast_other_pages']}"),
+    }
+    for name, (fb, spec) in variants.items():
+        plat = w / f"var-{n}.toml"; plat.write_text(v.platform_toml(fb))
+        res = v.simulate(Path(f"target/validation/{n}.tkt"), plat, spec, K)
+        mc = v.model_counts(res, "autonuma-tiering")
+        mres = v.model_residency(res, "autonuma-tiering", fb // 4096, K)
+        print(n, name, mc, "res", round(v._mean_residency(mres, res['runtime_ns'] / 1e9 * K) * 100), flush=True)
+    print(n, "kernel", {k: r['kernel'][k] for k in ('promotions', 'demotions', 'hint_faults')}, round(r['kernel']['residency_mean'] * 100))

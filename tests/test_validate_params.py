@@ -1,0 +1,83 @@
+"""tierkit validate's reading of the testbed VM's node 0 for the autonuma-tiering model
+(issue 18; docs/validation.md, "What the model is given"): no VM needed. The text is what
+/proc/zoneinfo and node 0's meminfo showed in the VM at the start of a `phases` run (node 0 of
+512 MiB shrunk to 64 MiB free with hugetlb pages; min_free_kbytes 67,584, raised by khugepaged)."""
+import pytest
+
+from tierkit import validate as v
+
+ZONEINFO = """Node 0, zone      DMA
+  pages free     3776
+        boost    0
+        min      176
+        low      220
+        high     264
+        promo    308
+        managed  3840
+        protection: (0, 487, 487, 487, 487)
+Node 0, zone    DMA32
+  pages free     12334
+        boost    0
+        min      5725
+        low      7156
+        high     8587
+        promo    10018
+        managed  124749
+        protection: (0, 0, 0, 0, 0)
+Node 0, zone  Movable
+  pages free     0
+        boost    0
+        min      32
+        low      32
+        high     32
+        promo    32
+        managed  0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone    DMA32
+  pages free     239803
+        boost    0
+        min      10994
+        low      13742
+        high     16490
+        promo    19238
+        managed  248296
+        protection: (0, 0, 0, 0, 0)
+"""
+MEMINFO = """Node 0 MemFree:           64544 kB
+Node 0 Active(anon):      30100 kB
+Node 0 Inactive(anon):        0 kB
+Node 0 Active(file):          0 kB
+Node 0 Inactive(file):        0 kB
+Node 0 Shmem:             29420 kB
+"""
+
+
+def test_node0_zones_are_read_per_node_and_only_managed_ones_kept():
+    zones = v.parse_zoneinfo(ZONEINFO, 0)
+    assert [z["zone"] for z in zones] == ["DMA", "DMA32"]
+    dma, dma32 = zones
+    assert (dma32["free"], dma32["min"], dma32["low"], dma32["high"], dma32["promo"]) == (12334, 5725, 7156, 8587, 10018)
+    assert dma["protection"] == [0, 487, 487, 487, 487]
+    # node 1's DMA32 (1 GiB) has its own, larger watermarks: docs/validation.md once quoted those
+    assert v.parse_zoneinfo(ZONEINFO, 1)[0]["min"] == 10994
+
+
+def test_model_watermarks_are_the_largest_zones_plus_the_floor_of_the_others():
+    """mm/page_alloc.c: a movable allocation takes the DMA zone's pages only while its free
+    pages exceed low (220) + lowmem_reserve[ZONE_MOVABLE] (487) = 707, so 707 of them stay
+    free once the program fills node 0: the one-zone model's watermarks are DMA32's + 707.
+    Its fast tier also holds the 30,100 KiB = 7,525 pages of LRU memory of other programs
+    (the rootfs in tmpfs), which kswapd can demote."""
+    kp = v.node0_model_params(ZONEINFO, MEMINFO)
+    assert kp["other_zones_floor_pages"] == 707
+    assert (kp["wmark_min_pages"], kp["wmark_low_pages"], kp["wmark_high_pages"], kp["wmark_promo_pages"]) == (6432, 7863, 9294, 10725)
+    assert kp["fast_other_pages"] == 7525
+    assert kp["free_pages"] == 3776 + 12334
+    spec = v.model_args("autonuma-tiering", kp)
+    assert spec.endswith(",wmark_min_pages=6432,wmark_low_pages=7863,wmark_high_pages=9294,wmark_promo_pages=10725,fast_other_pages=7525")
+    assert v.model_args("damon-tiering", kp) == v.MODEL_ARGS["damon-tiering"]
+
+
+def test_a_node_without_zones_is_one_clear_error():
+    with pytest.raises(RuntimeError, match="node 0 has no managed zone"):
+        v.node0_model_params("Node 1, zone DMA32\n  pages free 5\n        managed  9\n", MEMINFO)
