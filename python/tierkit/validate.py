@@ -14,7 +14,8 @@ For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
 2. **Model.** The same program with the same arguments is recorded natively with the Valgrind
    tracer and simulated with tierkit's model of the same policy, on a platform whose fast tier
    holds exactly the free frames node 0 had when the program started (the slow tier is
-   unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel.
+   unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel
+   (for DAMON, the schemes as the kernel held them: `damon_model_args`).
 3. **Clocks.** The VM's time runs at emulation speed. The two are aligned on the program's
    instructions: the VM ran the trace's `instructions` in `wall_s`, so 1 s of VM time is
    `instructions / wall_s` instructions; the model's policy clock is scaled (`--time-scale K`)
@@ -54,6 +55,9 @@ WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 KERNEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000", "damon-tiering": "damon-tiering"}
 MODEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000,promote_rate_limit_MBps=65536",
               "damon-tiering": "damon-tiering"}
+#: (damon-tiering's entry is the fallback: the model is set up from the schemes the kernel held,
+#: read back by tierkit-run; on 6.12 without quota goals and without migrate_hot's filter, see
+#: damon_model_args)
 #: the goals of issue 18
 RATIO_GOAL = 0.30
 RESIDENCY_GOAL_POINTS = 10.0
@@ -241,6 +245,38 @@ def simulate(trace: Path, platform: Path, policy: str, time_scale: float) -> dic
     return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale)
 
 
+def damon_model_args(run: dict) -> str:
+    """The `damon-tiering` model set up as the kernel held the two schemes during the run
+    (tierkit-run reads them back from sysfs once the kdamonds are on: `damon_tiering[i]
+    .effective`), not as mtier.c means them: a goal the kernel refused is no goal (the size
+    quota alone), a filter it did not take is no filter. Without the read-back (an older
+    tierkit-run) the model's own defaults."""
+    st = run.get("damon_tiering") or []
+    eff = {s.get("action"): s.get("effective") for s in st}
+    hot, cold = eff.get("migrate_hot"), eff.get("migrate_cold")
+    if not hot or not cold:
+        return MODEL_ARGS["damon-tiering"]
+    goal = lambda e, metric: next((v for m, v in e["goals"] if m == metric), 0)
+    # a filter with no `allow` file (before 6.14) rejects what matches
+    young = lambda e, allow: any(t == "young" and m and bool(a) == allow for t, m, a in e["filters"])
+    apply_us = hot.get("apply_interval_us") or 0
+    args = {
+        "sample": f"{hot['sample_us']}us", "aggr": f"{hot['aggr_us']}us",
+        "min_nr_regions": hot["min_nr_regions"], "max_nr_regions": hot["max_nr_regions"],
+        "hot_min_accesses": hot["min_nr_accesses"], "cold_min_age": cold["min_age"],
+        "hot_quota": hot["quota_bytes"], "cold_quota": cold["quota_bytes"], "quota_reset": f"{hot['quota_reset_interval_ms']}ms",
+        "weight_nr_accesses": hot["weight_nr_accesses_permil"], "weight_age": hot["weight_age_permil"],
+        "hot_goal_used_bp": goal(hot, "node_mem_used_bp"), "cold_goal_free_bp": goal(cold, "node_mem_free_bp"),
+        # migrate_cold rejects young pages; migrate_hot allows only young ones where the kernel
+        # has allow filters (6.14+), else it has none
+        "young_filter": "true" if young(cold, False) else "false",
+        "hot_young_filter": "true" if young(hot, True) else "false",
+        # the apply interval as a count of aggregation intervals (0 us: every aggregation)
+        "apply_aggrs": max(1, round(apply_us / hot["aggr_us"])) if hot["aggr_us"] else 1,
+    }
+    return "damon-tiering:" + ",".join(f"{k}={v}" for k, v in args.items())
+
+
 def model_counts(r: dict, policy: str) -> dict:
     pol = r["stats"]["policy"]
     c = pol.get("counters") or {}
@@ -311,6 +347,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
             cal[(n, fast_bytes)] = ft["runtime_ns"] / 1e9
         sim_s = cal[(n, fast_bytes)]
         k = run["wall_s"] / sim_s
+        spec = damon_model_args(run) if p == "damon-tiering" else MODEL_ARGS[p]
         kc = kernel_counts(run)
         kres = kernel_residency(run)
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
@@ -320,10 +357,12 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                           "vmstat_series": run["vmstat_series"]},
                "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / run["wall_s"],
                          "first_touch_sim_s": sim_s, "time_scale": k},
-               "model": {}}
+               "model_policy": spec, "model": {}}
+        if p == "damon-tiering":
+            row["kernel"]["damon_schemes"] = run.get("damon_tiering")
         for f in scales:
             t = time.time()
-            r = simulate(trace, plat, MODEL_ARGS[p], k * f)
+            r = simulate(trace, plat, spec, k * f)
             mc = model_counts(r, p)
             mres = model_residency(r, p, fast_bytes // PAGE, k * f)
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
