@@ -69,3 +69,19 @@ def test_linux_612_setup_is_simulated_without_goals_and_without_a_promotion_filt
     g = goals["stats"]["policy"]["schemes"]
     assert (g["demote"]["stats"]["moved_pages"], g["promote"]["stats"]["moved_pages"]) == (1, 0)
     assert g["demote"]["stats"]["last_esz_bytes"] == 1 and g["promote"]["stats"]["last_esz_bytes"] == 1
+
+
+def test_the_model_runs_at_the_pace_kdamond_kept_in_the_vm():
+    """Under TCG kdamond's checks run at emulation speed: the testbed counted 2-3.6
+    aggregations per VM second per kdamond instead of 10 (damon_aggregated tracepoint). A run
+    of 12 VM s whose kdamonds aggregated 30 and 30 times ran at a quarter of the nominal 120:
+    the model's 5 ms / 100 ms become 20 ms / 400 ms (so the schemes apply every 4 s); the quota
+    window stays 1 s (jiffies in the kernel)."""
+    run = {"wall_s": 12.0, "damon_aggregations": {"kdamond.0-171": 30, "kdamond.1-172": 30},
+           "damon_tiering": [effective("migrate_hot", [], []), effective("migrate_cold", [], [["young", True, None]])]}
+    assert v.damon_pace(run) == 4.0
+    _, a = parse(v.damon_model_args(run, v.damon_pace(run)))
+    assert (a["sample"], a["aggr"], a["apply_aggrs"], a["quota_reset"]) == ("20000us", "400000us", "10", "1000ms")
+    # never faster than nominal; no count, no pace
+    assert v.damon_pace({**run, "damon_aggregations": {"kdamond.0-1": 500}}) == 1.0
+    assert v.damon_pace({**run, "damon_aggregations": None}) is None

@@ -123,6 +123,37 @@ def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
     )
 
 
+TRACEFS = "/sys/kernel/tracing"
+
+
+def _damon_pace_script(i: int, script: str) -> str:
+    """`script` with the `damon:damon_aggregated` tracepoint on around it. The event fires once
+    per region at each aggregation of a kdamond, back to back: a burst (events less than 20 ms
+    apart) per kdamond is one aggregation; $OUT/aggN gets each kdamond's count."""
+    t = TRACEFS
+    pre = (f"mountpoint -q {t} || mount -t tracefs nodev {t}; echo 0 > {t}/tracing_on; echo > {t}/trace; "
+           f"echo 8192 > {t}/buffer_size_kb; echo 1 > {t}/events/damon/damon_aggregated/enable; echo 1 > {t}/tracing_on; ")
+    post = (f"; echo 0 > {t}/tracing_on; echo 0 > {t}/events/damon/damon_aggregated/enable; "
+            f"grep -o '^ *kdamond[^ ]* *\\[[0-9]*\\] [^ ]* *[0-9.]*' {t}/trace | "
+            f"awk '{{x = $NF + 0; if (x - last[$1] > 0.02) n[$1]++; last[$1] = x}} END {{for (k in n) print k, n[k]}}' > $OUT/agg{i}; "
+            f"echo > {t}/trace")
+    return pre + script + post
+
+
+def damon_pace(run: dict) -> Optional[float]:
+    """How much slower than DAMON's nominal pace the kernel's kdamonds ran: nominal
+    aggregations (VM seconds / aggr interval) over the aggregations counted, mean of the two
+    kdamonds; None without a count. Under TCG kdamond's checks run at emulation speed, so its
+    5 ms sampling intervals last longer (docs/validation.md, "DAMON tiering")."""
+    aggs = [c for c in (run.get("damon_aggregations") or {}).values() if c > 0]
+    eff = {s.get("action"): s.get("effective") for s in run.get("damon_tiering") or []}
+    hot = eff.get("migrate_hot")
+    if not aggs or not hot or not hot.get("aggr_us"):
+        return None
+    nominal = run["wall_s"] * 1e6 / hot["aggr_us"]
+    return max(1.0, nominal / (sum(aggs) / len(aggs)))
+
+
 def _parse_vmstat_series(text: str) -> list[dict]:
     rows: list[dict] = []
     for line in text.splitlines():
@@ -161,7 +192,10 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
         for i, (n, p) in enumerate(runs):
             prog = " ".join([specs[n][1], *specs[n][2]])
             t0 = time.time()
-            r = vm.run(_vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib), timeout_s=300)
+            script = _vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib)
+            if p == "damon-tiering":
+                script = _damon_pace_script(i, script)
+            r = vm.run(script, timeout_s=300)
             rc = int(r.files.get(f"rc{i}", b"-1") or -1)
             if r.status != 0 or rc != 0:
                 err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
@@ -180,6 +214,8 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                 "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
                 "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                 "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
+                "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
+                if p == "damon-tiering" else None,
             }
             _say(progress, f"[{i + 1}/{len(runs)}] kernel {n} / {p}: {rep['wall_s']:.1f} s in the VM "
                            f"({time.time() - t0:.0f} s), node 0 free {free.get(0, 0) >> 20} MiB")
@@ -245,12 +281,14 @@ def simulate(trace: Path, platform: Path, policy: str, time_scale: float) -> dic
     return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale)
 
 
-def damon_model_args(run: dict) -> str:
+def damon_model_args(run: dict, pace: float = 1.0) -> str:
     """The `damon-tiering` model set up as the kernel held the two schemes during the run
     (tierkit-run reads them back from sysfs once the kdamonds are on: `damon_tiering[i]
     .effective`), not as mtier.c means them: a goal the kernel refused is no goal (the size
     quota alone), a filter it did not take is no filter. Without the read-back (an older
-    tierkit-run) the model's own defaults."""
+    tierkit-run) the model's own defaults. `pace` > 1 stretches the sampling and aggregation
+    intervals by it (kdamond ran that much slower than its nominal intervals; the quota window
+    stays in real time, as the kernel's jiffies-based one)."""
     st = run.get("damon_tiering") or []
     eff = {s.get("action"): s.get("effective") for s in st}
     hot, cold = eff.get("migrate_hot"), eff.get("migrate_cold")
@@ -261,7 +299,7 @@ def damon_model_args(run: dict) -> str:
     young = lambda e, allow: any(t == "young" and m and bool(a) == allow for t, m, a in e["filters"])
     apply_us = hot.get("apply_interval_us") or 0
     args = {
-        "sample": f"{hot['sample_us']}us", "aggr": f"{hot['aggr_us']}us",
+        "sample": f"{round(hot['sample_us'] * pace)}us", "aggr": f"{round(hot['aggr_us'] * pace)}us",
         "min_nr_regions": hot["min_nr_regions"], "max_nr_regions": hot["max_nr_regions"],
         "hot_min_accesses": hot["min_nr_accesses"], "cold_min_age": cold["min_age"],
         "hot_quota": hot["quota_bytes"], "cold_quota": cold["quota_bytes"], "quota_reset": f"{hot['quota_reset_interval_ms']}ms",
@@ -347,7 +385,8 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
             cal[(n, fast_bytes)] = ft["runtime_ns"] / 1e9
         sim_s = cal[(n, fast_bytes)]
         k = run["wall_s"] / sim_s
-        spec = damon_model_args(run) if p == "damon-tiering" else MODEL_ARGS[p]
+        pace = damon_pace(run) if p == "damon-tiering" else None
+        spec = damon_model_args(run, pace or 1.0) if p == "damon-tiering" else MODEL_ARGS[p]
         kc = kernel_counts(run)
         kres = kernel_residency(run)
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
@@ -360,6 +399,17 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                "model_policy": spec, "model": {}}
         if p == "damon-tiering":
             row["kernel"]["damon_schemes"] = run.get("damon_tiering")
+            row["kernel"]["damon_aggregations"] = run.get("damon_aggregations")
+            row["clock"]["damon_pace"] = pace
+            if pace:
+                # the same model at DAMON's nominal pace, for comparison
+                r0 = simulate(trace, plat, damon_model_args(run), k)
+                mc0 = model_counts(r0, p)
+                res0 = model_residency(r0, p, fast_bytes // PAGE, k)
+                row["model_nominal_pace"] = {**mc0, "model_policy": damon_model_args(run),
+                                             "promotions_ratio": _ratio(mc0["promotions"], kc["promotions"]),
+                                             "demotions_ratio": _ratio(mc0["demotions"], kc["demotions"]),
+                                             "residency_mean": _mean_residency(res0, r0["runtime_ns"] / 1e9 * k)}
         for f in scales:
             t = time.time()
             r = simulate(trace, plat, spec, k * f)
