@@ -112,6 +112,14 @@ def test_damon_tiering_migrates_hot_and_cold_pages_and_removes_its_kdamonds(vm):
     hot, cold = r["damon_tiering"]
     assert (hot["action"], cold["action"]) == ("migrate_hot", "migrate_cold")
     assert cold["sz_applied"] > 0 and hot["sz_applied"] > 0, r["damon_tiering"]
+    # DAMON alone moves pages (NUMA balancing off for the run), and the schemes as the kernel
+    # holds them are reported: 200 MiB per 1 s, young filter on migrate_cold only
+    set_ = {k["path"]: k for k in r["kernel_settings"]}
+    assert set_["/proc/sys/kernel/numa_balancing"]["set"] == "0" and all(k["restored"] for k in r["kernel_settings"])
+    for s in (hot, cold):
+        assert (s["effective"]["quota_bytes"], s["effective"]["quota_reset_interval_ms"]) == (200 << 20, 1000), s
+        assert (s["effective"]["sample_us"], s["effective"]["aggr_us"]) == (5000, 100000), s
+    assert [f[0] for f in cold["effective"]["filters"]] == ["young"] and hot["effective"]["min_nr_accesses"] == 1
     assert r["vmstat"]["pgmigrate_success"] > 0
     assert after == before and after["/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"] == "0"
 

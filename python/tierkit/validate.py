@@ -14,7 +14,8 @@ For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
 2. **Model.** The same program with the same arguments is recorded natively with the Valgrind
    tracer and simulated with tierkit's model of the same policy, on a platform whose fast tier
    holds exactly the free frames node 0 had when the program started (the slow tier is
-   unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel.
+   unlimited: node 1 had about 950 MiB free), with the parameters tierkit-run set in the kernel
+   (for DAMON, the schemes as the kernel held them: `damon_model_args`).
    For autonuma-tiering the model also gets node 0's real watermarks and the other programs'
    pages on it (read in the VM at the program's start: `node0_model_params`): the fast tier
    then holds the free frames plus those pages, which kswapd can demote too.
@@ -57,6 +58,9 @@ WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 KERNEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000", "damon-tiering": "damon-tiering"}
 MODEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000,promote_rate_limit_MBps=65536",
               "damon-tiering": "damon-tiering"}
+#: (damon-tiering's entry is the fallback: the model is set up from the schemes the kernel held,
+#: read back by tierkit-run; on 6.12 without quota goals and without migrate_hot's filter, see
+#: damon_model_args)
 #: the goals of issue 18
 RATIO_GOAL = 0.30
 RESIDENCY_GOAL_POINTS = 10.0
@@ -125,6 +129,37 @@ def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
         f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; kill $s; wait $s 2>/dev/null; "
         f"echo 0 > {hp}"
     )
+
+
+TRACEFS = "/sys/kernel/tracing"
+
+
+def _damon_pace_script(i: int, script: str) -> str:
+    """`script` with the `damon:damon_aggregated` tracepoint on around it. The event fires once
+    per region at each aggregation of a kdamond, back to back: a burst (events less than 20 ms
+    apart) per kdamond is one aggregation; $OUT/aggN gets each kdamond's count."""
+    t = TRACEFS
+    pre = (f"mountpoint -q {t} || mount -t tracefs nodev {t}; echo 0 > {t}/tracing_on; echo > {t}/trace; "
+           f"echo 8192 > {t}/buffer_size_kb; echo 1 > {t}/events/damon/damon_aggregated/enable; echo 1 > {t}/tracing_on; ")
+    post = (f"; echo 0 > {t}/tracing_on; echo 0 > {t}/events/damon/damon_aggregated/enable; "
+            f"grep -o '^ *kdamond[^ ]* *\\[[0-9]*\\] [^ ]* *[0-9.]*' {t}/trace | "
+            f"awk '{{x = $NF + 0; if (x - last[$1] > 0.02) n[$1]++; last[$1] = x}} END {{for (k in n) print k, n[k]}}' > $OUT/agg{i}; "
+            f"echo > {t}/trace")
+    return pre + script + post
+
+
+def damon_pace(run: dict) -> Optional[float]:
+    """How much slower than DAMON's nominal pace the kernel's kdamonds ran: nominal
+    aggregations (VM seconds / aggr interval) over the aggregations counted, mean of the two
+    kdamonds; None without a count. Under TCG kdamond's checks run at emulation speed, so its
+    5 ms sampling intervals last longer (docs/validation.md, "DAMON tiering")."""
+    aggs = [c for c in (run.get("damon_aggregations") or {}).values() if c > 0]
+    eff = {s.get("action"): s.get("effective") for s in run.get("damon_tiering") or []}
+    hot = eff.get("migrate_hot")
+    if not aggs or not hot or not hot.get("aggr_us"):
+        return None
+    nominal = run["wall_s"] * 1e6 / hot["aggr_us"]
+    return max(1.0, nominal / (sum(aggs) / len(aggs)))
 
 
 def _parse_vmstat_series(text: str) -> list[dict]:
@@ -231,7 +266,10 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
         for i, (n, p) in enumerate(runs):
             prog = " ".join([specs[n][1], *specs[n][2]])
             t0 = time.time()
-            r = vm.run(_vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib), timeout_s=300)
+            script = _vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib)
+            if p == "damon-tiering":
+                script = _damon_pace_script(i, script)
+            r = vm.run(script, timeout_s=300)
             rc = int(r.files.get(f"rc{i}", b"-1") or -1)
             if r.status != 0 or rc != 0:
                 err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
@@ -251,6 +289,8 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                 "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
                 "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                 "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
+                "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
+                if p == "damon-tiering" else None,
             }
             key = f"{n}/{p}"
             if key not in out:
@@ -318,6 +358,40 @@ def simulate(trace: Path, platform: Path, policy: str, time_scale: float) -> dic
     from . import api
 
     return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale)
+
+
+def damon_model_args(run: dict, pace: float = 1.0) -> str:
+    """The `damon-tiering` model set up as the kernel held the two schemes during the run
+    (tierkit-run reads them back from sysfs once the kdamonds are on: `damon_tiering[i]
+    .effective`), not as mtier.c means them: a goal the kernel refused is no goal (the size
+    quota alone), a filter it did not take is no filter. Without the read-back (an older
+    tierkit-run) the model's own defaults. `pace` > 1 stretches the sampling and aggregation
+    intervals by it (kdamond ran that much slower than its nominal intervals; the quota window
+    stays in real time, as the kernel's jiffies-based one)."""
+    st = run.get("damon_tiering") or []
+    eff = {s.get("action"): s.get("effective") for s in st}
+    hot, cold = eff.get("migrate_hot"), eff.get("migrate_cold")
+    if not hot or not cold:
+        return MODEL_ARGS["damon-tiering"]
+    goal = lambda e, metric: next((v for m, v in e["goals"] if m == metric), 0)
+    # a filter with no `allow` file (before 6.14) rejects what matches
+    young = lambda e, allow: any(t == "young" and m and bool(a) == allow for t, m, a in e["filters"])
+    apply_us = hot.get("apply_interval_us") or 0
+    args = {
+        "sample": f"{round(hot['sample_us'] * pace)}us", "aggr": f"{round(hot['aggr_us'] * pace)}us",
+        "min_nr_regions": hot["min_nr_regions"], "max_nr_regions": hot["max_nr_regions"],
+        "hot_min_accesses": hot["min_nr_accesses"], "cold_min_age": cold["min_age"],
+        "hot_quota": hot["quota_bytes"], "cold_quota": cold["quota_bytes"], "quota_reset": f"{hot['quota_reset_interval_ms']}ms",
+        "weight_nr_accesses": hot["weight_nr_accesses_permil"], "weight_age": hot["weight_age_permil"],
+        "hot_goal_used_bp": goal(hot, "node_mem_used_bp"), "cold_goal_free_bp": goal(cold, "node_mem_free_bp"),
+        # migrate_cold rejects young pages; migrate_hot allows only young ones where the kernel
+        # has allow filters (6.14+), else it has none
+        "young_filter": "true" if young(cold, False) else "false",
+        "hot_young_filter": "true" if young(hot, True) else "false",
+        # the apply interval as a count of aggregation intervals (0 us: every aggregation)
+        "apply_aggrs": max(1, round(apply_us / hot["aggr_us"])) if hot["aggr_us"] else 1,
+    }
+    return "damon-tiering:" + ",".join(f"{k}={v}" for k, v in args.items())
 
 
 def model_counts(r: dict, policy: str) -> dict:
@@ -402,6 +476,8 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         k = wall_s / sim_s
         per = [kernel_counts(x) for x in reps]
         kc = {c: sum(x[c] for x in per) / len(per) for c in per[0]}
+        pace = damon_pace(run) if p == "damon-tiering" else None
+        spec = damon_model_args(run, pace or 1.0) if p == "damon-tiering" else model_args(p, kp)
         kres = kernel_residency(run)
         res_means = [_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps]
         res_means = [x for x in res_means if x is not None]
@@ -415,11 +491,24 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                           "vmstat_series": run["vmstat_series"]},
                "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / wall_s,
                          "first_touch_sim_s": sim_s, "time_scale": k},
-               "model_params": {"spec": model_args(p, kp), "fast_capacity_bytes": model_fast_bytes, "node0": kp},
-               "model": {}}
+               "model_params": {"spec": spec, "fast_capacity_bytes": model_fast_bytes, "node0": kp},
+               "model_policy": spec, "model": {}}
+        if p == "damon-tiering":
+            row["kernel"]["damon_schemes"] = run.get("damon_tiering")
+            row["kernel"]["damon_aggregations"] = run.get("damon_aggregations")
+            row["clock"]["damon_pace"] = pace
+            if pace:
+                # the same model at DAMON's nominal pace, for comparison
+                r0 = simulate(trace, plat, damon_model_args(run), k)
+                mc0 = model_counts(r0, p)
+                res0 = model_residency(r0, p, model_fast_bytes // PAGE, k)
+                row["model_nominal_pace"] = {**mc0, "model_policy": damon_model_args(run),
+                                             "promotions_ratio": _ratio(mc0["promotions"], kc["promotions"]),
+                                             "demotions_ratio": _ratio(mc0["demotions"], kc["demotions"]),
+                                             "residency_mean": _mean_residency(res0, r0["runtime_ns"] / 1e9 * k)}
         for f in scales:
             t = time.time()
-            r = simulate(trace, plat, model_args(p, kp), k * f)
+            r = simulate(trace, plat, spec, k * f)
             mc = model_counts(r, p)
             mres = model_residency(r, p, model_fast_bytes // PAGE, k * f)
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,

@@ -195,3 +195,72 @@ fn schemes_apply_every_second_by_default_as_mtier_does() {
     let every = run(&input, "dram-dcpmm", &HALF, &spec(",apply_aggrs=1"));
     assert_eq!(every.stats.policy["activity"]["applies"].as_u64().unwrap(), every.stats.policy["aggregations"].as_u64().unwrap());
 }
+
+/// The young filter of `migrate_hot` as the kernel runs it. mtier.c gives migrate_hot a
+/// `young` filter that *allows* (only pages referenced since their last check are promoted);
+/// allow filters came with Linux 6.14, and before that a filter can only reject, so `tierkit
+/// run --policy damon-tiering` on 6.12 sets the young filter on migrate_cold alone (its report's
+/// `damon_tiering[].effective.filters`). paddr.c `damon_pa_migrate` then isolates every LRU
+/// page of a region that matched the access pattern. `hot_young_filter=false` models that.
+/// 128 pages, DRAM 64: pages 0-63 (DRAM) are touched once, pages 64-127 (DCPMM) once and then
+/// the even ones in every round (32 hot pages), the odd ones never again. With at most 8
+/// regions, every region over the slow pages holds hot and cold pages alternately, so it
+/// counts accesses and matches `nr_accesses >= 1`. Demotion (unlimited, no goal) frees DRAM.
+/// * hot filter (mtier on 6.14+): a cold odd page's bit, set at first touch, is cleared by
+///   DAMON's sampling before the first application (100 samples of regions of about 16
+///   pages) or by its first filter check, and never set again: only the 32 hot pages are
+///   promoted, each once (a hot page in DRAM is young and never demoted).
+/// * no hot filter (6.12): the odd pages of the matching regions come up with the even ones,
+///   so more than 32 pages are promoted, and no page is left by the filter.
+#[test]
+fn migrate_hot_filters_young_pages_only_where_the_kernel_has_allow_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t: Vec<u64> = (0..128).collect();
+    for _ in 0..1500 {
+        t.extend((64..128).step_by(2));
+    }
+    let input = write_pages(dir.path(), &t, None);
+    let spec = |hot_filter: bool| {
+        format!(
+            "damon-tiering:sample=20us,aggr=200us,apply_aggrs=10,quota_reset=100us,check_ns=50,min_nr_regions=4,max_nr_regions=8,\
+             hot_goal_used_bp=0,cold_goal_free_bp=0,hot_quota=0,cold_quota=0,hot_young_filter={hot_filter}"
+        )
+    };
+    let on = run(&input, "dram-dcpmm", &HALF, &spec(true));
+    let p = scheme(&on, "promote");
+    assert_eq!(on.stats.policy["schemes"]["promote"]["young_filter"], true);
+    assert!(p["filtered_young"].as_u64().unwrap() > 0, "cold slow pages were left by the filter: {p}");
+    assert!(on.stats.migration.promotions > 0 && on.stats.migration.promotions <= 32, "only the hot pages: {}", on.stats.migration.promotions);
+
+    let off = run(&input, "dram-dcpmm", &HALF, &spec(false));
+    let p = scheme(&off, "promote");
+    assert_eq!(off.stats.policy["schemes"]["promote"]["young_filter"], false);
+    assert_eq!(off.stats.policy["schemes"]["demote"]["young_filter"], true, "migrate_cold keeps its filter");
+    assert_eq!(p["filtered_young"].as_u64(), Some(0));
+    assert!(off.stats.migration.promotions > 32, "cold pages of hot regions come up too: {}", off.stats.migration.promotions);
+}
+
+/// core.c damos_adjust_quota opens a new charge window when the time since the last one
+/// reached the reset interval; kdamond counts the apply interval in sampling intervals
+/// (`next_apply_sis`), each lasting at least the sampling interval (it sleeps that long), so
+/// with mtier.c's apply interval equal to its reset interval (1 s both) every application of
+/// a scheme opens a window with a fresh quota. The model's sampling boundaries are at whole
+/// multiples of `sample`, but its hook runs at the first access past the boundary, a little
+/// late by a varying amount: timed by that, two applications exactly one apply interval apart
+/// could be a few ns short of the reset interval, and the window (with what was charged in it)
+/// then carried over (before the fix: 8 windows in 11 applications). Here apply every 10
+/// aggregations of 200 µs = 2 ms, reset 2 ms, 3000 passes over 64 pages: 11 applications,
+/// each must open a window.
+#[test]
+fn every_application_opens_a_quota_window_when_apply_and_reset_intervals_are_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &trace(0..64, 64..128, 3000), None);
+    let r = run(&input, "dram-dcpmm", &HALF, "damon-tiering:sample=20us,aggr=200us,apply_aggrs=10,quota_reset=2ms,check_ns=50,hot_goal_used_bp=0,cold_goal_free_bp=0");
+    let applies = r.stats.policy["activity"]["applies"].as_u64().unwrap();
+    assert!(applies >= 5, "{applies}");
+    for which in ["promote", "demote"] {
+        let s = scheme(&r, which);
+        assert_eq!(s["applies"].as_u64(), Some(applies));
+        assert_eq!(s["windows"].as_u64(), Some(applies), "{which}: {s}");
+    }
+}

@@ -268,12 +268,90 @@ pub struct SchemeStats {
     pub qt_exceeds: u64,
     /// The quota goal the kernel took, or why none (metrics by node arrived in Linux 6.16).
     pub goal: String,
+    /// The scheme as the kernel's sysfs holds it after the setup (read back, not what tierkit
+    /// meant to write): a model of the run simulates this, not mtier's intent.
+    pub effective: SchemeConfig,
+}
+
+/// A tiering scheme's configuration read back from sysfs once its kdamond is on.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SchemeConfig {
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub min_nr_regions: u64,
+    pub max_nr_regions: u64,
+    /// the monitored physical range, bytes
+    pub region_start: u64,
+    pub region_end: u64,
+    pub target_nid: u64,
+    pub min_nr_accesses: u64,
+    pub max_nr_accesses: u64,
+    pub min_age: u64,
+    /// None where the kernel has no per-scheme apply interval (before 6.7)
+    pub apply_interval_us: Option<u64>,
+    pub quota_bytes: u64,
+    pub quota_reset_interval_ms: u64,
+    pub weight_sz_permil: u64,
+    pub weight_nr_accesses_permil: u64,
+    pub weight_age_permil: u64,
+    /// quota goals in place: (metric, target value); empty where the kernel refused them
+    pub goals: Vec<(String, u64)>,
+    /// filters in place: (type, matching, allow); `allow` None before Linux 6.14
+    pub filters: Vec<(String, bool, Option<bool>)>,
+}
+
+impl SchemeConfig {
+    /// Read scheme 0 of context 0 of `kdamond`; a file missing in this kernel reads as 0.
+    pub fn read(kdamond: &Path) -> SchemeConfig {
+        let ctx = kdamond.join("contexts/0");
+        let s = ctx.join("schemes/0");
+        let num = |p: PathBuf| read_u64(&p).unwrap_or(0);
+        let text = |p: PathBuf| std::fs::read_to_string(p).map(|t| t.trim().to_string()).unwrap_or_default();
+        let flag = |p: PathBuf| std::fs::read_to_string(p).ok().map(|t| matches!(t.trim(), "Y" | "y" | "1"));
+        let nr_goals = num(s.join("quotas/goals/nr_goals"));
+        let goals = (0..nr_goals)
+            .map(|i| {
+                let g = s.join(format!("quotas/goals/{i}"));
+                (text(g.join("target_metric")), num(g.join("target_value")))
+            })
+            .collect();
+        let nr_filters = num(s.join("filters/nr_filters"));
+        let filters = (0..nr_filters)
+            .map(|i| {
+                let f = s.join(format!("filters/{i}"));
+                (text(f.join("type")), flag(f.join("matching")).unwrap_or(false), flag(f.join("allow")))
+            })
+            .collect();
+        let m = ctx.join("monitoring_attrs");
+        let r = ctx.join("targets/0/regions/0");
+        SchemeConfig {
+            sample_us: num(m.join("intervals/sample_us")),
+            aggr_us: num(m.join("intervals/aggr_us")),
+            min_nr_regions: num(m.join("nr_regions/min")),
+            max_nr_regions: num(m.join("nr_regions/max")),
+            region_start: num(r.join("start")),
+            region_end: num(r.join("end")),
+            target_nid: num(s.join("target_nid")),
+            min_nr_accesses: num(s.join("access_pattern/nr_accesses/min")),
+            max_nr_accesses: num(s.join("access_pattern/nr_accesses/max")),
+            min_age: num(s.join("access_pattern/age/min")),
+            apply_interval_us: read_u64(&s.join("apply_interval_us")).ok(),
+            quota_bytes: num(s.join("quotas/bytes")),
+            quota_reset_interval_ms: num(s.join("quotas/reset_interval_ms")),
+            weight_sz_permil: num(s.join("quotas/weights/sz_permil")),
+            weight_nr_accesses_permil: num(s.join("quotas/weights/nr_accesses_permil")),
+            weight_age_permil: num(s.join("quotas/weights/age_permil")),
+            goals,
+            filters,
+        }
+    }
 }
 
 pub struct TieringSchemes {
     kdamonds: Vec<PathBuf>,
     goals: Vec<String>,
     actions: Vec<&'static str>,
+    effective: Vec<SchemeConfig>,
 }
 
 impl TieringSchemes {
@@ -325,7 +403,8 @@ impl TieringSchemes {
         for kd in &kds {
             write(&kd.join("state"), "on")?;
         }
-        Ok(TieringSchemes { kdamonds: kds, goals, actions: vec!["migrate_hot", "migrate_cold"] })
+        let effective = kds.iter().map(|kd| SchemeConfig::read(kd)).collect();
+        Ok(TieringSchemes { kdamonds: kds, goals, actions: vec!["migrate_hot", "migrate_cold"], effective })
     }
 
     /// A goal on the fast node's use, as mtier sets it; a kernel without the node metrics
@@ -362,6 +441,7 @@ impl TieringSchemes {
                 sz_applied: g("sz_applied"),
                 qt_exceeds: g("qt_exceeds"),
                 goal: self.goals[i].clone(),
+                effective: self.effective[i].clone(),
             });
         }
         out
@@ -435,5 +515,52 @@ mod tests {
             std::fs::create_dir_all(d.path().join(format!("sys/devices/system/node/node1/memory{b}"))).unwrap();
         }
         assert_eq!(node_phys_range(d.path(), 1).unwrap(), (8 * 0x800_0000, 12 * 0x800_0000));
+    }
+
+    /// What validate simulates is read back: a kernel that refused the goal (6.12 has no
+    /// node_mem_*_bp metrics, so nr_goals went back to 0) shows none, filters as they stand.
+    #[test]
+    fn scheme_config_is_read_back_from_sysfs() {
+        let d = tempfile::tempdir().unwrap();
+        let kd = d.path();
+        for (f, v) in [
+            ("contexts/0/monitoring_attrs/intervals/sample_us", "5000"),
+            ("contexts/0/monitoring_attrs/intervals/aggr_us", "100000"),
+            ("contexts/0/monitoring_attrs/nr_regions/min", "10"),
+            ("contexts/0/monitoring_attrs/nr_regions/max", "1000"),
+            ("contexts/0/targets/0/regions/0/start", "4294967296"),
+            ("contexts/0/targets/0/regions/0/end", "5368709120"),
+            ("contexts/0/schemes/0/target_nid", "0"),
+            ("contexts/0/schemes/0/access_pattern/nr_accesses/min", "1"),
+            ("contexts/0/schemes/0/access_pattern/nr_accesses/max", "4294967295"),
+            ("contexts/0/schemes/0/access_pattern/age/min", "0"),
+            ("contexts/0/schemes/0/apply_interval_us", "1000000"),
+            ("contexts/0/schemes/0/quotas/bytes", "209715200"),
+            ("contexts/0/schemes/0/quotas/reset_interval_ms", "1000"),
+            ("contexts/0/schemes/0/quotas/weights/sz_permil", "0"),
+            ("contexts/0/schemes/0/quotas/weights/nr_accesses_permil", "100"),
+            ("contexts/0/schemes/0/quotas/weights/age_permil", "100"),
+            ("contexts/0/schemes/0/quotas/goals/nr_goals", "0"),
+            ("contexts/0/schemes/0/filters/nr_filters", "1"),
+            ("contexts/0/schemes/0/filters/0/type", "young"),
+            ("contexts/0/schemes/0/filters/0/matching", "Y"),
+        ] {
+            put(kd, f, &format!("{v}\n"));
+        }
+        let c = SchemeConfig::read(kd);
+        assert_eq!((c.sample_us, c.aggr_us, c.min_nr_regions, c.max_nr_regions), (5000, 100_000, 10, 1000));
+        assert_eq!((c.region_start, c.region_end, c.target_nid), (4 << 30, 5 << 30, 0));
+        assert_eq!((c.min_nr_accesses, c.max_nr_accesses, c.min_age), (1, u32::MAX as u64, 0));
+        assert_eq!((c.apply_interval_us, c.quota_bytes, c.quota_reset_interval_ms), (Some(1_000_000), 200 << 20, 1000));
+        assert_eq!((c.weight_sz_permil, c.weight_nr_accesses_permil, c.weight_age_permil), (0, 100, 100));
+        assert!(c.goals.is_empty());
+        assert_eq!(c.filters, vec![("young".to_string(), true, None)]);
+        put(kd, "contexts/0/schemes/0/quotas/goals/nr_goals", "1\n");
+        put(kd, "contexts/0/schemes/0/quotas/goals/0/target_metric", "node_mem_used_bp\n");
+        put(kd, "contexts/0/schemes/0/quotas/goals/0/target_value", "9970\n");
+        put(kd, "contexts/0/schemes/0/filters/0/allow", "N\n");
+        let c = SchemeConfig::read(kd);
+        assert_eq!(c.goals, vec![("node_mem_used_bp".to_string(), 9970)]);
+        assert_eq!(c.filters, vec![("young".to_string(), true, Some(false))]);
     }
 }

@@ -726,6 +726,12 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                 free_goal_bp: param_u64(&spec, "free_goal_bp", d.free_goal_bp)?,
                 ..d
             };
+            // DAMON's schemes alone move pages: NUMA balancing (1 by default on a NUMA
+            // machine) would migrate the program's slow pages towards its CPUs' node as well
+            let nb = root.join("proc/sys/kernel/numa_balancing");
+            if nb.exists() {
+                settings.set(&nb, "0")?;
+            }
             // migration to the other node must be allowed for DAMON's migrate actions
             tiering = Some(damon::TieringSchemes::start(admin.as_ref().unwrap(), damon_on as usize, root, tiers.fast, slow, &p)?);
         }

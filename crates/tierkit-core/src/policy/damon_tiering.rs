@@ -30,7 +30,9 @@
 //!   has free frames). In the kernel setup they are two kdamonds running side by side;
 //!   tierkit runs demotion first so that promotion can use the frames it frees.
 //! * Quotas (`damos_adjust_quota`): each scheme may act on at most its effective quota of
-//!   bytes per quota reset interval. Candidate regions get a priority score (hot score for
+//!   bytes per quota reset interval. Windows are timed on the sampling boundaries (period
+//!   index × `sample`), so an apply interval equal to the reset interval opens a window at
+//!   every application, as kdamond's (each sampling interval lasts at least `sample`). Candidate regions get a priority score (hot score for
 //!   `migrate_hot`, 99 minus it for `migrate_cold`: the access frequency as a percentage of
 //!   the maximum, and log2 of the age in seconds, negative for unaccessed regions, mixed by
 //!   the weights); the scores are binned by bytes and the lowest score whose cumulated bytes
@@ -49,7 +51,9 @@
 //!   scheme with a goal starts from 1 byte and grows geometrically while under its goal.
 //! * Young filter (`young_filter`): promotion moves only pages whose accessed bit is set,
 //!   demotion skips them; either way the bit is cleared (DAMOS `young` filter as the paddr
-//!   operations apply it). Each page checked costs `check_ns`.
+//!   operations apply it). Each page checked costs `check_ns`. `hot_young_filter=false`
+//!   drops promotion's filter only: a kernel before 6.14 has no allow filters, so the setup
+//!   tierkit run makes on 6.12 filters migrate_cold alone.
 //! * Costs: DAMON's checks (`check_ns` per region per sampling interval, see the tracking
 //!   model) and the filter checks are charged to the program (the kernel runs them in the
 //!   kdamond thread; tierkit charges them as if the program paid, the conservative choice).
@@ -176,6 +180,8 @@ struct Scheme {
     goal: Option<(Metric, u64)>,
     w_nr: u64,
     w_age: u64,
+    /// the DAMOS `young` filter applies to this scheme
+    young: bool,
     // quota state
     esz: u64,
     esz_bp: u64,
@@ -314,7 +320,8 @@ impl DamonTiering {
             let v = p.int(key) as u64;
             (v > 0).then_some((m, v))
         };
-        let scheme = |action, min_nr, max_nr, min_age, enabled, sz, goal| Scheme {
+        let young_filter = p.bool("young_filter");
+        let scheme = |action, min_nr, max_nr, min_age, enabled, sz, goal, young| Scheme {
             action,
             min_nr,
             max_nr,
@@ -325,6 +332,7 @@ impl DamonTiering {
             goal,
             w_nr: p.int("weight_nr_accesses") as u64,
             w_age: p.int("weight_age") as u64,
+            young,
             esz: 0,
             esz_bp: 0,
             charged: 0,
@@ -332,14 +340,14 @@ impl DamonTiering {
             started: false,
             stats: SchemeStats::default(),
         };
-        let hot = scheme(Action::Hot, p.int("hot_min_accesses") as u32, u32::MAX, 0, which != "demote", p.bytes("hot_quota"), goal("hot_goal_used_bp", Metric::UsedBp));
-        let cold = scheme(Action::Cold, 0, 0, p.int("cold_min_age") as u32, which != "promote", p.bytes("cold_quota"), goal("cold_goal_free_bp", Metric::FreeBp));
+        let hot = scheme(Action::Hot, p.int("hot_min_accesses") as u32, u32::MAX, 0, which != "demote", p.bytes("hot_quota"), goal("hot_goal_used_bp", Metric::UsedBp), young_filter && p.bool("hot_young_filter"));
+        let cold = scheme(Action::Cold, 0, 0, p.int("cold_min_age") as u32, which != "promote", p.bytes("cold_quota"), goal("cold_goal_free_bp", Metric::FreeBp), young_filter);
         Ok(DamonTiering {
             damon,
             sample_ns,
             aggr_ns,
             apply_aggrs: p.int("apply_aggrs") as u64,
-            young_filter: p.bool("young_filter"),
+            young_filter,
             batch_pages: p.int("batch_pages") as u64,
             check_ns,
             schemes: [cold, hot],
@@ -358,7 +366,11 @@ impl DamonTiering {
         let page_bytes = ctx.mem.page_bytes();
         let s = &mut self.schemes[si];
         s.stats.applies += 1;
-        s.adjust_quota(ctx.now.ns, ctx.mem.used(0), ctx.mem.capacity(0));
+        // the quota clock is the sampling boundary's own time (whole sampling intervals, as
+        // kdamond counts them), not the hook's, which runs a varying bit after the boundary:
+        // with apply == reset interval (mtier.c) every application then opens a window
+        let boundary_ns = ctx.now.period as f64 * self.sample_ns as f64;
+        s.adjust_quota(boundary_ns, ctx.mem.used(0), ctx.mem.capacity(0));
         // candidates: regions matching the pattern, with pages on the source tier
         self.cands.clear();
         self.hist.iter_mut().for_each(|h| *h = 0);
@@ -421,7 +433,7 @@ impl DamonTiering {
                     continue;
                 }
                 taken += 1;
-                if self.young_filter {
+                if s.young {
                     checks += 1;
                     let young = self.damon.young(p);
                     self.damon.mkold(p);
@@ -576,6 +588,7 @@ impl Policy for DamonTiering {
                 "max_nr_accesses": s.max_nr,
                 "min_age": s.min_age,
                 "quota_bytes": s.sz,
+                "young_filter": s.young,
                 "goal": s.goal.map(|(m, v)| json!({"metric": match m { Metric::UsedBp => "node_mem_used_bp", Metric::FreeBp => "node_mem_free_bp" }, "target_bp": v})),
                 "stats": s.stats,
             })
@@ -737,6 +750,14 @@ const PARAMS: &[ParamSpec] = &[
         default: "true",
         source: "samples/damon/mtier.c (young filter: allow for migrate_hot, reject for migrate_cold)",
         help: "promote only pages accessed since their bit was cleared, never demote them",
+    },
+    ParamSpec {
+        name: "hot_young_filter",
+        ty: ParamType::Bool,
+        unit: "",
+        default: "true",
+        source: "samples/damon/mtier.c gives migrate_hot a young filter that allows (allow filters: Linux 6.14+); before 6.14 a filter could only reject, and tierkit run's damon-tiering on 6.12 sets none on migrate_hot (its report's damon_tiering[].effective.filters)",
+        help: "with young_filter, migrate_hot too moves only young pages; false: every page of a hot slow region is promoted (migrate_cold keeps its filter)",
     },
     ParamSpec {
         name: "apply_aggrs",
