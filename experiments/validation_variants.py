@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Issue 18: the autonuma-tiering model with and without each of its changes (kernel watermarks,
-other programs' pages, kswapd's nap), on the traces and clocks of a `tierkit validate` run
+other programs' pages, kswapd's nap, node 0's second zone), on the traces and clocks of a `tierkit validate` run
 (docs/validation.md, "Model changes"). Usage: experiments/validation_variants.py WORKLOAD... [--json PATH]"""
 import json, sys
 from pathlib import Path
@@ -14,7 +14,11 @@ for r in d['results']:
         continue
     n = r['workload']; kp = r['model_params']['node0']; K = r['clock']['time_scale']
     free = r['kernel']['node0_free_bytes']
-    wm = ",".join(f"{k}={kp[k]}" for k in ("wmark_min_pages", "wmark_low_pages", "wmark_high_pages", "wmark_promo_pages"))
+    # one zone: the largest zone's watermarks plus the floor the allocator leaves in the other
+    wm = ",".join(f"wmark_{k}_pages={kp['zone_watermarks'][k] + kp['other_zones_floor_pages']}" for k in ("min", "low", "high", "promo"))
+    # two zones: the largest zone's watermarks as they are, the small zone its own
+    z2 = v.zone_model_params(kp['zones'], kp['fast_other_pages'])
+    z2 = z2 if 'dma_zone_pages' in z2 else None
     base = v.MODEL_ARGS["autonuma-tiering"]
     variants = {
         "formula wm, nap off": (free, f"{base},kswapd_nap_ms=1e9"),
@@ -23,6 +27,8 @@ for r in d['results']:
         "real wm + others, nap off": (free + kp['fast_other_pages'] * 4096, f"{base},{wm},fast_other_pages={kp['fast_other_pages']},kswapd_nap_ms=1e9"),
         "real wm + others, nap": (free + kp['fast_other_pages'] * 4096, f"{base},{wm},fast_other_pages={kp['fast_other_pages']}"),
     }
+    if z2 is not None:
+        variants["two zones + others, nap"] = (free + kp['fast_other_pages'] * 4096, v.model_args("autonuma-tiering", z2))
     for name, (fb, spec) in variants.items():
         plat = w / f"var-{n}.toml"; plat.write_text(v.platform_toml(fb))
         res = v.simulate(Path(f"target/validation/{n}.tkt"), plat, spec, K)

@@ -62,13 +62,13 @@ def test_node0_zones_are_read_per_node_and_only_managed_ones_kept():
     assert v.parse_zoneinfo(ZONEINFO, 1)[0]["min"] == 10994
 
 
-def test_model_watermarks_are_the_largest_zones_plus_the_floor_of_the_others():
+def test_one_zone_model_watermarks_are_the_largest_zones_plus_the_floor_of_the_others():
     """mm/page_alloc.c: a movable allocation takes the DMA zone's pages only while its free
     pages exceed low (220) + lowmem_reserve[ZONE_MOVABLE] (487) = 707, so 707 of them stay
     free once the program fills node 0: the one-zone model's watermarks are DMA32's + 707.
     Its fast tier also holds the 30,100 KiB = 7,525 pages of LRU memory of other programs
     (the rootfs in tmpfs), which kswapd can demote."""
-    kp = v.node0_model_params(ZONEINFO, MEMINFO)
+    kp = v.node0_model_params(ZONEINFO, MEMINFO, two_zones=False)
     assert kp["other_zones_floor_pages"] == 707
     assert (kp["wmark_min_pages"], kp["wmark_low_pages"], kp["wmark_high_pages"], kp["wmark_promo_pages"]) == (6432, 7863, 9294, 10725)
     assert kp["fast_other_pages"] == 7525
@@ -81,3 +81,20 @@ def test_model_watermarks_are_the_largest_zones_plus_the_floor_of_the_others():
 def test_a_node_without_zones_is_one_clear_error():
     with pytest.raises(RuntimeError, match="node 0 has no managed zone"):
         v.node0_model_params("Node 1, zone DMA32\n  pages free 5\n        managed  9\n", MEMINFO)
+
+
+def test_two_zone_model_gets_node0s_dma_zone_as_its_own():
+    """The default: node 0's two managed zones go to the model as they are (DMA32's
+    watermarks; the DMA zone's free pages, low/high/promo and protection against movable
+    allocations), so that its kswapd stops once either zone is balanced (mm/vmscan.c
+    pgdat_balanced) and a promotion needs room in either (mm/migrate.c migrate_balanced_pgdat):
+    crates/tierkit-core/tests/os_tiering.rs::autonuma_small_zone_balances_the_node_for_kswapd."""
+    kp = v.node0_model_params(ZONEINFO, MEMINFO)
+    assert (kp["wmark_min_pages"], kp["wmark_low_pages"], kp["wmark_high_pages"], kp["wmark_promo_pages"]) == (5725, 7156, 8587, 10018)
+    assert [kp[k] for k in v.DMA_KEYS] == [3776, 220, 264, 308, 487]
+    spec = v.model_args("autonuma-tiering", kp)
+    assert spec.endswith(",wmark_min_pages=5725,wmark_low_pages=7156,wmark_high_pages=8587,wmark_promo_pages=10018,fast_other_pages=7525,"
+                         "dma_zone_pages=3776,dma_wmark_low_pages=220,dma_wmark_high_pages=264,dma_wmark_promo_pages=308,dma_protection_pages=487")
+    # a node of one managed zone has no second zone to pass
+    one = "\n".join(ZONEINFO.split("\n")[9:])
+    assert "dma_zone_pages" not in v.node0_model_params(one, MEMINFO)

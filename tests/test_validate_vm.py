@@ -51,13 +51,15 @@ def test_autonuma_tiering_model_against_the_kernel_on_a_moving_hot_set(tmp_path)
     # the clock alignment is the trace's instructions over the VM's wall time
     assert r["clock"]["time_scale"] == pytest.approx(k["wall_s"] / r["clock"]["first_touch_sim_s"])
     # the model ran with node 0's own watermarks, read from /proc/zoneinfo at the program's
-    # start: the largest zone's (DMA32) plus the floor the allocator leaves in the DMA zone, far
+    # start: the largest zone's (DMA32), far
     # above the formula's few pages for a 64 MiB tier (min_free_kbytes is raised for THP)
     kp = r["model_params"]["node0"]
     dma32 = max(kp["zones"], key=lambda z: z["managed"])
     assert dma32["zone"] == "DMA32" and dma32["low"] > 4096, kp
+    # (the DMA zone is the model's second zone: its own watermarks, dma_* parameters)
     for w in ("min", "low", "high", "promo"):
-        assert m["watermarks"][w] == dma32[w] + kp["other_zones_floor_pages"] == kp[f"wmark_{w}_pages"], (w, m["watermarks"], kp)
+        assert m["watermarks"][w] == dma32[w] == kp[f"wmark_{w}_pages"], (w, m["watermarks"], kp)
+    assert kp["dma_zone_pages"] > 0 and kp["dma_protection_pages"] > 0, kp
     # ... and with the other programs' pages on node 0 (the VM's rootfs), which its kswapd demoted
     assert kp["fast_other_pages"] > 1000 and 0 < m["kswapd"]["demoted_other"] <= kp["fast_other_pages"], (kp, m["kswapd"])
     # both sides promote (hint faults on node-1 pages under the threshold) and demote (kswapd)

@@ -203,7 +203,7 @@ def parse_zoneinfo(text: str, node: int = 0) -> list[dict]:
     return [z for z in zones if z.get("managed", 0) > 0]
 
 
-def node0_model_params(zoneinfo: str, node_meminfo: str) -> dict:
+def node0_model_params(zoneinfo: str, node_meminfo: str, two_zones: bool = True) -> dict:
     """What the autonuma-tiering model needs of node 0 at the program's start, read in the VM.
 
     The kernel checks each watermark per zone (migrate_balanced_pgdat, pgdat_balanced: any zone
@@ -213,12 +213,16 @@ def node0_model_params(zoneinfo: str, node_meminfo: str) -> dict:
     stay free once the program has filled the node. The model's watermarks are the largest
     zone's plus that floor of the other zones; its fast tier holds the node's free pages plus
     the pages of other programs on the node's LRU lists (the VM's rootfs in tmpfs, the shell,
-    tierkit-run), which kswapd demotes as well (they count in pgdemote_kswapd)."""
+    tierkit-run), which kswapd demotes as well (they count in pgdemote_kswapd).
+
+    With `two_zones` (the default) and exactly two managed zones, the model gets the small zone
+    as its own (`dma_zone_pages`: its free pages at the start; `dma_wmark_*_pages`,
+    `dma_protection_pages`) and the largest zone's watermarks as they are: kswapd then stops
+    once either zone is balanced, and a promotion needs room in either (pgdat_balanced,
+    migrate_balanced_pgdat), as in the kernel. Otherwise the floor above is added instead."""
     zones = parse_zoneinfo(zoneinfo, 0)
     if not zones:
         raise RuntimeError("node 0 has no managed zone in /proc/zoneinfo")
-    main = max(zones, key=lambda z: z["managed"])
-    floor = sum(z["low"] + (z.get("protection") or [0] * 5)[ZONE_MOVABLE_IDX] for z in zones if z is not main)
     kb = {}
     for line in node_meminfo.splitlines():
         # "Node 0 Active(anon):      30100 kB"
@@ -226,11 +230,29 @@ def node0_model_params(zoneinfo: str, node_meminfo: str) -> dict:
         if len(w) >= 4 and w[-1] == "kB":
             kb[w[2].rstrip(":")] = int(w[3])
     other = sum(kb.get(k, 0) for k in ("Active(anon)", "Inactive(anon)", "Active(file)", "Inactive(file)")) * 1024 // PAGE
-    return {"zone": main["zone"], "zone_watermarks": {k: main[k] for k in ("min", "low", "high", "promo")},
+    return zone_model_params(zones, other, two_zones)
+
+
+def zone_model_params(zones: list, other: int, two_zones: bool = True) -> dict:
+    """node0_model_params from node 0's parsed zones and its other programs' pages."""
+    main = max(zones, key=lambda z: z["managed"])
+    floor = sum(z["low"] + (z.get("protection") or [0] * 5)[ZONE_MOVABLE_IDX] for z in zones if z is not main)
+    out = {"zone": main["zone"], "zone_watermarks": {k: main[k] for k in ("min", "low", "high", "promo")},
             "other_zones_floor_pages": floor,
             "wmark_min_pages": main["min"] + floor, "wmark_low_pages": main["low"] + floor,
             "wmark_high_pages": main["high"] + floor, "wmark_promo_pages": main["promo"] + floor,
             "fast_other_pages": other, "free_pages": sum(z["free"] for z in zones), "zones": zones}
+    if two_zones and len(zones) == 2:
+        small = min(zones, key=lambda z: z["managed"])
+        out.update({f"wmark_{k}_pages": main[k] for k in ("min", "low", "high", "promo")})
+        out.update({"dma_zone_pages": small["free"], "dma_wmark_low_pages": small["low"], "dma_wmark_high_pages": small["high"],
+                    "dma_wmark_promo_pages": small["promo"],
+                    "dma_protection_pages": (small.get("protection") or [0] * 5)[ZONE_MOVABLE_IDX]})
+    return out
+
+
+#: the second zone's parameters of the autonuma-tiering model, passed when node0_model_params has them
+DMA_KEYS = ("dma_zone_pages", "dma_wmark_low_pages", "dma_wmark_high_pages", "dma_wmark_promo_pages", "dma_protection_pages")
 
 
 def model_args(policy: str, kp: Optional[dict]) -> str:
@@ -240,6 +262,7 @@ def model_args(policy: str, kp: Optional[dict]) -> str:
     if policy == "autonuma-tiering" and kp is not None:
         spec += "".join(f",{k}={kp[k]}" for k in ("wmark_min_pages", "wmark_low_pages", "wmark_high_pages", "wmark_promo_pages",
                                                    "fast_other_pages"))
+        spec += "".join(f",{k}={kp[k]}" for k in DMA_KEYS if k in kp)
     return spec
 
 
@@ -516,7 +539,9 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
                  # what the model ran with and did beyond the counts (autonuma-tiering)
                  "watermarks": r["stats"]["policy"].get("watermarks"),
-                 "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold")},
+                 "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold",
+                                                                                             "kswapd_small_zone_stops", "promoted_small_zone")},
+                 "small_zone": r["stats"]["policy"].get("small_zone"),
                  "promotions_ratio": _ratio(mc["promotions"], kc["promotions"]),
                  "demotions_ratio": _ratio(mc["demotions"], kc["demotions"]),
                  "hint_faults_ratio": _ratio(mc["hint_faults"], kc["hint_faults"]) if p == "autonuma-tiering" else None}

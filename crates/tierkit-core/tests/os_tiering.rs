@@ -361,3 +361,64 @@ fn autonuma_kswapd_looks_again_after_its_nap() {
     assert!(counter(&nap, "demoted") >= counter(&sleep, "demoted") + 17, "{} vs {}", nap.stats.policy, sleep.stats.policy);
     assert!(nap.fast_hit_ratio > sleep.fast_hit_ratio);
 }
+
+/// The fast node's second, small zone (issue 18: the testbed VM's node 0 has a 16 MiB DMA zone
+/// beside DMA32, whose free pages stay under DMA32's low watermark). Linux checks watermarks
+/// per zone: kswapd stops once ANY zone is above its promo watermark + lowmem protection
+/// (mm/vmscan.c `pgdat_balanced`), a promotion is allowed if any zone has free > high + 1
+/// (+ protection) (mm/migrate.c `migrate_balanced_pgdat`), and allocations take the main
+/// zone down to its low watermark, then the small zone down to its low + protection
+/// (mm/page_alloc.c `get_page_from_freelist`).
+///
+/// DRAM 64 = a main zone of 48 frames with watermarks 40/48/50/56 (its free frames never
+/// exceed low: it stays empty, as DMA32 stays under its low in the VM) and a small zone of 16
+/// with low 2 / high 4 / promo 6 and protection 2 (4 / 6 / 8). First touch of 0..99: pages
+/// 0..11 take the small zone (16 → 4 free), 12..99 DCPMM; the scan at 30 µs arms 88 PTEs and
+/// sees 48 + 4 = 52 free frames. Faults on 12..24, each a candidate (latency of µs):
+/// * 12: main 48 ≤ 51, small 4 ≤ 7: refused; kswapd (target: main > 56 or small > 8). Its
+///   LRU (tail first 0..11, all young from first touch): sweep 1 rotates 1 + 3 + 6 pages
+///   (priorities 3, 2, 1: 12 >> p); sweep 2 rotates 10, 11 and demotes 0, 1 (small 6), then
+///   2..6 at priority 1 (small 11): the small zone is balanced, the main zone not — kswapd stops.
+/// * 13..16 promoted into the small zone (main 48 is not above low), 11 → 7 free; 17 refused:
+///   kswapd demotes 7 (priority 3: 9 >> 3 = 1), 8, 9 (priority 2), small 10 > 8: stops.
+/// * 18..20 promoted (10 → 7); 21 refused: kswapd demotes 10, 11 (13 young: rotated), 9 > 8.
+/// * 22, 23 promoted (9 → 7); 24 refused: kswapd demotes 13 and 14 (after rotating the young).
+/// So 4 refusals, 4 kswapd runs all stopped by the small zone, 9 promotions, 14 demotions.
+///
+/// One zone of 64 with the same allocator floor (watermarks + the small zone's low +
+/// protection, 4: 44/52/54/60, what tierkit validate passed before) places the same 12 pages
+/// but its kswapd demotes toward free > 60 on the whole tier: 7 (free 59), then 7 + 8 + 9 +
+/// 10 + 11 (free 60), then 13 + 14 + 15 + 16 (free 59): 3 refusals, 10 promotions, 16
+/// demotions. With the small zone the node looks balanced sooner: fewer demotions and
+/// promotions per kswapd run, more refusals, as the kernel's 10,707 candidates against 151
+/// promotions on phases.
+#[test]
+fn autonuma_small_zone_balances_the_node_for_kswapd() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &wmark_trace(100, &(12..25).collect::<Vec<u64>>()), None);
+    // first touch: 12·101.5 + 88·305 = 28,058 ns; the scan at 30 µs, in the hits on page 0
+    let base = format!("autonuma-tiering:scan_delay_ms=0.030,watermark_scale_factor=1,{FREE}");
+    let zone = "dma_zone_pages=16,dma_wmark_low_pages=2,dma_wmark_high_pages=4,dma_wmark_promo_pages=6,dma_protection_pages=2";
+    let two = run(&input, "dram-dcpmm", &DRAM64, &format!("{base},wmark_min_pages=40,wmark_low_pages=48,wmark_high_pages=50,wmark_promo_pages=56,{zone}"));
+    let one = run(&input, "dram-dcpmm", &DRAM64, &format!("{base},wmark_min_pages=44,wmark_low_pages=52,wmark_high_pages=54,wmark_promo_pages=60"));
+    for r in [&two, &one] {
+        let rows = r.stats.policy["timeseries"]["rows"].as_array().unwrap();
+        assert_eq!((rows[0][1].as_u64(), rows[0][6].as_u64()), (Some(88), Some(52)), "{}", r.stats.policy);
+        assert_eq!(counter(r, "hint_faults"), 13, "{}", r.stats.policy);
+    }
+    let z = &two.stats.policy["small_zone"];
+    assert_eq!((z["low"].as_u64(), z["high"].as_u64(), z["promo"].as_u64(), z["free"].as_u64()), (Some(4), Some(6), Some(8), Some(9)), "{z}");
+    let c = |r: &SimResult| {
+        ["promote_no_room", "kswapd_runs", "kswapd_small_zone_stops", "promoted", "promoted_small_zone", "demoted"].map(|k| counter(r, k))
+    };
+    assert_eq!(c(&two), [4, 4, 4, 9, 9, 14], "{}", two.stats.policy);
+    assert_eq!(c(&one), [3, 3, 0, 10, 0, 16], "{}", one.stats.policy);
+    assert_eq!((two.stats.migration.promotions, two.stats.migration.demotions), (9, 14));
+
+    // the small zone's watermarks rise like the main zone's: one error naming the key
+    let mut job = tierkit_core::engine::Job::new(&input, tierkit_core::platform::Platform::load("dram-dcpmm").unwrap());
+    job.capacity = DRAM64.to_vec();
+    let spec = tierkit_core::policy::PolicySpec::parse("autonuma-tiering:dma_zone_pages=16,dma_wmark_low_pages=4,dma_wmark_high_pages=2").unwrap();
+    let err = tierkit_core::engine::simulate(&mut job, &spec).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("autonuma-tiering:dma_wmark_high_pages"), "{err}");
+}

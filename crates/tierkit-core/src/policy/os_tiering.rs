@@ -21,6 +21,22 @@
 //! * Other programs' pages on the fast tier (`fast_other_pages`, autonuma-tiering): inside its
 //!   capacity, not free; kswapd demotes them before the program's pages (they are the oldest on
 //!   the node's LRU) and counts them in `demoted` (as the kernel's pgdemote_kswapd does).
+//! * A second, small zone of the fast node (`dma_zone_pages`, autonuma-tiering; absent by
+//!   default): Linux checks every watermark per zone, and a node with a 16 MiB DMA zone beside
+//!   its DMA32 zone (the testbed VM's node 0) passes a check as soon as either zone does. The
+//!   main zone has the watermarks above; the small zone has its own (`dma_wmark_*_pages`) and
+//!   `dma_protection_pages`, its `lowmem_reserve` against movable allocations, added to each of
+//!   them (mm/page_alloc.c `zone_watermark_ok` with classzone ZONE_MOVABLE). Rules:
+//!   allocations and promotions take the main zone while its free frames exceed its low
+//!   watermark, else the small zone while its free frames exceed its low + protection (the
+//!   zonelist walks from the highest zone down, `get_page_from_freelist`); a promotion is
+//!   allowed if either zone has free > high + 1 (+ protection) (mm/migrate.c
+//!   `migrate_balanced_pgdat`); kswapd stops, or is not run, once either zone has free > promo
+//!   (+ protection) (mm/vmscan.c `pgdat_balanced`: any balanced zone up to the classzone
+//!   balances the node), and its reclaim goal adds the small zone's `max(high, SWAP_CLUSTER_MAX)`
+//!   (`kswapd_shrink_node`). tierkit records which zone each fast page is in; the node's LRU
+//!   is one list, so kswapd's victims free frames in whichever zone they were; other programs'
+//!   pages (`fast_other_pages`) are in the main zone.
 //! * The scanner arms only slow-tier pages (tiering mode skips top-tier pages,
 //!   `change_pte_range`), `scan_size_mb` per scan period, after `scan_delay_ms`.
 //! * kswapd demotes from the tail of the fast tier's inactive list (mm/vmscan.c
@@ -156,6 +172,11 @@ struct Stats {
     /// kswapd runs started by its own recheck at the end of its nap, not by a wake-up
     kswapd_rechecks: u64,
     demoted: u64,
+    /// kswapd runs that ended with the small zone (`dma_zone_pages`) balanced and the main
+    /// zone not (`pgdat_balanced` stopped them early)
+    kswapd_small_zone_stops: u64,
+    /// of `promoted`: pages whose frame is in the small zone
+    promoted_small_zone: u64,
     /// of `demoted`: pages of other programs (`fast_other_pages`)
     demoted_other: u64,
     lru_scanned: u64,
@@ -199,6 +220,18 @@ pub struct NumaTiering {
     kswapd_nap_ns: f64,
     /// explicit watermarks (min, low, high, promo), pages; all -1 = the kernel's formula
     wm_given: [i64; 4],
+    /// the fast node's small second zone (autonuma-tiering), pages; 0 = none
+    dma_pages: u64,
+    /// its watermarks (low, high, promo), pages, each with its protection added
+    dma_low: u64,
+    dma_high: u64,
+    dma_promo: u64,
+    /// `dma_wmark_*_pages` and `dma_protection_pages` as given, for the checks in init
+    dma_given: [u64; 4],
+    /// per page: whether its fast-tier frame is in the small zone
+    in_dma: Vec<bool>,
+    /// frames of the small zone in use
+    dma_used: u64,
     // state
     /// pages of other programs on the fast tier (inside its capacity, outside the trace):
     /// the oldest on its LRU, so kswapd demotes them first
@@ -250,6 +283,53 @@ impl NumaTiering {
     fn grow(&mut self, n: usize) {
         self.lru.grow(n);
         self.hint.grow(n);
+        if self.dma_pages > 0 && self.in_dma.len() < n {
+            self.in_dma.resize(n, false);
+        }
+    }
+
+    /// Free frames of the small zone (0 without one).
+    fn free_dma(&self) -> u64 {
+        self.dma_pages.saturating_sub(self.dma_used)
+    }
+
+    /// Free frames of the main zone: the fast tier's less the small zone's.
+    fn free_main(&self, mem: &crate::mechanics::Memory) -> u64 {
+        self.free_fast(mem).saturating_sub(self.free_dma())
+    }
+
+    /// `pgdat_balanced`: the main zone's free frames exceed `mark`, or the small zone's exceed
+    /// its promo (+ protection; at least its high + 1, as for the main zone's target).
+    fn balanced(&self, mark: u64, mem: &crate::mechanics::Memory) -> bool {
+        self.free_main(mem) > mark || (self.dma_pages > 0 && self.free_dma() > self.dma_promo.max(self.dma_high + 1))
+    }
+
+    /// A page just put on the fast tier: which zone's frame it took. The main zone while its
+    /// free frames (before this page) exceed its low watermark, else the small zone while its
+    /// exceed low + protection (`get_page_from_freelist`), else whichever has a frame.
+    fn take_fast_frame(&mut self, page: PageId, main_free_before: u64) -> bool {
+        if self.dma_pages == 0 {
+            return false;
+        }
+        let dma = if main_free_before > self.wm.low {
+            false
+        } else {
+            self.free_dma() > self.dma_low || main_free_before == 0
+        };
+        if dma && self.free_dma() > 0 {
+            self.in_dma[page as usize] = true;
+            self.dma_used += 1;
+            return true;
+        }
+        false
+    }
+
+    /// A page leaving the fast tier: its frame is free again.
+    fn leave_fast(&mut self, page: PageId) {
+        if self.dma_pages > 0 && self.in_dma[page as usize] {
+            self.in_dma[page as usize] = false;
+            self.dma_used -= 1;
+        }
     }
 
     /// The fast tier's free frames: its capacity less the program's pages and the other
@@ -271,20 +351,24 @@ impl NumaTiering {
         }
         self.stats.kswapd_runs += 1;
         let before = self.stats.demoted;
-        let nr_to_reclaim = self.wm.high.max(SWAP_CLUSTER_MAX);
+        let mut nr_to_reclaim = self.wm.high.max(SWAP_CLUSTER_MAX);
+        if self.dma_pages > 0 {
+            // kswapd_shrink_node sums max(high, SWAP_CLUSTER_MAX) over the eligible zones
+            nr_to_reclaim += self.dma_high.max(SWAP_CLUSTER_MAX);
+        }
         // balance_pgdat: priorities DEF_PRIORITY (12) down to 1, each scanning lists >>
         // priority, until the node is balanced or nr_to_reclaim pages were reclaimed; kswapd
         // runs it again while the node is not balanced (tierkit: at most twice per wake-up)
         'sweeps: for _ in 0..2 {
             let mut reclaimed = 0;
             for prio in (1..=12u32).rev() {
-                if self.free_fast(ctx.mem) > mark || reclaimed >= nr_to_reclaim {
+                if self.balanced(mark, ctx.mem) || reclaimed >= nr_to_reclaim {
                     break 'sweeps;
                 }
                 if self.other_fast > 0 {
                     // the other programs' pages are older than any of the program's: they
                     // leave first, one SWAP_CLUSTER_MAX batch (or what the mark needs) at a time
-                    let need = (mark + 1).saturating_sub(self.free_fast(ctx.mem));
+                    let need = (mark + 1).saturating_sub(self.free_main(ctx.mem));
                     let n = self.other_fast.min(need.max(SWAP_CLUSTER_MAX));
                     self.other_fast -= n;
                     ctx.mem.charge(Charge { what: "TLB shootdown (kswapd demotion batch)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
@@ -305,6 +389,7 @@ impl NumaTiering {
                     let v = self.victims[i];
                     let Some(to) = ctx.mem.first_free_from(1) else { break };
                     ctx.mem.migrate_by(v, to, MoveBy::OsBatch)?;
+                    self.leave_fast(v);
                     self.lru.move_to(v, to);
                     self.hint.disarm(v);
                     moved += 1;
@@ -317,7 +402,10 @@ impl NumaTiering {
                 self.row.demoted += moved;
             }
         }
-        if self.stats.demoted == before && self.free_fast(ctx.mem) <= mark {
+        if self.dma_pages > 0 && self.free_main(ctx.mem) <= mark && self.balanced(mark, ctx.mem) {
+            self.stats.kswapd_small_zone_stops += 1;
+        }
+        if self.stats.demoted == before && !self.balanced(mark, ctx.mem) {
             self.kswapd_failures += 1;
             self.kswapd_retry_ns = ctx.now.ns + self.kswapd_backoff_ns;
         } else {
@@ -325,7 +413,7 @@ impl NumaTiering {
         }
         // kswapd_try_to_sleep: a balanced node gets a short nap (HZ/10); if the node is
         // unbalanced again at its end, kswapd reclaims again without being woken
-        if self.mode == Mode::Autonuma && self.free_fast(ctx.mem) > mark {
+        if self.mode == Mode::Autonuma && self.balanced(mark, ctx.mem) {
             self.kswapd_recheck_ns = ctx.now.ns + self.kswapd_nap_ns;
         }
         Ok(())
@@ -359,7 +447,7 @@ impl NumaTiering {
     fn kswapd_nap_over(&mut self, ctx: &mut Ctx) {
         if self.kswapd_recheck_ns > 0.0 && ctx.now.ns >= self.kswapd_recheck_ns {
             self.kswapd_recheck_ns = 0.0;
-            if self.free_fast(ctx.mem) <= self.wm.promo {
+            if !self.balanced(self.wm.promo, ctx.mem) {
                 self.stats.kswapd_rechecks += 1;
                 let _ = self.kswapd(self.wm.promo, ctx);
             }
@@ -404,11 +492,16 @@ impl NumaTiering {
 
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
     fn try_promote(&mut self, page: PageId, mark: u64, ctx: &mut Ctx) -> Result<bool> {
-        if self.free_fast(ctx.mem) > mark + 1 {
+        // migrate_balanced_pgdat: either zone above its high + 1 (+ protection)
+        let main_free = self.free_main(ctx.mem);
+        if main_free > mark + 1 || (self.dma_pages > 0 && self.free_dma() > self.dma_high + 1) {
             // no TLB flush: the PTE is still PROT_NONE while the page migrates (do_numa_page
             // restores it only if the migration fails), and a PROT_NONE entry cannot be in a
             // TLB (the scan flushed it), so unmapping it flushes nothing (x86 pte_accessible)
             ctx.mem.migrate_by(page, 0, MoveBy::OsBatch)?;
+            if self.take_fast_frame(page, main_free) {
+                self.stats.promoted_small_zone += 1;
+            }
             self.lru.move_to(page, 0);
             self.stats.promoted += 1;
             self.row.promoted += 1;
@@ -504,7 +597,9 @@ impl NumaTiering {
             Mode::Autonuma => {
                 let fast = ctx.mem.capacity(0);
                 let enough = self.wm.promo + (fast / 16).max((1u64 << 30) / ctx.mem.page_bytes());
-                if self.free_fast(ctx.mem) > enough {
+                // pgdat_free_space_enough: either zone (the small one with its protection)
+                let dma_enough = self.dma_pages > 0 && self.free_dma() > self.dma_promo + (enough - self.wm.promo);
+                if self.free_main(ctx.mem) > enough || dma_enough {
                     self.threshold_ms = 0.0;
                     let moved = self.try_promote(page, self.wm.high, ctx)?;
                     self.stats.promoted_free_space += moved as u64;
@@ -561,6 +656,25 @@ impl Policy for NumaTiering {
                 if self.mode == Mode::Tpp { self.demote_scale_factor } else { 0 },
             ),
         };
+        if self.dma_pages > 0 {
+            let [low, high, promo, prot] = self.dma_given;
+            for (i, (a, b)) in [(low, high), (high, promo)].into_iter().enumerate() {
+                if b < a {
+                    return Err(crate::error::Error::config(
+                        format!("autonuma-tiering:{}", DMA_NAMES[i + 1]),
+                        format!("{b} is under {} = {a} (the kernel's watermarks rise: low ≤ high ≤ promo)", DMA_NAMES[i]),
+                    ));
+                }
+            }
+            if self.dma_pages.saturating_add(self.other_fast) > fast {
+                return Err(crate::error::Error::config(
+                    "autonuma-tiering:dma_zone_pages",
+                    format!("{} pages and fast_other_pages {} do not fit in the fast tier ({fast} pages)", self.dma_pages, self.other_fast),
+                ));
+            }
+            // zone_watermark_ok with classzone ZONE_MOVABLE: each mark plus lowmem_reserve
+            (self.dma_low, self.dma_high, self.dma_promo) = (low + prot, high + prot, promo + prot);
+        }
         if self.other_fast > fast {
             return Err(crate::error::Error::config(
                 "autonuma-tiering:fast_other_pages",
@@ -584,7 +698,12 @@ impl Policy for NumaTiering {
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
         self.grow(page as usize + 1);
         self.kswapd_nap_over(ctx);
-        let t = if self.free_fast(ctx.mem) > self.wm.low { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
+        let main_free = self.free_main(ctx.mem);
+        let fits = main_free > self.wm.low || (self.dma_pages > 0 && self.free_dma() > self.dma_low);
+        let t = if fits { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
+        if t == 0 {
+            self.take_fast_frame(page, main_free);
+        }
         self.lru.add(page, t);
         t
     }
@@ -619,7 +738,7 @@ impl Policy for NumaTiering {
     fn report(&self) -> serde_json::Value {
         let rows: Vec<serde_json::Value> =
             self.rows.iter().map(|r| json!([r.time_ms, r.armed, r.faults, r.promoted, r.demoted, r.threshold_ms, r.fast_free])).collect();
-        json!({
+        let mut v = json!({
             "name": self.name(),
             "scan_period_min_ms": self.scan_period_min_ns / 1e6,
             "scan_delay_ms": self.scan_delay_ns / 1e6,
@@ -636,7 +755,12 @@ impl Policy for NumaTiering {
                 "columns": ["time_ms", "ptes_armed", "hint_faults", "promoted", "demoted", "threshold_ms", "fast_free_pages"],
                 "rows": rows,
             },
-        })
+        });
+        if self.dma_pages > 0 {
+            // the small zone's watermarks with its protection added, and its free frames at the end
+            v["small_zone"] = json!({"pages": self.dma_pages, "free": self.free_dma(), "low": self.dma_low, "high": self.dma_high, "promo": self.dma_promo});
+        }
+        v
     }
 }
 
@@ -792,6 +916,49 @@ const KSWAPD_NAP: ParamSpec = ParamSpec {
     help: "after kswapd balanced the fast tier, when it looks again: free frames at or under promo then make it demote again",
 };
 
+const DMA_NAMES: [&str; 4] = ["dma_wmark_low_pages", "dma_wmark_high_pages", "dma_wmark_promo_pages", "dma_protection_pages"];
+const DMA_SOURCE: &str = "a real node's small zone in /proc/zoneinfo (the testbed VM's node 0: DMA, low 220 / high 264 / promo 308, protection 487); mm/page_alloc.c zone_watermark_ok adds the zone's lowmem_reserve for the allocation's classzone (ZONE_MOVABLE for user pages and promotions) to each mark";
+const DMA_ZONE: ParamSpec = ParamSpec {
+    name: "dma_zone_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: "Linux checks watermarks per zone: a node with a small DMA zone beside DMA32 is balanced for kswapd once either zone is (mm/vmscan.c pgdat_balanced) and takes a promotion if either zone has room (mm/migrate.c migrate_balanced_pgdat); tierkit validate passes node 0's DMA zone's free pages at the program's start; 0 = one zone (no second zone)",
+    help: "frames of the fast tier (inside its capacity) in a second, small zone with its own watermarks (dma_wmark_*): allocations and promotions take it only when the main zone is at or under its low watermark; kswapd stops once either zone is above its promo watermark; a promotion needs either zone above high + 1",
+};
+const DMA_LOW: ParamSpec = ParamSpec {
+    name: "dma_wmark_low_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: DMA_SOURCE,
+    help: "the small zone's low watermark: allocations and promotions take its frames while its free frames exceed this + dma_protection_pages (get_page_from_freelist)",
+};
+const DMA_HIGH: ParamSpec = ParamSpec {
+    name: "dma_wmark_high_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: DMA_SOURCE,
+    help: "the small zone's high watermark: a promotion is allowed if its free frames exceed this + 1 + dma_protection_pages (migrate_balanced_pgdat)",
+};
+const DMA_PROMO: ParamSpec = ParamSpec {
+    name: "dma_wmark_promo_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: DMA_SOURCE,
+    help: "the small zone's promo watermark: kswapd stops once its free frames exceed this + dma_protection_pages, whatever the main zone's (pgdat_balanced)",
+};
+const DMA_PROT: ParamSpec = ParamSpec {
+    name: "dma_protection_pages",
+    ty: ParamType::Int { min: 0, max: 1 << 40 },
+    unit: "pages",
+    default: "0",
+    source: "/proc/zoneinfo 'protection:' of the small zone at index ZONE_MOVABLE (lowmem_reserve, mm/page_alloc.c setup_per_zone_lowmem_reserve: the larger zones' managed pages / lowmem_reserve_ratio, 256 for DMA)",
+    help: "the small zone's lowmem reserve against movable allocations, added to each of its watermarks",
+};
+
 const AUTONUMA_PARAMS: &[ParamSpec] = &[
     SCAN_PERIOD,
     SCAN_DELAY,
@@ -835,6 +1002,11 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
     WMARK_PROMO,
     FAST_OTHER,
     KSWAPD_NAP,
+    DMA_ZONE,
+    DMA_LOW,
+    DMA_HIGH,
+    DMA_PROMO,
+    DMA_PROT,
 ];
 
 const TPP_PARAMS: &[ParamSpec] = &[
@@ -900,6 +1072,13 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         kswapd_backoff_ns: p.float("kswapd_backoff_ms") * 1e6,
         kswapd_nap_ns: if is_auto { p.float("kswapd_nap_ms") * 1e6 } else { 0.0 },
         wm_given: if is_auto { WMARK_NAMES.map(|n| p.int(n)) } else { [-1; 4] },
+        dma_pages: if is_auto { p.int("dma_zone_pages") as u64 } else { 0 },
+        dma_low: 0,
+        dma_high: 0,
+        dma_promo: 0,
+        dma_given: if is_auto { DMA_NAMES.map(|n| p.int(n) as u64) } else { [0; 4] },
+        in_dma: Vec::new(),
+        dma_used: 0,
         other_fast: if is_auto { p.int("fast_other_pages") as u64 } else { 0 },
         kswapd_recheck_ns: 0.0,
         scan_pages: 0,
