@@ -154,7 +154,7 @@ def test_errors_in_the_vm_are_one_line(vm):
 # runs with transparent huge pages off (tierkit's default for daemon policies), so every move
 # is a 4 KiB page: under TCG about 1-3 thousand a second, hence the small program.
 BUDGET_MIB = 24
-HOTCOLD = "hotcold --start-slow --cold 32 --write 8 --read 8 --seconds 12 --sample-ms 500"
+HOTCOLD = "hotcold --start-slow --cold 32 --write 8 --read 8 --seconds 16 --sample-ms 500"
 
 
 def run_daemon(vm, policy: str):
