@@ -395,13 +395,11 @@ impl Observer {
         let nodes = sys::query_nodes(self.pid, &addrs);
         if let Some(kf) = &self.kpageflags {
             let mut buf = Vec::new();
-            let head = sys::folios(&pfns, &mut |pfn, n| {
+            seen.folio_pages = sys::large_folio_pages(&pfns, &mut |pfn, n| {
                 buf.resize(n * 8, 0);
                 kf.read_exact_at(&mut buf, pfn * 8).ok()?;
                 Some(buf.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
             });
-            // a page shares its folio with the page before or after it
-            seen.folio_pages = (0..head.len()).filter(|&k| head[k] != k || head.get(k + 1) == Some(&k)).count() as u64;
         }
         let regions = match &self.damon {
             Some(m) => m.regions().unwrap_or_default(),

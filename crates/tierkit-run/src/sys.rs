@@ -110,15 +110,14 @@ impl PagemapEntry {
 pub const KPF_COMPOUND_HEAD: u64 = 1 << 15;
 pub const KPF_COMPOUND_TAIL: u64 = 1 << 16;
 
-/// Group pages into the folios that hold them, from their page frame numbers (in the
-/// program's virtual order) and `/proc/kpageflags`: `move_pages` moves a large folio (a
-/// transparent huge page) whole, whichever of its pages it is given, so a move of one page
-/// may move 512. Returns, per page, the index of its folio's first page in `pfns` (itself for
-/// a page of its own). Only runs of consecutive frame numbers can share a folio, so flags are
-/// read for those runs alone, one read per run. `flags` reads the flags of `n` frames from
-/// `pfn` on (None: unknown, each page on its own).
-pub fn folios(pfns: &[u64], flags: &mut dyn FnMut(u64, usize) -> Option<Vec<u64>>) -> Vec<usize> {
-    let mut out: Vec<usize> = (0..pfns.len()).collect();
+/// How many of the pages are in large folios (transparent huge pages, which `move_pages`
+/// moves whole), from their page frame numbers (in the program's virtual order) and
+/// `/proc/kpageflags`: the pages flagged compound head or tail. Only a run of consecutive
+/// frame numbers can hold a mapped large folio, so flags are read for those runs alone, one
+/// read per run. `flags` reads the flags of `n` frames from `pfn` on (None: unknown, no page
+/// counted).
+pub fn large_folio_pages(pfns: &[u64], flags: &mut dyn FnMut(u64, usize) -> Option<Vec<u64>>) -> u64 {
+    let mut n = 0u64;
     let mut i = 0;
     while i < pfns.len() {
         let mut j = i + 1;
@@ -127,23 +126,12 @@ pub fn folios(pfns: &[u64], flags: &mut dyn FnMut(u64, usize) -> Option<Vec<u64>
         }
         if j - i >= 2 {
             if let Some(f) = flags(pfns[i], j - i).filter(|f| f.len() == j - i) {
-                // a tail continues the folio of the page before it; a head or a page of its
-                // own starts anew; a tail whose head is not mapped here starts a folio too
-                let mut head = i;
-                for k in i..j {
-                    let fl = f[k - i];
-                    if fl & KPF_COMPOUND_TAIL != 0 && k > i && out[k - 1] == head && (f[k - 1 - i] & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL)) != 0 {
-                        out[k] = head;
-                    } else {
-                        head = k;
-                        out[k] = k;
-                    }
-                }
+                n += f.iter().filter(|&&fl| fl & (KPF_COMPOUND_HEAD | KPF_COMPOUND_TAIL) != 0).count() as u64;
             }
         }
         i = j;
     }
-    out
+    n
 }
 
 /// Decode little-endian pagemap bytes.
@@ -350,7 +338,6 @@ pub const MOVE_BATCH: usize = 1024;
 pub fn errno_name(e: i32) -> String {
     let n = match e {
         -1 => "over_budget",
-        -2 => "folio_conflict",
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::ESRCH => "ESRCH",
@@ -582,7 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn folios_come_from_runs_of_frames_and_their_compound_flags() {
+    fn pages_in_large_folios_come_from_runs_of_frames_and_their_compound_flags() {
         const H: u64 = KPF_COMPOUND_HEAD;
         const T: u64 = KPF_COMPOUND_TAIL;
         // frames: a 4-page folio at 100 (head + 3 tails), a page of its own at 104 right after
@@ -595,14 +582,14 @@ mod tests {
             _ => 0,
         };
         let mut reads = Vec::new();
-        let head = folios(&pfns, &mut |pfn, n| {
+        let n = large_folio_pages(&pfns, &mut |pfn, n| {
             reads.push((pfn, n));
             Some((pfn..pfn + n as u64).map(flags).collect())
         });
-        assert_eq!(head, vec![0, 0, 0, 0, 4, 5, 6, 6, 8]);
+        assert_eq!(n, 6);
         assert_eq!(reads, vec![(100, 5), (201, 2)]);
-        // without the flags, every page is its own
-        assert_eq!(folios(&pfns, &mut |_, _| None), (0..9).collect::<Vec<_>>());
+        // without the flags, no page is counted
+        assert_eq!(large_folio_pages(&pfns, &mut |_, _| None), 0);
     }
 
     #[test]
