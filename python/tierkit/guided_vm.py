@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .validate import PAGE, ROOT, platform_toml
+from .validate import PAGE, ROOT, platform_toml, write_results
 
 #: name -> (workload, arguments, strategy, why it is here)
 WORKLOADS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
@@ -431,10 +431,7 @@ def validate_guided(names: Sequence[str] = tuple(WORKLOADS), out: Optional[Path]
     res.update({"date": time.strftime("%Y-%m-%d"), "fast_free_mib_target": fast_free_mib, "sample_ms": SAMPLE_MS,
                 "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB", "elapsed_s": round(time.time() - t, 1)})
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1) + "\n")
-        out.with_suffix(".md").write_text(table(res))
-        _say(progress, f"wrote {out} and {out.with_suffix('.md')}")
+        _say(progress, f"wrote {out} and {write_results(res, out, table(res))}")
     if img is not None:
         _say(progress, f"wrote {plot(res, img)}")
     return res

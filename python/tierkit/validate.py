@@ -76,6 +76,14 @@ def _say(progress: bool, msg: str) -> None:
         print(f"validate: {msg}", file=sys.stderr, flush=True)
 
 
+def write_results(res: dict, out: Path, md: str) -> Path:
+    """`res` as JSON at `out` and `md` (its table) beside it, same name with .md; the .md path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    out.with_suffix(".md").write_text(md)
+    return out.with_suffix(".md")
+
+
 def platform_toml(fast_bytes: int) -> str:
     """The testbed VM as a tierkit platform: the HMAT figures testbed.py gives QEMU (node 0
     100 ns, 20000 MB/s; node 1 300 ns, 5000 MB/s), the fast tier as large as node 0's free
@@ -676,10 +684,7 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
                 "goals": {"ratio_within": RATIO_GOAL, "residency_points_within": RESIDENCY_GOAL_POINTS},
                 "elapsed_s": round(time.time() - t, 1)})
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1) + "\n")
-        out.with_suffix(".md").write_text(table(res))
-        _say(progress, f"wrote {out} and {out.with_suffix('.md')}")
+        _say(progress, f"wrote {out} and {write_results(res, out, table(res))}")
     if img_dir is not None:
         for p in plot(res, img_dir):
             _say(progress, f"wrote {p}")
