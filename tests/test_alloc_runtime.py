@@ -73,6 +73,24 @@ def in_function(key, funcs, name):
     return lo <= off < hi
 
 
+def keys_from_log(log, exe, direct):
+    """Frame keys at depth 2 from the library's site log of `exe`: the sites called directly
+    from the functions in `direct` (key: frame 0 alone), and via_hot / via_cold through the
+    test programs' `wrap` (key: both frames)."""
+    funcs = functions(exe)
+    keys = {}
+    for s in json.loads(log.read_text())["sites"]:
+        k = s["key"]
+        for f in direct:
+            if in_function(k[0], funcs, f):
+                keys[f] = [k[0]]
+        if in_function(k[0], funcs, "wrap") and len(k) > 1:
+            for f in ("via_hot", "via_cold"):
+                if in_function(k[1], funcs, f):
+                    keys[f] = k
+    return keys
+
+
 @pytest.fixture(scope="session")
 def site_keys(sites_prog, lib, tmp_path_factory):
     """The program's frame keys at depth 2, from the library's own site log."""
@@ -81,17 +99,7 @@ def site_keys(sites_prog, lib, tmp_path_factory):
     assert p.returncode == 0, p.stdout + p.stderr
     d = json.loads(log.read_text())
     assert d["format"] == "tierkit-alloc-log" and d["depth"] == 2
-    funcs = functions(sites_prog)
-    keys = {}
-    for s in d["sites"]:
-        k = s["key"]
-        for f in ("hot", "cold", "stray", "cold_realloc", "hot_calloc"):
-            if in_function(k[0], funcs, f):
-                keys[f] = [k[0]]
-        if in_function(k[0], funcs, "wrap") and len(k) > 1:
-            for f in ("via_hot", "via_cold"):
-                if in_function(k[1], funcs, f):
-                    keys[f] = k
+    keys = keys_from_log(log, sites_prog, ("hot", "cold", "stray", "cold_realloc", "hot_calloc"))
     assert set(keys) == {"hot", "cold", "stray", "cold_realloc", "hot_calloc", "via_hot", "via_cold"}, keys
     # the contract's form: the program has a build-id, and its keys name it
     bid = subprocess.run(["readelf", "-n", str(sites_prog)], capture_output=True, text=True).stdout.split("Build ID: ")[1].split()[0]
@@ -287,17 +295,7 @@ def stress_guidance(exe, lib, tmp_path):
     log = tmp_path / "log.json"
     p = run(exe, [1, 2], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "2"})
     assert p.returncode == 0, p.stdout + p.stderr
-    funcs = functions(exe)
-    keys = {}
-    for s in json.loads(log.read_text())["sites"]:
-        k = s["key"]
-        for f in ("hot", "cold", "hot_realloc", "cold_realloc"):
-            if in_function(k[0], funcs, f):
-                keys[f] = [k[0]]
-        if in_function(k[0], funcs, "wrap") and len(k) > 1:
-            for f in ("via_hot", "via_cold"):
-                if in_function(k[1], funcs, f):
-                    keys[f] = k
+    keys = keys_from_log(log, exe, ("hot", "cold", "hot_realloc", "cold_realloc"))
     assert len(keys) == 6, keys
     return guidance(keys, tmp_path / "g.json")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, require_testbed, skip_or_fail_in_ci
-from test_alloc_runtime import C_DIR, alloc_lib, guidance, functions, in_function, run
+from test_alloc_runtime import C_DIR, alloc_lib, guidance, keys_from_log, run
 
 BIN = ROOT / "target" / "release" / "tierkit-run"
 FILL = "rm -f /dev/shm/fill; sync; echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/zero of=/dev/shm/fill bs=1M count=360 2>/dev/null; "
@@ -30,17 +30,7 @@ def vm_and_guidance(tmp_path_factory):
     log = d / "log.json"
     p = run(exe, [2], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "2"})
     assert p.returncode == 0, p.stderr
-    funcs = functions(exe)
-    keys = {}
-    for s in json.loads(log.read_text())["sites"]:
-        k = s["key"]
-        for f in ("hot", "cold", "stray", "cold_realloc", "hot_calloc"):
-            if in_function(k[0], funcs, f):
-                keys[f] = [k[0]]
-        if in_function(k[0], funcs, "wrap") and len(k) > 1:
-            for f in ("via_hot", "via_cold"):
-                if in_function(k[1], funcs, f):
-                    keys[f] = k
+    keys = keys_from_log(log, exe, ("hot", "cold", "stray", "cold_realloc", "hot_calloc"))
     g = guidance(keys, d / "g.json")
     from tierkit.testbed import FileSet, Testbed, VMConfig
 
