@@ -10,12 +10,27 @@
  * policy then has to find them and bring them back.
  *
  * Every SAMPLE_MS it asks the kernel where each page of each region is (move_pages with
- * nodes == NULL: a query, nothing moves) and counts the pages on the fast node. It prints one
- * JSON line at the end: region sizes in pages, the accesses made, and the series
- * [t_ms, write_fast, read_fast, cold_fast]. Static, no libnuma: the VM has no libc.
+ * nodes == NULL: a query, nothing moves) and counts the pages on the fast node. A query pass
+ * over the regions is not atomic: a daemon moving pages meanwhile (demoting a page already
+ * counted, then promoting one not yet counted) can make a pass count more pages on the fast
+ * node than were ever there at once. So each sample repeats the pass until two passes in a
+ * row agree page for page (at most SNAPSHOT_TRIES passes) and says whether they did. It
+ * prints one JSON line at the end: region sizes in pages, the accesses made, and the series
+ * [t_ms, write_fast, read_fast, cold_fast, agreed] (agreed: 1 if the counts come from two
+ * passes that agreed, 0 if the daemon kept moving pages through all the passes).
+ * Static, no libnuma: the VM has no libc.
+ *
+ * With --tlb-flush-ms F the program drops its hot regions' translations from the TLB every F ms
+ * (mprotect read-only and back: the kernel flushes the range; soft-dirty tracking is kept, a
+ * page not yet soft-dirty stays write-protected until written). A real CPU's TLB holds a few
+ * thousand translations and the hot regions' random accesses keep missing it, so the accessed
+ * bits that DAMON clears are set again soon; QEMU's software TLB holds millions and sets them
+ * again only after a flush (docs/real-linux.md, "DAMON under emulation"). Without the flushes a
+ * run where the daemon stops moving pages (its moves flush the TLB too) can leave DAMON seeing
+ * the hot set as cold for the rest of the run.
  *
  * usage: hotcold [--cold MiB] [--write MiB] [--read MiB] [--seconds S] [--sample-ms M]
- *                [--start-slow] [--fast-node N] [--slow-node M]
+ *                [--tlb-flush-ms F] [--start-slow] [--fast-node N] [--slow-node M]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +45,7 @@
 
 #define MPOL_MF_MOVE (1 << 1)
 #define MAX_SAMPLES 4096
+#define SNAPSHOT_TRIES 8
 
 struct region {
     const char *name;
@@ -37,6 +53,7 @@ struct region {
     size_t pages;
     void **addr;
     int *status;
+    int *previous; /* the status of the pass before, for the snapshot's agreement check */
 };
 
 static long page_bytes;
@@ -68,7 +85,8 @@ static void map_region(struct region *r, const char *name, size_t mib)
     r->base = m + page_bytes;
     r->addr = malloc(r->pages * sizeof *r->addr);
     r->status = malloc(r->pages * sizeof *r->status);
-    if (!r->addr || !r->status) {
+    r->previous = malloc(r->pages * sizeof *r->previous);
+    if (!r->addr || !r->status || !r->previous) {
         fprintf(stderr, "hotcold: out of memory\n");
         exit(2);
     }
@@ -78,18 +96,42 @@ static void map_region(struct region *r, const char *name, size_t mib)
         r->base[i] = (char)i; /* first touch, from a CPU of the fast node */
 }
 
-/* pages of the region on `node` (a query: nodes == NULL) */
-static size_t on_node(struct region *r, int node)
+/* where each page of the region is, into r->status (a query: nodes == NULL); 0 on success */
+static int query(struct region *r)
 {
-    size_t n = 0;
     for (size_t done = 0; done < r->pages; done += 1024) {
         size_t k = r->pages - done < 1024 ? r->pages - done : 1024;
         if (move_pages_(k, r->addr + done, NULL, r->status + done) != 0)
-            return 0;
+            return -1;
     }
+    return 0;
+}
+
+/* pages of the region on `node`, from its last query */
+static size_t on_node(const struct region *r, int node)
+{
+    size_t n = 0;
     for (size_t i = 0; i < r->pages; i++)
         n += r->status[i] == node;
     return n;
+}
+
+/* query all `n` regions until two passes in a row agree page for page; 1 if they did, 0 if
+ * SNAPSHOT_TRIES passes never did (or a query failed); the regions' status is the last pass */
+static int snapshot(struct region **rs, int n)
+{
+    for (int pass = 0; pass < SNAPSHOT_TRIES; pass++) {
+        int same = pass > 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(rs[i]->previous, rs[i]->status, rs[i]->pages * sizeof *rs[i]->status);
+            if (query(rs[i]) != 0)
+                return 0;
+            same = same && !memcmp(rs[i]->previous, rs[i]->status, rs[i]->pages * sizeof *rs[i]->status);
+        }
+        if (same)
+            return 1;
+    }
+    return 0;
 }
 
 static size_t move_all(struct region *r, int node)
@@ -120,7 +162,7 @@ static uint64_t next(uint64_t *s)
 int main(int argc, char **argv)
 {
     size_t cold_mib = 64, write_mib = 16, read_mib = 16;
-    double seconds = 10, sample_ms = 500;
+    double seconds = 10, sample_ms = 500, flush_ms = 0;
     int start_slow = 0, fast = 0, slow = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -138,6 +180,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--read")) read_mib = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--seconds")) seconds = atof(v);
         else if (!strcmp(a, "--sample-ms")) sample_ms = atof(v);
+        else if (!strcmp(a, "--tlb-flush-ms")) flush_ms = atof(v);
         else if (!strcmp(a, "--fast-node")) fast = atoi(v);
         else if (!strcmp(a, "--slow-node")) slow = atoi(v);
         else {
@@ -145,8 +188,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!write_mib || !read_mib || seconds <= 0 || sample_ms <= 0) {
-        fprintf(stderr, "hotcold: --write and --read need at least 1 MiB, --seconds and --sample-ms more than 0\n");
+    if (!write_mib || !read_mib || seconds <= 0 || sample_ms <= 0 || flush_ms < 0) {
+        fprintf(stderr, "hotcold: --write and --read need at least 1 MiB, --seconds and --sample-ms more than 0, "
+                        "--tlb-flush-ms at least 0\n");
         return 2;
     }
     page_bytes = sysconf(_SC_PAGESIZE);
@@ -158,16 +202,19 @@ int main(int argc, char **argv)
     if (start_slow)
         started_slow = move_all(&wr, slow) + move_all(&rd, slow);
 
-    static double series[MAX_SAMPLES][4];
+    static double series[MAX_SAMPLES][5];
+    struct region *all[] = {&wr, &rd, &cold};
+    int nall = cold.pages ? 3 : 2;
     int n = 0;
     uint64_t s = 0x9e3779b97f4a7c15ULL, acc = 0, sum = 0;
     const uint64_t wwords = wr.pages * page_bytes / 8, rwords = rd.pages * page_bytes / 8;
     uint64_t *w = (uint64_t *)wr.base, *r = (uint64_t *)rd.base;
-    double t0 = now_s(), due = 0;
+    double t0 = now_s(), due = 0, flush_due = flush_ms / 1e3;
     for (;;) {
         double t = now_s() - t0;
         if (t >= due && n < MAX_SAMPLES) {
             series[n][0] = t * 1e3;
+            series[n][4] = snapshot(all, nall);
             series[n][1] = on_node(&wr, fast);
             series[n][2] = on_node(&rd, fast);
             series[n][3] = cold.pages ? on_node(&cold, fast) : 0;
@@ -176,6 +223,14 @@ int main(int argc, char **argv)
         }
         if (t >= seconds)
             break;
+        if (flush_ms > 0 && t >= flush_due) {
+            struct region *hot[] = {&wr, &rd};
+            for (int i = 0; i < 2; i++) {
+                mprotect(hot[i]->base, hot[i]->pages * page_bytes, PROT_READ);
+                mprotect(hot[i]->base, hot[i]->pages * page_bytes, PROT_READ | PROT_WRITE);
+            }
+            flush_due = t + flush_ms / 1e3;
+        }
         for (int k = 0; k < 4096; k++) {
             w[next(&s) % wwords] += k;
             sum += r[next(&s) % rwords];
@@ -186,7 +241,8 @@ int main(int argc, char **argv)
            "\"checksum\": %llu, \"series\": [",
            cold.pages, wr.pages, rd.pages, started_slow, (unsigned long long)acc, (unsigned long long)sum);
     for (int i = 0; i < n; i++)
-        printf("%s[%.0f, %.0f, %.0f, %.0f]", i ? ", " : "", series[i][0], series[i][1], series[i][2], series[i][3]);
+        printf("%s[%.0f, %.0f, %.0f, %.0f, %.0f]", i ? ", " : "", series[i][0], series[i][1], series[i][2], series[i][3],
+               series[i][4]);
     printf("]}\n");
     return 0;
 }

@@ -152,9 +152,13 @@ def test_errors_in_the_vm_are_one_line(vm):
 # budget, which holds the hot set (16 MiB) but not the whole program (48 MiB). NUMA balancing
 # is off for the run (restored after), so that the kernel moves nothing on its own. The program
 # runs with transparent huge pages off (tierkit's default for daemon policies), so every move
-# is a 4 KiB page: under TCG about 1-3 thousand a second, hence the small program.
+# is a 4 KiB page: under TCG about 1-3 thousand a second, hence the small program. The program
+# drops its hot regions' translations from the TLB every 20 ms, as a real TLB's misses would
+# (testbed/hotcold.c, --tlb-flush-ms): without that, QEMU's TLB keeps them and DAMON sees the
+# hot set as cold once the daemon's own moves (which flush) stop; in CI `history` then ended
+# with 24% of the hot set on node 0, and in 1 of 4 runs here with 71%.
 BUDGET_MIB = 24
-HOTCOLD = "hotcold --start-slow --cold 32 --write 8 --read 8 --seconds 16 --sample-ms 500"
+HOTCOLD = "hotcold --start-slow --cold 32 --write 8 --read 8 --seconds 16 --sample-ms 500 --tlb-flush-ms 20"
 
 
 def run_daemon(vm, policy: str):
@@ -183,10 +187,15 @@ def check_budget_and_start(program, report, rows):
     # the fast node holds at most the budget, plus pages whose demotion the kernel refused
     for x in rows:
         assert x["pages_fast"] <= budget + x["moves_failed"], (x, rows)
-    # and, as the program measures it itself once the daemon has had its first look
-    for t, w, r, c in program["series"]:
-        if t >= 2000:
-            assert w + r + c <= budget, (t, w, r, c, program["series"], rows, report["decider"].get("timeseries"))
+    # and, as the program measures it itself once the daemon has had its first look: a sample
+    # counts where two query passes agreed page for page (testbed/hotcold.c: one pass is not
+    # atomic, so a shuffle by the daemon during it can count a page demoted after it was
+    # counted and one promoted before; seen once in CI, 14 pages over); most samples must agree
+    later = [x for x in program["series"] if x[0] >= 2000]
+    agreed = [x for x in later if x[4] == 1]
+    assert len(agreed) >= len(later) // 2, program["series"]
+    for t, w, r, c, _ in agreed:
+        assert w + r + c <= budget, (t, w, r, c, program["series"], rows, report["decider"].get("timeseries"))
     assert report["migrations"]["failed_by_errno"].get("over_budget", 0) == report["decider"]["live"]["mirror"]["moves_failed"].get("-1", 0)
 
 
@@ -205,7 +214,7 @@ def test_hyplacer_brings_the_write_intensive_hot_set_to_the_fast_node_within_the
     # the write-intensive pages were classified as such (004 section 4.4: dirty in the window)
     assert stats["classified"]["write_intensive"] >= program["pages"]["write"] // 2, stats["classified"]
     # the hot set that is written ends on the fast node; the cold archive made room
-    t, w, _, c = program["series"][-1]
+    t, w, _, c, _ = program["series"][-1]
     assert w >= 0.9 * program["pages"]["write"], program["series"]
     assert c <= program["pages"]["cold"] - program["pages"]["write"] // 2, program["series"]
     assert r["migrations"]["done"] > 0 and r["daemon_cpu_s"] > 0
@@ -219,7 +228,7 @@ def test_history_brings_the_hot_set_to_the_fast_node_within_the_budget(vm):
     check_budget_and_start(program, r, rows)
     sched = r["decider"]["scheduler"]
     assert sched["promoted"] > 0 and r["decider"]["live"]["period_ns"] == 100_000_000
-    t, w, rd, c = program["series"][-1]
+    t, w, rd, c, _ = program["series"][-1]
     assert w + rd >= 0.9 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]
     assert r["migrations"]["done"] > 0
 
@@ -231,5 +240,5 @@ def test_first_touch_leaves_the_hot_set_where_it_is(vm):
     assert r["migrations"]["requested"] == 0
     # a memory policy keeps the program's huge pages, and the observation finds them
     assert r["thp"] == "kept" and r["pages"]["in_large_folios_max"] >= 8192, r["pages"]
-    t, w, rd, c = program["series"][-1]
+    t, w, rd, c, _ = program["series"][-1]
     assert w + rd <= 0.05 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]
