@@ -139,7 +139,7 @@ def main():
             rp = d / f"{name}.{k}.report.json"
             run_once(cmd, {**configs[k], "TIERKIT_ALLOC_REPORT": str(rp)})
             r = json.loads(rp.read_text())
-            reports[k] = {x: r[x] for x in ("allocations_total", "allocations_unmatched", "unwinds", "distinct_return_addresses", "arena_fallbacks")}
+            reports[k] = {x: r.get(x) for x in ("allocations_total", "allocations_unmatched", "unwinds", "unwind", "distinct_return_addresses", "arena_fallbacks")}
         walls = {k: [] for k in configs}
         cpus = {k: [] for k in configs}
         micro_ns = {k: [] for k in configs}

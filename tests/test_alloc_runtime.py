@@ -154,8 +154,10 @@ def test_sites_join_their_guidance_arenas_and_the_wrapper_is_decided_at_depth_2(
     assert by_prefix[tuple(site_keys["via_hot"])]["arena"] == 0 and by_prefix[tuple(site_keys["via_cold"])]["arena"] == 1
     assert by_prefix[tuple(site_keys["via_hot"])]["allocations"] == 20
     assert by_prefix[tuple(site_keys["cold"])]["allocations"] == 20
-    # one unwind per wrapper allocation, none for the others
+    # one unwind per wrapper allocation, none for the others; all by the cached-CFI walk (the
+    # program has no frame pointers: every frame's CFA is the stack pointer plus a constant)
     assert r["unwinds"] == 40
+    assert r["unwind"]["fast"] == 40 and r["unwind"]["libgcc"] == 0, r["unwind"]
     assert r["allocations_unmatched"] >= 20  # stray's, and libc's own
     # refused requests (the program asks for SIZE_MAX / 2 bytes once) are not counted
     assert r["bytes_unmatched"] < 1 << 40
@@ -164,6 +166,36 @@ def test_sites_join_their_guidance_arenas_and_the_wrapper_is_decided_at_depth_2(
     assert arenas[0]["pages_present"] > 0 and arenas[0]["bound"]
     assert set(arenas[0]["pages_by_node"]) <= {str(n) for n in r["tier_nodes"] if n is not None}
     assert r["arena_fallbacks"] == 0 and r["errors"] == []
+
+
+@pytest.mark.parametrize("frame_pointers", [False, True])
+def test_the_fast_walk_gives_the_frames_libgccs_unwinder_gives(lib, tmp_path, frame_pointers):
+    """The cached-CFI walk (crates/tierkit-alloc/src/unwind.rs) against libgcc's, frame for
+    frame, on every walk of a run with the site log at depth 6 and the guidance's wrapper sites
+    (TIERKIT_ALLOC_CHECK_UNWIND), threads and a fork included. With frame pointers every frame's
+    CFA is rbp-based: the fast walk gives up and libgcc decides, with the same blocks."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed: the allocator's test programs need it")
+    exe = tmp_path / "sites"
+    fp = ["-fno-omit-frame-pointer"] if frame_pointers else ["-fomit-frame-pointer"]
+    subprocess.run(["gcc", "-O1", "-g", *fp, "-pthread", "-Wno-alloc-size-larger-than", str(C_DIR / "sites.c"), "-o", str(exe), "-ldl"], check=True)
+    log = tmp_path / "log.json"
+    p = run(exe, [2], lib, {"TIERKIT_ALLOC_LOG": str(log), "TIERKIT_ALLOC_LOG_DEPTH": "2"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    keys = keys_from_log(log, exe, ("hot", "cold", "stray", "cold_realloc", "hot_calloc"))
+    g = guidance(keys, tmp_path / "g.json")
+    rep = tmp_path / "rep.json"
+    p = run(exe, [20, 4, "fork"], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep), "TIERKIT_ALLOC_CHECK_UNWIND": "1",
+                                       "TIERKIT_ALLOC_LOG": str(tmp_path / "log6.json"), "TIERKIT_ALLOC_LOG_DEPTH": "6"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_blocks(p.stdout)
+    u = json.loads(rep.read_text())["unwind"]
+    assert u["mismatches"] == 0, u
+    if frame_pointers:
+        # the program's frames (sites.c's functions) are rbp-based: libgcc's walk decides them
+        assert u["libgcc"] > 0, u
+    else:
+        assert u["fast"] > 0 and u["checked"] > 0, u
 
 
 def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog, lib, site_keys, tmp_path):

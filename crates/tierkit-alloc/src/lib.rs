@@ -12,6 +12,7 @@ pub mod arena;
 pub mod guidance;
 pub mod keys;
 mod runtime;
+pub mod unwind;
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -50,16 +51,18 @@ static GLOBAL: Je = Je;
 
 // ---- the exported malloc family ----------------------------------------------------------
 //
-// Each allocation function is a two-instruction naked wrapper that passes its own return
-// address (the program's call site, frame 0 of the site key) as an extra argument and jumps
-// to the implementation, which returns straight to the program.
+// Each allocation function is a two-instruction naked wrapper that passes where its caller is
+// (unwind::Caller: on x86-64 the stack slot of its return address, so that a walk of the
+// stack can start there; elsewhere the return address, the program's call site, frame 0 of
+// the site key) as an extra argument and jumps to the implementation, which returns straight
+// to the program.
 
 #[cfg(target_arch = "x86_64")]
 macro_rules! ra_reg {
-    (1) => { "mov rsi, qword ptr [rsp]" };
-    (2) => { "mov rdx, qword ptr [rsp]" };
-    (3) => { "mov rcx, qword ptr [rsp]" };
-    (4) => { "mov r8, qword ptr [rsp]" };
+    (1) => { "mov rsi, rsp" };
+    (2) => { "mov rdx, rsp" };
+    (3) => { "mov rcx, rsp" };
+    (4) => { "mov r8, rsp" };
 }
 #[cfg(target_arch = "aarch64")]
 macro_rules! ra_reg {

@@ -13,6 +13,7 @@ use tikv_jemalloc_sys as je;
 use crate::arena::{self, MAX_ARENAS};
 use crate::guidance::{Decision, Guidance};
 use crate::keys;
+use crate::unwind::{self, Caller};
 
 const SHARDS: usize = 16;
 
@@ -41,6 +42,13 @@ static STATE: AtomicU8 = AtomicU8::new(0);
 static BEFORE_READY: AtomicU64 = AtomicU64::new(0);
 static UNWINDS: AtomicU64 = AtomicU64::new(0);
 static UNWIND_MISSES: AtomicU64 = AtomicU64::new(0);
+/// Walks done by the cached-CFI walk (crate::unwind), walks libgcc did, and, under
+/// TIERKIT_ALLOC_CHECK_UNWIND, walks checked against libgcc's and those whose frames differ.
+static UNWINDS_FAST: AtomicU64 = AtomicU64::new(0);
+static UNWINDS_LIBGCC: AtomicU64 = AtomicU64::new(0);
+static UNWINDS_CHECKED: AtomicU64 = AtomicU64::new(0);
+static UNWIND_MISMATCHES: AtomicU64 = AtomicU64::new(0);
+static CHECK_UNWIND: AtomicBool = AtomicBool::new(false);
 static FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static CACHE_FULL: AtomicU64 = AtomicU64::new(0);
 static REENTERED: AtomicU64 = AtomicU64::new(0);
@@ -117,6 +125,20 @@ impl Table {
 static DEC: Table = Table::new();
 /// Return address of a deeper frame -> 1 (not a frame of the guidance) or frame id + 2.
 static FRM: Table = Table::new();
+/// Return address -> its call-frame rule for the fast walk (crate::unwind).
+static CFI: Table = Table::new();
+/// (trie node, return address of a deeper frame) -> the step's outcome (`enc`: DEEPER to the
+/// next node, ARENA decided, UNMATCHED no such child).
+static STEP: Table = Table::new();
+
+impl unwind::Rules for Table {
+    fn get(&self, pc: usize) -> u64 {
+        Table::get(self, pc)
+    }
+    fn put(&self, pc: usize, rule: u64) {
+        Table::put(self, pc, rule)
+    }
+}
 
 // decisions: kind in the low 2 bits, the arena in bits 2..10, the trie node from bit 10
 const UNMATCHED: u64 = 1;
@@ -252,6 +274,7 @@ fn build() -> Option<Runtime> {
             Err(e) => warnings.push(format!("warning: {e}; the program runs with plain jemalloc")),
         }
     }
+    CHECK_UNWIND.store(env("TIERKIT_ALLOC_CHECK_UNWIND").is_some_and(|v| v != "0"), Relaxed);
     if let Some(n) = env("TIERKIT_ALLOC_DEBUG_FAIL_EXTENT").and_then(|s| s.parse::<u64>().ok()) {
         arena::FAIL_EVERY.store(n, Relaxed);
     }
@@ -439,8 +462,35 @@ struct Bt {
 }
 
 /// One frame of the deeper walk from trie node `n`: Ok(next node) while undecided, Err(the
-/// decision) once made.
+/// decision) once made. Cached per (node, return address) in STEP, so that a walk step is one
+/// table lookup (the trie's own maps hash with SipHash).
 fn step_frame(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usize>)> {
+    // the key is exact: user-space code addresses stay below 2^47; larger tries skip the cache
+    let key = if (n as usize) < (1 << 16) && fra < (1 << 47) && fra != 0 { fra | ((n as usize) << 47) } else { 0 };
+    if key != 0 {
+        let v = STEP.get(key);
+        if v != 0 {
+            let c = (v >> 10) as u32;
+            return match v & 3 {
+                DEEPER => Ok(c),
+                ARENA => Err((c, Some(((v >> 2) & 0xff) as usize))),
+                _ => Err((0, None)),
+            };
+        }
+    }
+    let r = step_frame_uncached(g, n, fra);
+    if key != 0 {
+        STEP.put(key, match r {
+            Ok(c) => enc(DEEPER, 0, c),
+            Err((c, Some(a))) if a <= 0xff => enc(ARENA, a, c),
+            Err((_, Some(_))) => return r,
+            Err((_, None)) => UNMATCHED,
+        });
+    }
+    r
+}
+
+fn step_frame_uncached(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usize>)> {
     let mut v = FRM.get(fra);
     if v == 0 {
         v = match keys::frame_key(fra).and_then(|k| g.frame_ids.get(&k).copied()) {
@@ -493,7 +543,7 @@ extern "C" fn bt_cb(ctx: *mut _Unwind_Context, arg: *mut c_void) -> c_int {
 fn unwind_from(ra: usize, want: usize, g: Option<(&Guidance, u32)>) -> (Bt, usize) {
     let (gp, node) = g.map_or((std::ptr::null(), 0), |(g, n)| (g as *const Guidance, n));
     let mut b = Bt { buf: [0; MAX_FRAMES], n: 0, ra, at: None, want, g: gp, node, out: None };
-    UNWINDS.fetch_add(1, Relaxed);
+    UNWINDS_LIBGCC.fetch_add(1, Relaxed);
     // SAFETY: the callback writes only into b
     unsafe { _Unwind_Backtrace(bt_cb, &mut b as *mut Bt as *mut c_void) };
     let at = match b.at {
@@ -506,17 +556,37 @@ fn unwind_from(ra: usize, want: usize, g: Option<(&Guidance, u32)>) -> (Bt, usiz
     (b, at)
 }
 
+/// TIERKIT_ALLOC_CHECK_UNWIND: the fast walk's frames against libgcc's, `depth` frames from
+/// the call's own (libgcc's walk of a stack it cannot follow up to the call is not counted).
+#[cold]
+fn check_walk(ra: usize, caller: Caller, depth: usize) {
+    let mut fast = vec![ra];
+    let _ = unwind::walk(caller, &CFI, depth.saturating_sub(1), |ip| {
+        fast.push(ip);
+        true
+    });
+    let (b, at) = unwind_from(ra, depth, None);
+    if b.at.is_none() {
+        return;
+    }
+    UNWINDS_CHECKED.fetch_add(1, Relaxed);
+    if b.buf[at..b.n] != fast[..] {
+        UNWIND_MISMATCHES.fetch_add(1, Relaxed);
+    }
+}
+
 // ---- classification ------------------------------------------------------------------------
 
 impl Runtime {
     /// The guided arena of an allocation from return address `ra` (None: plain), and the trie
     /// node that decided (0: unmatched) for `counted`.
     #[inline(always)]
-    fn target(&self, ra: usize, size: usize) -> (u32, Option<usize>) {
+    fn target(&self, caller: Caller, size: usize) -> (u32, Option<usize>) {
+        let ra = unwind::caller_ra(caller);
         if self.log.is_some() {
-            self.log_site(ra, size);
+            self.log_site(ra, caller, size);
         }
-        let (node, arena) = if self.guided { self.classify(ra) } else { (0, None) };
+        let (node, arena) = if self.guided { self.classify(ra, caller) } else { (0, None) };
         (node, arena.filter(|&a| a < MAX_ARENAS))
     }
 
@@ -538,7 +608,7 @@ impl Runtime {
 
     /// (trie node that decided, 0 when unmatched; arena)
     #[inline(always)]
-    fn classify(&self, ra: usize) -> (u32, Option<usize>) {
+    fn classify(&self, ra: usize, caller: Caller) -> (u32, Option<usize>) {
         let mut d = DEC.get(ra);
         if d == 0 {
             d = self.first_frame(ra);
@@ -546,7 +616,7 @@ impl Runtime {
         let node = (d >> 10) as u32;
         match d & 3 {
             ARENA => (node, Some(((d >> 2) & 0xff) as usize)),
-            DEEPER => self.deeper(node, ra),
+            DEEPER => self.deeper(node, ra, caller),
             _ => (0, None),
         }
     }
@@ -576,16 +646,36 @@ impl Runtime {
     /// The rest of the walk from node `n`, reached by the innermost frame `ra`: unwinds.
     #[cold]
     #[inline(never)]
-    fn deeper(&self, n: u32, ra: usize) -> (u32, Option<usize>) {
+    fn deeper(&self, n: u32, ra: usize, caller: Caller) -> (u32, Option<usize>) {
         let g = self.g.as_ref().unwrap();
         if BUSY.with(|b| b.replace(true)) {
             REENTERED.fetch_add(1, Relaxed);
             return (0, None);
         }
-        // the walk steps the trie frame by frame inside the unwinder and stops once decided (or
-        // at the context's depth)
-        let (b, _) = unwind_from(ra, g.context, Some((g, n)));
-        let (out, n) = (b.out, b.node);
+        UNWINDS.fetch_add(1, Relaxed);
+        // the walk steps the trie frame by frame and stops once decided (or at the context's
+        // depth): the cached-CFI walk where every frame's rule allows it, libgcc's otherwise
+        let (mut node, mut out) = (n, None);
+        let fast = unwind::walk(caller, &CFI, g.context.saturating_sub(1), |ip| match step_frame(g, node, ip) {
+            Ok(c) => {
+                node = c;
+                true
+            }
+            Err(d) => {
+                out = Some(d);
+                false
+            }
+        });
+        let (out, n) = if fast.is_some() {
+            UNWINDS_FAST.fetch_add(1, Relaxed);
+            if CHECK_UNWIND.load(Relaxed) {
+                check_walk(ra, caller, g.context);
+            }
+            (out, node)
+        } else {
+            let (b, _) = unwind_from(ra, g.context, Some((g, n)));
+            (b.out, b.node)
+        };
         BUSY.with(|b| b.set(false));
         // the stack ended (or the context did) while ambiguous: the exact site, if any
         out.unwrap_or_else(|| match g.at_end(n) {
@@ -596,14 +686,28 @@ impl Runtime {
 
     #[cold]
     #[inline(never)]
-    fn log_site(&self, ra: usize, size: usize) {
+    fn log_site(&self, ra: usize, caller: Caller, size: usize) {
         if BUSY.with(|b| b.replace(true)) {
             return;
         }
         let depth = self.log.as_ref().unwrap().1;
-        let (b, at) = unwind_from(ra, depth, None);
+        UNWINDS.fetch_add(1, Relaxed);
         let mut key: Vec<usize> = vec![ra];
-        key.extend(b.buf[..b.n].iter().skip(at + 1).take(depth - 1));
+        if unwind::walk(caller, &CFI, depth.saturating_sub(1), |ip| {
+            key.push(ip);
+            true
+        })
+        .is_some()
+        {
+            UNWINDS_FAST.fetch_add(1, Relaxed);
+            if CHECK_UNWIND.load(Relaxed) {
+                check_walk(ra, caller, depth);
+            }
+        } else {
+            let (b, at) = unwind_from(ra, depth, None);
+            key.truncate(1);
+            key.extend(b.buf[..b.n].iter().skip(at + 1).take(depth - 1));
+        }
         lock();
         // SAFETY: under LOG_LOCK
         let m = unsafe { (*std::ptr::addr_of_mut!(LOG)).get_or_insert_with(HashMap::new) };
@@ -716,17 +820,17 @@ unsafe fn guided(rt: &Runtime, a: usize, size: usize, align: usize, zero: bool) 
 }
 
 #[inline(always)]
-unsafe fn alloc_at(ra: usize, size: usize, align: usize, zero: bool) -> *mut c_void {
+unsafe fn alloc_at(caller: usize, size: usize, align: usize, zero: bool) -> *mut c_void {
     let r = RT.load(Acquire);
     if r.is_null() {
         // no guidance, no report, no log: plain jemalloc
         if STATE.load(Relaxed) == 2 {
             return plain(size, align, zero);
         }
-        return cold_alloc(ra, size, align, zero);
+        return cold_alloc(caller, size, align, zero);
     }
     let r = &*r;
-    let (node, a) = r.target(ra, size);
+    let (node, a) = r.target(caller, size);
     let p = match a {
         None => plain(size, align, zero),
         Some(a) => guided(r, a, size, align, zero),
@@ -736,12 +840,12 @@ unsafe fn alloc_at(ra: usize, size: usize, align: usize, zero: bool) -> *mut c_v
 
 #[cold]
 #[inline(never)]
-unsafe fn cold_alloc(ra: usize, size: usize, align: usize, zero: bool) -> *mut c_void {
+unsafe fn cold_alloc(caller: usize, size: usize, align: usize, zero: bool) -> *mut c_void {
     match STATE.load(Acquire) {
         0 => {
             ensure_init();
             if !RT.load(Acquire).is_null() {
-                return alloc_at(ra, size, align, zero);
+                return alloc_at(caller, size, align, zero);
             }
         }
         1 => {
@@ -753,13 +857,13 @@ unsafe fn cold_alloc(ra: usize, size: usize, align: usize, zero: bool) -> *mut c
 }
 
 #[inline(never)]
-pub unsafe extern "C" fn tk_malloc(size: usize, ra: usize) -> *mut c_void {
-    alloc_at(ra, size, 0, false)
+pub unsafe extern "C" fn tk_malloc(size: usize, caller: usize) -> *mut c_void {
+    alloc_at(caller, size, 0, false)
 }
 
-pub unsafe extern "C" fn tk_calloc(n: usize, size: usize, ra: usize) -> *mut c_void {
+pub unsafe extern "C" fn tk_calloc(n: usize, size: usize, caller: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(t) => alloc_at(ra, t, 0, true),
+        Some(t) => alloc_at(caller, t, 0, true),
         None => {
             set_enomem();
             std::ptr::null_mut()
@@ -795,9 +899,9 @@ unsafe fn move_block(p: *mut c_void, size: usize, dst: Option<usize>) -> *mut c_
 
 /// realloc: the new block goes to the arena of the realloc's own site (as the tracer's profile
 /// counts it); a block that changes arena is copied.
-pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, ra: usize) -> *mut c_void {
+pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, caller: usize) -> *mut c_void {
     if p.is_null() {
-        return alloc_at(ra, size, 0, false);
+        return alloc_at(caller, size, 0, false);
     }
     if size == 0 {
         // glibc: realloc(p, 0) frees p and returns NULL
@@ -809,7 +913,7 @@ pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, ra: usize) -> *
     if r.is_null() {
         return move_or_realloc(p, size, src, None);
     }
-    let (node, dst) = (*r).target(ra, size);
+    let (node, dst) = (*r).target(caller, size);
     (*r).counted(node, size, move_or_realloc(p, size, src, dst))
 }
 
@@ -835,9 +939,9 @@ unsafe fn move_or_realloc(p: *mut c_void, size: usize, src: Option<usize>, dst: 
     }
 }
 
-pub unsafe extern "C" fn tk_reallocarray(p: *mut c_void, n: usize, size: usize, ra: usize) -> *mut c_void {
+pub unsafe extern "C" fn tk_reallocarray(p: *mut c_void, n: usize, size: usize, caller: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(t) => tk_realloc(p, t, ra),
+        Some(t) => tk_realloc(p, t, caller),
         None => {
             set_enomem();
             std::ptr::null_mut()
@@ -845,12 +949,12 @@ pub unsafe extern "C" fn tk_reallocarray(p: *mut c_void, n: usize, size: usize, 
     }
 }
 
-pub unsafe extern "C" fn tk_posix_memalign(out: *mut *mut c_void, align: usize, size: usize, ra: usize) -> c_int {
+pub unsafe extern "C" fn tk_posix_memalign(out: *mut *mut c_void, align: usize, size: usize, caller: usize) -> c_int {
     if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
         return libc::EINVAL;
     }
     let e = *libc::__errno_location();
-    let p = alloc_at(ra, size, align, false);
+    let p = alloc_at(caller, size, align, false);
     *libc::__errno_location() = e;
     if p.is_null() {
         return libc::ENOMEM;
@@ -860,9 +964,9 @@ pub unsafe extern "C" fn tk_posix_memalign(out: *mut *mut c_void, align: usize, 
 }
 
 /// memalign and aligned_alloc: glibc rounds an alignment that is not a power of two up to one.
-pub unsafe extern "C" fn tk_memalign(align: usize, size: usize, ra: usize) -> *mut c_void {
+pub unsafe extern "C" fn tk_memalign(align: usize, size: usize, caller: usize) -> *mut c_void {
     match align.max(1).checked_next_power_of_two().filter(|a| *a <= 1 << 40) {
-        Some(a) => alloc_at(ra, size, a, false),
+        Some(a) => alloc_at(caller, size, a, false),
         None => {
             *libc::__errno_location() = libc::EINVAL;
             std::ptr::null_mut()
@@ -875,14 +979,14 @@ fn page() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-pub unsafe extern "C" fn tk_valloc(size: usize, ra: usize) -> *mut c_void {
-    alloc_at(ra, size, page(), false)
+pub unsafe extern "C" fn tk_valloc(size: usize, caller: usize) -> *mut c_void {
+    alloc_at(caller, size, page(), false)
 }
 
-pub unsafe extern "C" fn tk_pvalloc(size: usize, ra: usize) -> *mut c_void {
+pub unsafe extern "C" fn tk_pvalloc(size: usize, caller: usize) -> *mut c_void {
     let pg = page();
     match size.max(1).checked_add(pg - 1) {
-        Some(s) => alloc_at(ra, s & !(pg - 1), pg, false),
+        Some(s) => alloc_at(caller, s & !(pg - 1), pg, false),
         None => {
             set_enomem();
             std::ptr::null_mut()
@@ -907,31 +1011,31 @@ unsafe fn new_failed(sym: &std::ffi::CStr, size: usize, align: Option<usize>) ->
 /// The allocation of operator new, in a function that cannot unwind: a panic of the library
 /// aborts with its message instead of unwinding into the program.
 #[inline(never)]
-unsafe extern "C" fn alloc_new(ra: usize, size: usize, align: usize) -> *mut c_void {
-    alloc_at(ra, size, align, false)
+unsafe extern "C" fn alloc_new(caller: usize, size: usize, align: usize) -> *mut c_void {
+    alloc_at(caller, size, align, false)
 }
 
-pub unsafe extern "C-unwind" fn tk_new(size: usize, ra: usize) -> *mut c_void {
-    let p = alloc_new(ra, size, 0);
+pub unsafe extern "C-unwind" fn tk_new(size: usize, caller: usize) -> *mut c_void {
+    let p = alloc_new(caller, size, 0);
     if p.is_null() { new_failed(c"_Znwm", size, None) } else { p }
 }
-pub unsafe extern "C-unwind" fn tk_new_arr(size: usize, ra: usize) -> *mut c_void {
-    let p = alloc_new(ra, size, 0);
+pub unsafe extern "C-unwind" fn tk_new_arr(size: usize, caller: usize) -> *mut c_void {
+    let p = alloc_new(caller, size, 0);
     if p.is_null() { new_failed(c"_Znam", size, None) } else { p }
 }
-pub unsafe extern "C" fn tk_new_nothrow(size: usize, _nt: *const c_void, ra: usize) -> *mut c_void {
-    alloc_at(ra, size, 0, false)
+pub unsafe extern "C" fn tk_new_nothrow(size: usize, _nt: *const c_void, caller: usize) -> *mut c_void {
+    alloc_at(caller, size, 0, false)
 }
-pub unsafe extern "C-unwind" fn tk_new_aligned(size: usize, align: usize, ra: usize) -> *mut c_void {
-    let p = if align.is_power_of_two() { alloc_new(ra, size, align) } else { std::ptr::null_mut() };
+pub unsafe extern "C-unwind" fn tk_new_aligned(size: usize, align: usize, caller: usize) -> *mut c_void {
+    let p = if align.is_power_of_two() { alloc_new(caller, size, align) } else { std::ptr::null_mut() };
     if p.is_null() { new_failed(c"_ZnwmSt11align_val_t", size, Some(align)) } else { p }
 }
-pub unsafe extern "C-unwind" fn tk_new_arr_aligned(size: usize, align: usize, ra: usize) -> *mut c_void {
-    let p = if align.is_power_of_two() { alloc_new(ra, size, align) } else { std::ptr::null_mut() };
+pub unsafe extern "C-unwind" fn tk_new_arr_aligned(size: usize, align: usize, caller: usize) -> *mut c_void {
+    let p = if align.is_power_of_two() { alloc_new(caller, size, align) } else { std::ptr::null_mut() };
     if p.is_null() { new_failed(c"_ZnamSt11align_val_t", size, Some(align)) } else { p }
 }
-pub unsafe extern "C" fn tk_new_aligned_nothrow(size: usize, align: usize, _nt: *const c_void, ra: usize) -> *mut c_void {
-    if align.is_power_of_two() { alloc_at(ra, size, align, false) } else { std::ptr::null_mut() }
+pub unsafe extern "C" fn tk_new_aligned_nothrow(size: usize, align: usize, _nt: *const c_void, caller: usize) -> *mut c_void {
+    if align.is_power_of_two() { alloc_at(caller, size, align, false) } else { std::ptr::null_mut() }
 }
 
 // ---- the exit report and the site log ------------------------------------------------------
@@ -1067,6 +1171,10 @@ impl Runtime {
             "extent_failures": arena::EXTENT_FAILS.load(Relaxed),
             "extent_failures_injected": arena::EXTENT_INJECTED.load(Relaxed),
             "unwinds": UNWINDS.load(Relaxed),
+            "unwind": {
+                "fast": UNWINDS_FAST.load(Relaxed), "libgcc": UNWINDS_LIBGCC.load(Relaxed),
+                "checked": UNWINDS_CHECKED.load(Relaxed), "mismatches": UNWIND_MISMATCHES.load(Relaxed),
+            },
             "unwinds_without_call_site": UNWIND_MISSES.load(Relaxed),
             "distinct_return_addresses": DISTINCT_RA.load(Relaxed),
             "cache_full": CACHE_FULL.load(Relaxed),
