@@ -98,3 +98,32 @@ def test_two_zone_model_gets_node0s_dma_zone_as_its_own():
     # a node of one managed zone has no second zone to pass
     one = "\n".join(ZONEINFO.split("\n")[9:])
     assert "dma_zone_pages" not in v.node0_model_params(one, MEMINFO)
+
+
+def test_length_scales_each_workloads_work_and_nothing_else():
+    s = v.length_specs(3)
+    assert set(s) == set(v.WORKLOADS)
+    assert s["phases"][2] == ("--size", "medium", "--work", "0.3")
+    assert s["rwmix"][2] == ("--size", "medium", "--work", "0.3", "--write-ratio", "0.9")
+    assert s["sites"][:2] == v.WORKLOADS["sites"][:2]
+    assert v.length_specs(1) == v.WORKLOADS
+
+
+def test_a_vm_that_fails_is_one_line_naming_its_console_log(monkeypatch, capsys):
+    # a kernel panic in the testbed closes the control port: the CLI says so in one line and
+    # keeps the console log (the panic's trace) where the line says
+    from tierkit import cli, testbed
+
+    def boom(*a, **k):
+        raise testbed.TestbedError("testbed: the VM closed its control port command 'true' "
+                                   "(last console line: Kernel Offset: 0x0; whole console log: /tmp/tierkit-vm-console-x.log)")
+
+    monkeypatch.setattr(v, "validate", boom)
+    monkeypatch.setattr(testbed, "availability", lambda: None)
+    run_bin = v.ROOT / "target" / "release" / "tierkit-run"
+    if not run_bin.is_file():
+        pytest.skip("tierkit-run is not built")
+    assert cli.main(["validate", "--workloads", "phases", "--policies", "autonuma-tiering"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tierkit: error: testbed: the VM closed its control port")
+    assert err[0].endswith("/tmp/tierkit-vm-console-x.log)")

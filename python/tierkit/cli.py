@@ -18,6 +18,7 @@ from typing_extensions import Annotated
 from . import api
 from ._core import TierkitError, TierkitInternalError
 from .output import Terminated
+from .testbed import TestbedError
 
 app = typer.Typer(
     name="tierkit",
@@ -780,6 +781,8 @@ def validate_cmd(
     scales: Annotated[str, typer.Option("--scales", help="factors on the clock alignment K to run the models at (sensitivity)")] = "0.5,1,2",
     guided: Annotated[bool, typer.Option("--guided", help="instead: guidance applied by the preloaded allocator (tierkit run --guidance) in the VM against the simulated guided run (docs/guidance.md, 'Checked in the VM'); workloads sites, bfs; --fast-free-mib default 96")] = False,
     repeats: Annotated[int, typer.Option("--repeats", help="kernel runs per workload and policy (their counts vary from run to run: the table gives mean and range)")] = 3,
+    length: Annotated[Optional[float], typer.Option("--length", help="multiply each workload's --work by this (traces are recorded at the same length); default: the length whose run lasts --min-vm-seconds in the VM")] = None,
+    min_vm_seconds: Annotated[float, typer.Option("--min-vm-seconds", help="without --length: find per workload the length whose run lasts at least this long in the VM (0: length 1)")] = 8.0,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
     VM, on the same programs (docs/validation.md); with --guided, the guided allocator's
@@ -837,7 +840,12 @@ def validate_cmd(
     run_bin = v.ROOT / "target" / "release" / "tierkit-run"
     if not run_bin.is_file():
         raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
-    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=repeats)
+    if length is not None and not 0.1 <= length <= 32:
+        raise TierkitError(f"--length: {length:g} is outside [0.1, 32]")
+    if not 0 <= min_vm_seconds <= 120:
+        raise TierkitError(f"--min-vm-seconds: {min_vm_seconds:g} is outside [0, 120]")
+    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=repeats,
+                     length=length, min_vm_s=min_vm_seconds)
     print(v.table(res), end="")
 
 
@@ -956,6 +964,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except TierkitInternalError as e:
         print(error_line("tierkit: internal error (a bug in tierkit, please report it): ", e), file=sys.stderr)
         return 3
+    except TestbedError as e:
+        # the testbed VM failed (a kernel panic, QEMU gone, a command past its time): not the
+        # user's input, but one line all the same; the message names the kept console log
+        print(error_line("tierkit: error: ", e), file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
 

@@ -463,11 +463,21 @@ class Testbed:
             raise TestbedError(f"testbed: QEMU exited ({self.proc.returncode}) {what}: {tail}")
 
     def _console_tail(self) -> str:
+        """The console's last line, and where a copy of the whole console log is kept (the VM's
+        own directory goes when it closes): a kernel panic's trace is in it."""
         try:
-            lines = [l for l in self.console_log.read_text(errors="replace").splitlines() if l.strip()]
-            return lines[-1].strip() if lines else "(no console output)"
+            text = self.console_log.read_text(errors="replace")
         except (OSError, AttributeError):
             return "(no console log)"
+        lines = [l for l in text.splitlines() if l.strip()]
+        last = lines[-1].strip() if lines else "(no console output)"
+        try:
+            fd, kept = tempfile.mkstemp(prefix="tierkit-vm-console-", suffix=".log")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        except OSError:
+            return last
+        return f"{last}; whole console log: {kept}"
 
     def _fail_timeout(self, msg):
         tail = self._console_tail()
