@@ -104,7 +104,8 @@ experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 	$(PY) experiments/live_placement.py
 
 # issue 18: tierkit's models of Linux's tiering policies against the kernel in the testbed VM, on
-# the same four workloads (docs/validation.md); about 15 minutes, traces reused from target/validation
+# the same four workloads (docs/validation.md), each run calibrated to at least 8 s in the VM; about 10
+# minutes (traces cached per length in target/validation)
 validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
 	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
 

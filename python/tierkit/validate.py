@@ -54,6 +54,67 @@ WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "stencil": ("streaming sweep", "stencil", ("--size", "medium", "--work", "0.25")),
     "rwmix": ("write-heavy mix", "rwmix", ("--size", "medium", "--work", "0.1", "--write-ratio", "0.9")),
 }
+
+
+def length_specs(length: float, specs: Optional[dict] = None) -> dict:
+    """The workloads with their `--work` multiplied by `length` (longer runs: the kernel's time
+    constants, a 1 s scan delay and 1 s scan periods, need runs of several seconds in the VM,
+    and how long a run lasts there depends on the host's load: docs/validation.md)."""
+    specs = specs or WORKLOADS
+    if length == 1:
+        return dict(specs)
+    out = {}
+    for n, (cls, wl, args) in specs.items():
+        a = list(args)
+        i = a.index("--work") + 1
+        a[i] = f"{float(a[i]) * length:g}"
+        out[n] = (cls, wl, tuple(a))
+    return out
+
+
+#: the shortest run in the VM the comparison is made on (s): the kernel's time constants (NUMA
+#: balancing's 1 s scan delay and 1 s scan periods, kswapd's naps) need several seconds, and
+#: how long a run lasts under TCG depends on the host's load (the same `phases` run took 9-14 s
+#: on a loaded host and 1.8-4.3 s on an idle one, where the kernel's second run promoted nothing)
+MIN_VM_S = 8.0
+#: the lengths calibrate() chooses from (factors on each workload's --work)
+LENGTH_GRID = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+def calibrate(names: Sequence[str], specs: dict, tierkit_run: Path, min_vm_s: float, progress: bool = True,
+              vm_factory: Optional[Callable] = None) -> dict:
+    """Per workload, the smallest length on LENGTH_GRID (from 1 up) whose run lasts at least
+    `min_vm_s` in the VM (under first-touch; at most 4 tries each: a run's start-up does not
+    grow with its length, so each try aims 15 % over the mark)."""
+    from .testbed import FileSet, Testbed, VMConfig
+
+    files = FileSet().add_binary(tierkit_run)
+    for n in names:
+        files.add_binary(ROOT / "workloads" / "build" / specs[n][1])
+    factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
+    lengths = {}
+    with factory() as vm:
+        for n in names:
+            length, wall = 1.0, 0.0
+            for _ in range(4):
+                _, wl, args = length_specs(length, {n: specs[n]})[n]
+                r = vm.run(f"tierkit-run --json --policy first-touch -- {' '.join([wl, *args])} > $OUT/run 2> $OUT/err; echo $? > $OUT/rc",
+                           timeout_s=600)
+                if r.status != 0 or int(r.files.get("rc", b"-1") or -1) != 0:
+                    raise RuntimeError(f"calibrating {n}: the VM run failed: {(r.files.get('err', b'').decode() + r.stderr)[-300:]}")
+                wall = json.loads(r.files["run"].decode().strip().splitlines()[-1])["wall_s"]
+                if wall >= min_vm_s:
+                    break
+                want = length * min_vm_s / max(wall, 0.05) * 1.15
+                nxt = next((g for g in LENGTH_GRID if g >= want), LENGTH_GRID[-1])
+                if nxt <= length:
+                    break
+                length = float(nxt)
+            lengths[n] = length
+            _say(progress, f"calibrated {n}: length {length:g} ({wall:.1f} s in the VM, at least {min_vm_s:g} s asked)")
+    return lengths
+
+
 #: what tierkit-run sets in the kernel, and the same in the model's parameters
 KERNEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000", "damon-tiering": "damon-tiering"}
 MODEL_ARGS = {"autonuma-tiering": "autonuma-tiering:hot_threshold_ms=1000,promote_rate_limit_MBps=65536",
@@ -369,7 +430,9 @@ def record_traces(names: Sequence[str], work: Path, progress: bool = True, specs
     out = {}
     for n in names:
         wl, args = specs[n][1], specs[n][2]
-        tkt, meta = work / f"{n}.tkt", work / f"{n}.record.json"
+        # one cached trace per workload and length
+        stem = n if list(args) == list(WORKLOADS.get(n, ("", "", args))[2]) else f"{n}-work{args[args.index('--work') + 1]}"
+        tkt, meta = work / f"{stem}.tkt", work / f"{stem}.record.json"
         if tkt.is_file() and meta.is_file() and json.loads(meta.read_text()).get("args") == list(args):
             out[n] = json.loads(meta.read_text())
             continue
@@ -659,9 +722,11 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
 def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
              work: Optional[Path] = None, img_dir: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
              scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None,
-             repeats: int = REPEATS) -> dict:
+             repeats: int = REPEATS, length: Optional[float] = None, min_vm_s: float = MIN_VM_S) -> dict:
     """The whole validation; returns the results and writes `out` (JSON), its table
-    (`out` with `.md`) and the plots."""
+    (`out` with `.md`) and the plots. Each workload runs at `length` (a factor on its --work),
+    or, without one, at the length calibrate() finds for runs of at least `min_vm_s` in the VM
+    (0: length 1)."""
     specs = specs or WORKLOADS
     for n in names:
         if n not in specs:
@@ -673,6 +738,13 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     work = work or ROOT / "target" / "validation"
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
+    if length is not None:
+        lengths = {n: float(length) for n in names}
+    elif min_vm_s > 0:
+        lengths = calibrate(names, specs, tierkit_run, min_vm_s, progress)
+    else:
+        lengths = {n: 1.0 for n in names}
+    specs = {**specs, **{n: length_specs(lengths[n], {n: specs[n]})[n] for n in names}}
     traces = record_traces(names, work, progress, specs)
     if repeats < 1:
         raise ValueError(f"--repeats: {repeats} must be at least 1")
@@ -680,6 +752,7 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     res = compare(kern, traces, work, progress, scales, specs)
     res.update({"date": time.strftime("%Y-%m-%d"), "kernel": kern["kernel"], "min_free_kbytes": kern["min_free_kbytes"],
                 "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib, "repeats": repeats,
+                "lengths": lengths, "min_vm_s": min_vm_s if length is None else None,
                 "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB",
                 "goals": {"ratio_within": RATIO_GOAL, "residency_points_within": RESIDENCY_GOAL_POINTS},
                 "elapsed_s": round(time.time() - t, 1)})
