@@ -352,44 +352,54 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
     out: dict = {}
     t = time.time()
     factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
-    with factory() as vm:
-        _say(progress, f"VM up in {vm.boot_s:.0f} s; {len(runs)} kernel runs")
-        info = vm.run("cat /proc/sys/vm/min_free_kbytes; cat /proc/sys/vm/watermark_scale_factor; uname -r").stdout.split()
-        for i, (n, p) in enumerate(runs):
-            prog = " ".join([specs[n][1], *specs[n][2]])
-            t0 = time.time()
-            script = _vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib)
-            if p == "damon-tiering":
-                script = _damon_pace_script(i, script)
-            r = vm.run(script, timeout_s=300)
-            rc = int(r.files.get(f"rc{i}", b"-1") or -1)
-            if r.status != 0 or rc != 0:
-                err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
-                raise RuntimeError(f"the VM run of {n} under {p} failed (rc {rc}): {err}")
-            rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
-            free = {}
-            for line in r.files[f"meminfo{i}"].decode().splitlines():
-                # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
-                w = line.split()
-                free[int(w[1])] = int(w[-2]) * 1024
-            ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
-            ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
-            one = {
-                "workload": n, "policy": p, "program": prog, "kernel_policy": KERNEL_ARGS[p],
-                "node0_free_bytes": free.get(0), "node1_free_bytes": free.get(1),
-                "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
-                "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
-                "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
-                "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
-                "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
-                if p == "damon-tiering" else None,
-            }
-            key = f"{n}/{p}"
-            if key not in out:
-                out[key] = {**one, "repeats": []}
-            out[key]["repeats"].append(one)
-            _say(progress, f"[{i + 1}/{len(runs)}] kernel {n} / {p}: {rep['wall_s']:.1f} s in the VM "
-                           f"({time.time() - t0:.0f} s), node 0 free {free.get(0, 0) >> 20} MiB")
+    # a fresh VM for each (workload, policy): runs in one VM leave the kernel in states the next
+    # run inherits (stencil under autonuma-tiering promoted 0 pages in 3 repeats after 12 runs
+    # of phases and sites under both policies, and 14,645-15,320 first in a VM or after phases
+    # alone); the repeats of one case share their VM
+    groups = [(n, p) for n in names for p in policies]
+    info: list = []
+    i = 0
+    for gi, (gn, gp) in enumerate(groups):
+        with factory() as vm:
+            _say(progress, f"VM {gi + 1}/{len(groups)} up in {vm.boot_s:.0f} s; {repeats} kernel runs of {gn} / {gp}")
+            if not info:
+                info = vm.run("cat /proc/sys/vm/min_free_kbytes; cat /proc/sys/vm/watermark_scale_factor; uname -r").stdout.split()
+            for n, p in [(gn, gp)] * repeats:
+                prog = " ".join([specs[n][1], *specs[n][2]])
+                t0 = time.time()
+                script = _vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib)
+                if p == "damon-tiering":
+                    script = _damon_pace_script(i, script)
+                r = vm.run(script, timeout_s=300)
+                rc = int(r.files.get(f"rc{i}", b"-1") or -1)
+                if r.status != 0 or rc != 0:
+                    err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
+                    raise RuntimeError(f"the VM run of {n} under {p} failed (rc {rc}): {err}")
+                rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
+                free = {}
+                for line in r.files[f"meminfo{i}"].decode().splitlines():
+                    # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
+                    w = line.split()
+                    free[int(w[1])] = int(w[-2]) * 1024
+                ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
+                ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
+                one = {
+                    "workload": n, "policy": p, "program": prog, "kernel_policy": KERNEL_ARGS[p],
+                    "node0_free_bytes": free.get(0), "node1_free_bytes": free.get(1),
+                    "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
+                    "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
+                    "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
+                    "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
+                    "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
+                    if p == "damon-tiering" else None,
+                }
+                key = f"{n}/{p}"
+                if key not in out:
+                    out[key] = {**one, "repeats": []}
+                out[key]["repeats"].append(one)
+                _say(progress, f"[{i + 1}/{len(runs)}] kernel {n} / {p}: {rep['wall_s']:.1f} s in the VM "
+                               f"({time.time() - t0:.0f} s), node 0 free {free.get(0, 0) >> 20} MiB")
+                i += 1
     _say(progress, f"kernel runs done in {time.time() - t:.0f} s")
     return {"runs": out, "min_free_kbytes": int(info[0]), "watermark_scale_factor": int(info[1]), "kernel": info[2]}
 
