@@ -121,13 +121,18 @@ static size_t on_node(const struct region *r, int node)
 static int snapshot(struct region **rs, int n)
 {
     for (int pass = 0; pass < SNAPSHOT_TRIES; pass++) {
-        int same = pass > 0;
+        int same = pass > 0, failed = 0;
         for (int i = 0; i < n; i++) {
             memcpy(rs[i]->previous, rs[i]->status, rs[i]->pages * sizeof *rs[i]->status);
-            if (query(rs[i]) != 0)
-                return 0;
+            if (query(rs[i]) != 0) {
+                /* a region whose query fails counts as on no node (as before the snapshot) */
+                memset(rs[i]->status, 0xff, rs[i]->pages * sizeof *rs[i]->status);
+                failed = 1;
+            }
             same = same && !memcmp(rs[i]->previous, rs[i]->status, rs[i]->pages * sizeof *rs[i]->status);
         }
+        if (failed)
+            return 0;
         if (same)
             return 1;
     }
