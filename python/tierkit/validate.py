@@ -81,17 +81,22 @@ MIN_VM_S = 8.0
 LENGTH_GRID = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
-def calibrate(names: Sequence[str], specs: dict, tierkit_run: Path, min_vm_s: float, progress: bool = True,
-              vm_factory: Optional[Callable] = None) -> dict:
-    """Per workload, the smallest length on LENGTH_GRID (from 1 up) whose run lasts at least
-    `min_vm_s` in the VM (under first-touch; at most 4 tries each: a run's start-up does not
-    grow with its length, so each try aims 15 % over the mark)."""
+def _vm_factory(names: Sequence[str], specs: dict, tierkit_run: Path) -> Callable:
+    """A testbed VM (node 0 512 MiB, node 1 1 GiB) with tierkit-run and the workloads' binaries."""
     from .testbed import FileSet, Testbed, VMConfig
 
     files = FileSet().add_binary(tierkit_run)
     for n in names:
         files.add_binary(ROOT / "workloads" / "build" / specs[n][1])
-    factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
+    return lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files)
+
+
+def calibrate(names: Sequence[str], specs: dict, tierkit_run: Path, min_vm_s: float, progress: bool = True,
+              vm_factory: Optional[Callable] = None) -> dict:
+    """Per workload, the smallest length on LENGTH_GRID (from 1 up) whose run lasts at least
+    `min_vm_s` in the VM (under first-touch; at most 4 tries each: a run's start-up does not
+    grow with its length, so each try aims 15 % over the mark)."""
+    factory = vm_factory or _vm_factory(names, specs, tierkit_run)
     lengths = {}
     with factory() as vm:
         for n in names:
@@ -338,20 +343,14 @@ def model_args(policy: str, kp: Optional[dict]) -> str:
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
                progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None,
                repeats: int = 1) -> dict:
-    """Every (workload, policy) in one VM, one after the other, `repeats` times each; returns
+    """Each (workload, policy) in a VM of its own, `repeats` times one after the other; returns
     per (workload, policy) the first run's report, series and node 0's state at the start, with
     every run (the first included) under `repeats`."""
-    from .testbed import FileSet, Testbed, VMConfig
-
     specs = specs or WORKLOADS
-    wl_dir = ROOT / "workloads" / "build"
-    files = FileSet().add_binary(tierkit_run)
-    for n in names:
-        files.add_binary(wl_dir / specs[n][1])
     runs = [(n, p) for n in names for p in policies for _ in range(repeats)]
     out: dict = {}
     t = time.time()
-    factory = vm_factory or (lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files))
+    factory = vm_factory or _vm_factory(names, specs, tierkit_run)
     # a fresh VM for each (workload, policy): runs in one VM leave the kernel in states the next
     # run inherits (stencil under autonuma-tiering promoted 0 pages in 3 repeats after 12 runs
     # of phases and sites under both policies, and 14,645-15,320 first in a VM or after phases
