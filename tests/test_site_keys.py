@@ -9,6 +9,7 @@ through one wrapper allocator. Each recording is a fraction of a second of nativ
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -143,7 +144,7 @@ def test_a_wrapper_allocator_needs_the_guidance_context(traces, tmp_path):
     assert len(wrapped) == 3 and len({s["arena"] for s in wrapped}) == 2, g["sites"]
     with pytest.raises(tierkit.TierkitError, match=r"trace site \d+ .* has 1 frame\(s\), too few to tell arenas .* --context 2"):
         guided(traces["a", 1], gf)
-    rc_err = subprocess.run(["python", "-m", "tierkit.cli", "simulate", str(traces["a", 1]), "-p", "hbm-ddr3",
+    rc_err = subprocess.run([sys.executable, "-m", "tierkit.cli", "simulate", str(traces["a", 1]), "-p", "hbm-ddr3",
                              "--policy", f"guided:guidance={gf}", "-q"], capture_output=True, text=True)
     assert rc_err.returncode == 2 and rc_err.stderr.count("\n") == 1, rc_err.stderr
     # with enough frames the wrapper's sites separate: the hot one's array is fast
