@@ -207,12 +207,46 @@ def test_per_phase_bit_vectors():
         assert [s["tier"] for s in g["sites"]] == [0, 1, 1]
         assert g["mode"] == "per-phase"
         # issue 17: the schedule says what it was made from (the profile has no insn count)
+        # a profile made before allocation counts per slice: no phase markers, and a warning
         assert g["phases"] == {"count": 2, "slice_source": "insn", "slice_length": 1_000_000, "of_slice": [0, 0, 1, 1],
-                               "made_from": {"trace_digest": "abc123", "insn": None, "accesses": 2100}}
+                               "made_from": {"trace_digest": "abc123", "insn": None, "accesses": 2100}, "markers": []}
+        assert len(g["warnings"]) == 1 and "no allocation counts per slice" in g["warnings"][0]
         assert g["sites"][0]["phase_accesses"] == [1000, 10]
         assert g["capacity_bytes"] == [19660] and g["capacity_fraction"] == [0.4]
     assert make_guidance(profile_dict(), "knapsack", 0.4, per_phase=True)["granularity_bytes"] == 4096
     assert make_guidance(profile_dict(), "thermos", 0.4, per_phase=True)["granularity_bytes"] is None
+
+
+def test_phase_markers_worked_example():
+    """Phase markers (docs/guidance.md): each boundary between phases is marked by the
+    allocation call nearest to it in instructions, from the phase runs on either side; one
+    with no call on either side is unmarked. Eight slices of 1,000 instructions, phases
+    0 0 1 1 0 0 1 0; allocation calls at 10, 20, 30 | 1950 | 2010 | - | 4700, 4800 | 5100 | - | -."""
+    from tierkit.guide import phase_markers
+
+    p = profile_dict()
+    p["totals"].update(insn=8000, alloc_calls=8)
+    p["phases"] = {"source": "kmeans", "count": 2, "of_slice": [0, 0, 1, 1, 0, 0, 1, 0]}
+    p["slices"] = {"source": "insn", "count": 8, "length": 1000, "start_insn": [i * 1000 for i in range(8)],
+                   "start_access": [0] * 8, "start_allocs": [0, 3, 4, 5, 5, 7, 8, 8],
+                   "first_alloc_insn": [10, 1950, 2010, None, 4700, 5100, None, None],
+                   "last_alloc_insn": [30, 1950, 2010, None, 4800, 5100, None, None]}
+    marks, warns = phase_markers(p)
+    got = [(m["slice"], m["phase"], m["alloc"], m["side"], m["offset_insn"]) for m in marks]
+    assert got == [
+        (2, 1, 4, "before", 10),     # call 4 at 2010 is nearer than call 3 at 1950
+        (4, 0, 5, "before", 700),    # the run before has call 4, 1,990 away; call 5 is 700 after
+        (6, 1, 7, "after", -900),    # nothing in the run after: the last call before, 900 early
+        (7, 0, None, None, None),    # no call in slices 6 or 7: a run cannot see it
+    ]
+    # warned: more than 10% of the shorter phase run beside the boundary away, and unmarked
+    assert len(warns) == 3, warns
+    assert "slice 4" in warns[0] and "700 instructions after" in warns[0] and "35%" in warns[0]
+    assert "slice 6" in warns[1] and "900 instructions before" in warns[1] and "90%" in warns[1]
+    assert "slice 7" in warns[2] and "cannot see it" in warns[2]
+    # per-phase guidance carries them, and reading it back checks their order
+    g = make_guidance(p, "thermos", 0.4, per_phase=True)
+    assert g["phases"]["markers"] == marks and g["warnings"] == warns
 
 
 def test_static_guidance():
@@ -379,6 +413,10 @@ def test_read_guidance_errors(tmp_path):
     bad(lambda d: d["sites"][0].update(bits="11"), "sites[0].bits")
     bad(lambda d: d.update(capacity_bytes=[1, 2]), "capacity_bytes")
     bad(lambda d: d["phases"].update(slice_length=0), "phases.slice_length")
+    two = [{"slice": 2, "phase": 1, "alloc": 5, "side": "before"}, {"slice": 3, "phase": 0, "alloc": 4, "side": "after"}]
+    bad(lambda d: d["phases"].update(markers=two), "phases.markers[1].alloc", "before the marker ahead")
+    bad(lambda d: d["phases"].update(markers=[dict(two[0], side="at")]), "phases.markers[0].side")
+    bad(lambda d: d["phases"].update(markers=[dict(two[0], phase=2)]), "phases.markers[0].phase")
     p.write_text('{"format": "tierkit-guidance",\n "version": 1,,}')
     with pytest.raises(GuidanceError) as e:
         read_guidance(p)

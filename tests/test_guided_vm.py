@@ -70,6 +70,81 @@ def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
     assert abs(hot["total_diff_pages"]) <= TOTAL_DIFF_FRACTION * sum(hot["sim_usable_peak"]), hot
 
 
+#: stages whose tables move: per-phase guidance at one table's capacity (32 MiB of 128 MiB)
+PHASED = ("stages", "--size", "medium", "--scratch", "1", "--work", "0.25")
+#: a sample within this many ms of a switch may straddle the arenas' moves
+STRADDLE_MS = 200
+
+
+@pytest.mark.vm
+def test_per_phase_guidance_moves_each_stages_table_to_the_fast_node_at_its_marker(tmp_path):
+    """000 §3.2 (per-phase arenas) on a real kernel: `stages --scratch 1` hammers one 32 MiB
+    table per stage and allocates a record at each stage's start, the phase marker the
+    allocator counts (docs/guidance.md, "Phase markers"). With guidance for a fast tier of one
+    table, the library must switch at every marker of the guidance, and between switches the
+    table hot in that phase must be on node 0 and the other tables on node 1 (move_pages
+    queries of each arena, every 50 ms)."""
+    import json
+
+    require_testbed()
+    for path, how in ((BIN, "cargo build --release -p tierkit-run"), (LIB, "make alloc"), (WL / "stages", "make -C workloads")):
+        if not path.is_file():
+            skip_or_fail_in_ci(f"{path} is missing ({how}; make test-vm builds it)", f"{path} is missing ({how})")
+    from tierkit import api
+    from tierkit import guided_vm as gv
+    from tierkit.testbed import FileSet, Testbed, VMConfig
+
+    try:
+        api.tracer_dir()
+    except Exception as e:  # no Valgrind tool: recording is unavailable
+        skip_or_fail_in_ci(f"the tracer is not built ({e})", f"the tracer is not built ({e})")
+    t, pf, gf = tmp_path / "stages.tkt", tmp_path / "p.json", tmp_path / "g.json"
+    for args in (["trace", "record", "--slice", "10M", "-o", t, "--", WL / "stages", *PHASED[1:]],
+                 ["profile", t, "-o", pf, "--phases", "8", "-q"],
+                 ["guide", pf, "--per-phase", "--capacity", "0.25", "-o", gf]):
+        gv._tierkit(*map(str, args))
+    g = json.loads(gf.read_text())
+    fast_in = {}  # phase -> the arena of the table in the fast tier then
+    tables = set()
+    for s in g["sites"]:
+        if s["frames"][0].startswith("make_stage"):
+            tables.add(s["arena"])
+            for k, tier in enumerate(g["arenas"][s["arena"]]["tiers"]):
+                if tier == 0:
+                    fast_in[k] = s["arena"]
+    assert len(tables) == 4 and len(fast_in) == 4, g["arenas"]
+    files = (FileSet().add_binary(BIN).add_binary(LIB, "/usr/local/bin/libtierkit_alloc.so")
+             .add_binary(WL / "stages").add_file(gf, "/root/g.json"))
+    with Testbed(VMConfig(fast_mib=512, slow_mib=1024), files) as vm:
+        r = vm.run(gv._shrink(gv.FAST_FREE_MIB) + "TIERKIT_ALLOC_SAMPLE_MS=50 tierkit-run --json --guidance /root/g.json -- "
+                   + " ".join(PHASED) + " > $OUT/run 2> $OUT/err; echo $? > $OUT/rc", timeout_s=300)
+    assert (r.files.get("rc") or b"").strip() == b"0", (r.files.get("err") or b"").decode()[-1000:]
+    ga = json.loads(r.files["run"].decode().strip().splitlines()[-1])["guided_alloc"]
+    assert ga["allocations_unmatched"] == 0 and ga["errors"] == [], ga
+    sw = ga["phases"]["switches"]
+    marked = [(m["alloc"], m["side"], m["phase"]) for m in g["phases"]["markers"] if m["alloc"] is not None]
+    assert [(x["alloc"], x["side"], x["phase"]) for x in sw] == marked
+    assert all(m["errno"] is None for x in sw for m in x["moves"]), sw
+    sm = ga["reports"][0]["samples"]
+    checked = 0
+    for k, x in enumerate(sw):
+        lo = x["t_ms"] + x["move_ms"] + STRADDLE_MS
+        hi = sw[k + 1]["t_ms"] - STRADDLE_MS if k + 1 < len(sw) else float("inf")
+        hot = fast_in[x["phase"]]
+        for t_ms, pages in zip(sm["t_ms"], sm["pages_by_node"]):
+            if not lo <= t_ms <= hi:
+                continue
+            for a in tables:
+                on0, present = pages[a].get("0", 0), sum(pages[a].values())
+                if a == hot:
+                    assert present > 0 and on0 >= 0.95 * present, (k, t_ms, a, pages)
+                else:
+                    assert on0 <= 0.05 * max(present, 1), (k, t_ms, a, pages)
+            checked += 1
+    # the stages last seconds in the VM: many samples fall between the switches
+    assert checked >= 20, (checked, sw)
+
+
 ZONEINFO = """Node 0, zone      DMA
   per-node stats
       nr_inactive_anon 0

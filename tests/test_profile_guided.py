@@ -4,6 +4,7 @@ The committed sqlite3 trace carries allocation events, so most tests need no tra
 train-versus-ref and per-phase tests record the workloads with Valgrind and skip without it.
 """
 import json
+import os
 import shutil
 
 import pytest
@@ -193,6 +194,72 @@ def test_per_phase_guidance_follows_the_stages(cli, tmp_path):
     assert rs["per-phase"]["stats"]["policy"]["phase_transitions"] >= 3
     assert rs["per-phase"]["fast_hit_ratio"] > 2 * rs["static"]["fast_hit_ratio"]
     assert rs["per-phase"]["runtime_ns"] < rs["static"]["runtime_ns"]
+
+
+@needs_tracer
+def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp_path):
+    # issue 17: a running program has no instruction counter, so per-phase guidance marks each
+    # phase boundary by the nearest allocation call of the profiled run, and the preloaded
+    # allocator counts its calls. `stages --scratch 1` allocates a record at each stage's
+    # start; plain `stages` allocates nothing after its tables, so its stage boundaries cannot
+    # be seen, which the guide and the runtime both say
+    import subprocess
+
+    from tierkit import workloads
+    from test_alloc_runtime import alloc_lib
+
+    lib = alloc_lib()
+    out = {}
+    for scratch in ("1", "0"):
+        t = tmp_path / f"stages-{scratch}.tkt"
+        workloads.trace("stages", "small", out=t, cache="L1:16K:16", slice="1M", extra_args=["--scratch", scratch])
+        pf, gf = tmp_path / f"p{scratch}.json", tmp_path / f"g{scratch}.json"
+        rc, _, err = cli("profile", t, "-o", pf, "--phases", "8", "-q")
+        assert rc == 0, err
+        rc, stdout, err = cli("guide", pf, "--per-phase", "--capacity", "0.125", "-o", gf)
+        assert rc == 0, err
+        p, g = guide.read_profile(pf), guide.read_guidance(gf)
+        rep = tmp_path / f"rep{scratch}.json"
+        env = dict(os.environ, LD_PRELOAD=str(lib), TIERKIT_GUIDANCE=str(gf), TIERKIT_ALLOC_REPORT=str(rep))
+        r = subprocess.run([str(workloads.path("stages")), "--size", "small", "--scratch", scratch], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        out[scratch] = (p, g, json.loads(rep.read_text()), stdout, err, r.stderr)
+
+    def stage_of_phase(g):
+        # the stage whose table is in the fast tier in each phase (one table fits)
+        out = {}
+        for s in g["sites"]:
+            if s["frames"][0].startswith("make_stage"):
+                hot = [k for k, t in enumerate(g["arenas"][s["arena"]]["tiers"]) if t == 0]
+                assert len(hot) == 1, g["arenas"]
+                out[hot[0]] = int(s["frames"][0][len("make_stage")])
+        return out
+
+    p, g, rep, stdout, err, rstderr = out["1"]
+    # the boundary into each of stages 1..3 (a phase where a later table is hot) is marked by
+    # its stage's record, within one 1M-instruction slice (the tables' fills and the final
+    # read make boundaries of their own, marked by the tables' mallocs or not at all)
+    sop = stage_of_phase(g)
+    near = {sop.get(m["phase"]) for m in g["phases"]["markers"] if m["alloc"] is not None and abs(m["offset_insn"]) < 1_000_000}
+    assert near >= {1, 2, 3}, g["phases"]["markers"]
+    assert "phase markers:" in stdout
+    # the real run counted the calls the trace recorded, and switched at every marker, in order
+    ph = rep["phases"]
+    assert ph["allocation_calls"] == p["totals"]["alloc_calls"], (ph, p["totals"])
+    marked = [(m["alloc"], m["side"], m["phase"]) for m in g["phases"]["markers"] if m["alloc"] is not None]
+    assert [(s["alloc"], s["side"], s["phase"]) for s in ph["switches"]] == marked
+    assert all(s["markers"][0] == s["markers"][1] for s in ph["switches"])  # one thread: one marker each
+    assert rep["allocations_unmatched"] == 0 and rep["errors"] == []
+
+    p, g, rep, stdout, err, rstderr = out["0"]
+    # plain stages: the boundaries between the stages have no allocation call beside them
+    assert "cannot see it" in err or "more phase boundaries" in err, err
+    sop = stage_of_phase(g)
+    assert {sop.get(m["phase"]) for m in g["phases"]["markers"] if m["alloc"] is None} >= {1, 2, 3}, g["phases"]["markers"]
+    unseen = [m for m in g["phases"]["markers"] if m["alloc"] is None]
+    assert rep["phases"]["unmarked_boundaries"] == len(unseen) > 0
+    assert "phase boundaries have no allocation call near them" in rstderr or "without phase markers" in rstderr
 
 
 def test_guided_result_replays_bit_for_bit(cli, tmp_path):

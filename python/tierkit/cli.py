@@ -488,6 +488,8 @@ def guide_cmd(
     names = [t.strip() for t in tiers.split(",")] if tiers else None
     g = guide.make_guidance(p, strategy, caps, tiers=names, per_phase=per_phase)
     guide.write_guidance(g, out, force=force)
+    for w in g.get("warnings", []):
+        print(w, file=sys.stderr)
     if json_out:
         print(json.dumps(g))
         return
@@ -506,6 +508,11 @@ def guide_cmd(
             print(f"      {x['frames'][0] if x['frames'] else '?'}  ({_fmt_bytes(x['peak_bytes'])}, {x['accesses']:,} accesses){bits}")
         if len(ss) > 5:
             print(f"      ... {len(ss) - 5} more")
+    marks = g["phases"].get("markers")
+    if marks is not None:
+        seen = [m for m in marks if m["alloc"] is not None]
+        print(f"  phase markers: {len(seen)} of {len(marks)} phase boundaries fall next to an allocation call, "
+              "which a guided run counts to switch phases")
     print(f"wrote {out}", file=sys.stderr)
 
 

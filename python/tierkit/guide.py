@@ -517,6 +517,23 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
             raise c.fail("phases.of_slice", "empty: per-phase guidance needs the phase of each slice")
         if length == 0:
             raise c.fail("phases.slice_length", "0: per-phase guidance needs the slice length")
+    if "markers" in ph:
+        prev = (-1, 1)
+        for i, m in enumerate(c.get(ph, "markers", "phases", "list")):
+            w = f"phases.markers[{i}]"
+            c.value(m, w, "dict")
+            if c.get(m, "phase", w, "count") >= n_ph:
+                raise c.fail(f"{w}.phase", f"{m['phase']} is not a phase (0..{n_ph - 1})")
+            c.get(m, "slice", w, "count")
+            at = c.get(m, "alloc", w, "count", nullable=True)
+            side = c.get(m, "side", w, "str", nullable=True)
+            if at is not None:
+                if side not in ("before", "after"):
+                    raise c.fail(f"{w}.side", f"{side!r} is not \"before\" or \"after\"")
+                pos = (at, 0 if side == "before" else 1)
+                if pos < prev:
+                    raise c.fail(f"{w}.alloc", f"{at} ({side}) comes before the marker ahead of it")
+                prev = pos
     arenas = c.get(g, "arenas", "", "list")
     for i, a in enumerate(arenas):
         w = f"arenas[{i}]"
@@ -661,8 +678,9 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
             vals = np.array([s["phase_reads"][p] + s["phase_writes"][p] for s in sites], dtype=np.int64)
             cols.append(_assign(sizes, vals, cap_b, strategy, granularity, used))
         per_site = np.stack(cols, axis=1) if sites else np.zeros((0, n_ph), dtype=np.int64)
+        markers, marker_warnings = phase_markers(profile)
         phases = {"count": n_ph, "slice_source": sl["source"], "slice_length": int(sl["length"]),
-                  "of_slice": [int(x) for x in ph["of_slice"]], "made_from": made_from}
+                  "of_slice": [int(x) for x in ph["of_slice"]], "made_from": made_from, "markers": markers}
     else:
         vals = np.array([s["reads"] + s["writes"] for s in sites], dtype=np.int64)
         per_site = _assign(sizes, vals, cap_b, strategy, granularity, used)[:, None]
@@ -687,7 +705,7 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
         out_sites.append(e)
 
     tr = profile["trace"]
-    return {
+    out = {
         "format": FORMAT,
         "version": VERSION if keyed else 1,
         "strategy": strategy,
@@ -705,6 +723,77 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
         "arenas": [{"id": i, "tiers": list(k)} for k, i in arena_of.items()],
         "sites": out_sites,
     }
+    if per_phase and marker_warnings:
+        out["warnings"] = marker_warnings
+    return out
+
+
+#: a phase marker further than this share of the shorter adjacent phase run from its boundary
+#: is warned about (docs/guidance.md, "Phase markers")
+MARKER_OFFSET_WARN = 0.1
+
+
+def phase_markers(profile: dict) -> tuple[list, list]:
+    """The phase markers of per-phase guidance: for each boundary between phases (a slice
+    whose phase differs from the one before), the allocation call of the profiled run nearest
+    to it, which a running program's allocator can count (it has no instruction counter). The
+    marker is the first allocation call after the boundary (``side: "before"``: switch before
+    serving call ``alloc``, counted from 0) or the last one before it (``side: "after"``:
+    switch once call ``alloc`` is served), whichever is nearer in instructions, and only from
+    the phase runs on either side of the boundary. A boundary with no allocation call in
+    either run gets ``alloc: null``: a guided run cannot see it. Returns (markers, warnings)."""
+    sl, ph, tot = profile["slices"], profile["phases"], profile["totals"]
+    of = [int(x) for x in ph["of_slice"]]
+    if "start_allocs" not in sl:
+        return [], ["warning: the profile has no allocation counts per slice (made before phase markers existed): "
+                    "a guided run cannot tell when phases change; profile the trace again"]
+    sa = [int(x) for x in sl["start_allocs"]]
+    first, last = sl["first_alloc_insn"], sl["last_alloc_insn"]
+    start = [int(x) for x in sl["start_insn"]]
+    n = len(of)
+    total_calls = int(tot.get("alloc_calls", sa[-1] if sa else 0))
+    end_insn = int(tot["insn"]) if isinstance(tot.get("insn"), int) else (start[-1] if start else 0)
+    has_insn = sl["source"] != "accesses" or any(x is not None for x in first)
+    cuts = [k for k in range(1, n) if of[k] != of[k - 1]]
+    bounds = [0] + cuts + [n]
+    markers, warnings = [], []
+    for b, k in enumerate(cuts, start=1):
+        lo, hi = bounds[b - 1], bounds[b + 1]
+        calls_at = sa[k]
+        calls_hi = sa[hi] if hi < n else total_calls
+        at = start[k]
+        cands = []
+        if calls_at > sa[lo]:  # the last call before the boundary, in the run before it
+            j = max(i for i in range(lo, k) if last[i] is not None) if has_insn else None
+            ins = last[j] if j is not None else None
+            cands.append((calls_at - 1, "after", ins))
+        if calls_hi > calls_at:  # the first call after it, in the run after it
+            j = min(i for i in range(k, hi) if first[i] is not None) if has_insn else None
+            ins = first[j] if j is not None else None
+            cands.append((calls_at, "before", ins))
+        m = {"slice": k, "phase": of[k], "insn": at, "alloc": None, "side": None, "offset_insn": None}
+        if not cands:
+            warnings.append(f"warning: the phase boundary at slice {k} (instruction {at:,}) has no allocation call "
+                            f"in the phases on either side: a guided run cannot see it and keeps the phase "
+                            "it is in until the next boundary it sees")
+        else:
+            # nearest in instructions; without instruction counts, the call after the boundary
+            best = min(cands, key=lambda c: (abs(c[2] - at) if c[2] is not None else 0, c[1] == "after"))
+            m.update(alloc=best[0], side=best[1], offset_insn=None if best[2] is None else best[2] - at)
+            if best[2] is not None:
+                run_before = at - start[lo]
+                run_after = (start[hi] if hi < n else end_insn) - at
+                span = min(run_before, run_after)
+                if span > 0 and abs(best[2] - at) > MARKER_OFFSET_WARN * span:
+                    warnings.append(f"warning: the phase boundary at slice {k} (instruction {at:,}) has its nearest "
+                                    f"allocation call {abs(best[2] - at):,} instructions {'after' if best[2] > at else 'before'} "
+                                    f"it ({100 * abs(best[2] - at) / span:.0f}% of the shorter phase run beside it): "
+                                    f"a guided run switches phases that far from the boundary")
+        markers.append(m)
+    if len(warnings) > 4:
+        warnings = warnings[:3] + [f"warning: ... and {len(warnings) - 3} more phase boundaries like these "
+                                   "(the guidance's phases.markers lists them all)"]
+    return markers, warnings
 
 
 def classify(keys: Sequence[str], sites: Sequence[tuple], context: int) -> tuple[str, Any]:

@@ -292,9 +292,15 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
             "raw_sites": n_raw,
             "unmatched_frees": raw["unmatched_frees"],
             "overlapping_allocs": raw["overlapping_allocs"],
+            "alloc_calls": raw["alloc_calls"],
         },
         "slices": {"source": raw["slices"]["source"], "count": n_slices, "length": raw["slices"]["length"],
-                   "start_insn": raw["slices"]["start_insn"], "start_access": raw["slices"]["start_access"]},
+                   "start_insn": raw["slices"]["start_insn"], "start_access": raw["slices"]["start_access"],
+                   # where the run's allocation calls fall: the phase markers of per-phase
+                   # guidance (docs/guidance.md, "Phase markers")
+                   "start_allocs": raw["slices"]["start_allocs"],
+                   "first_alloc_insn": raw["slices"]["first_alloc_insn"],
+                   "last_alloc_insn": raw["slices"]["last_alloc_insn"]},
         "phases": {"source": phase_source, "count": n_ph, "of_slice": [int(v) for v in of_slice]},
         "sites": sites,
         "nonheap": nonheap,

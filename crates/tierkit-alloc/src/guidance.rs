@@ -43,9 +43,17 @@ pub struct Guidance {
     pub context: usize,
     pub mode: String,
     pub tier_names: Vec<String>,
-    /// Each arena's tier in phase 0 (the runtime applies phase 0; see docs/guidance.md).
+    /// Each arena's tier in phase 0 (where every run starts).
     pub arena_tiers: Vec<u32>,
+    /// Each arena's tier in each phase (`phases` entries; one in static guidance).
+    pub arena_phase_tiers: Vec<Vec<u32>>,
     pub phases: usize,
+    /// Per-phase guidance's phase markers a run can see, in order: (position, phase). The
+    /// position counts allocation calls twice: `2 i` is just before call `i` (from 0) is
+    /// served, `2 i + 1` just after (docs/guidance.md, "Phase markers").
+    pub markers: Vec<(u64, u32)>,
+    /// Phase boundaries of the guidance that have no marker (no allocation call near them).
+    pub unmarked: usize,
     pub sites: Vec<Site>,
     /// Frame key string -> frame id (ids index `frames`).
     pub frame_ids: HashMap<String, u32>,
@@ -111,15 +119,47 @@ impl Guidance {
         let phases = o.get("phases").and_then(|p| p.get("count")).and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
         let arenas = o.get("arenas").and_then(Value::as_array).ok_or("arenas: not a list")?;
         let mut arena_tiers = Vec::with_capacity(arenas.len());
+        let mut arena_phase_tiers = Vec::with_capacity(arenas.len());
+        // static guidance applies its one column; per-phase guidance needs one per phase
+        let want = if mode == "per-phase" { phases } else { 1 };
         for (i, a) in arenas.iter().enumerate() {
             let tiers = a.get("tiers").and_then(Value::as_array).filter(|t| !t.is_empty()).ok_or_else(|| format!("arenas[{i}].tiers: not a non-empty list"))?;
-            let t0 = tiers[0].as_u64().filter(|t| (*t as usize) < tier_names.len()).ok_or_else(|| format!("arenas[{i}].tiers[0]: not a tier index (0..{})", tier_names.len() - 1))?;
+            if tiers.len() < want {
+                return Err(format!("arenas[{i}].tiers: {} entries for {want} phases", tiers.len()));
+            }
+            let mut ts = Vec::with_capacity(want);
+            for (p, t) in tiers.iter().take(want).enumerate() {
+                let t = t.as_u64().filter(|t| (*t as usize) < tier_names.len()).ok_or_else(|| format!("arenas[{i}].tiers[{p}]: not a tier index (0..{})", tier_names.len() - 1))?;
+                ts.push(t as u32);
+            }
             if let Some(id) = a.get("id") {
                 if id.as_u64() != Some(i as u64) {
                     return Err(format!("arenas[{i}].id: {id} is not {i}"));
                 }
             }
-            arena_tiers.push(t0 as u32);
+            arena_tiers.push(ts[0]);
+            arena_phase_tiers.push(ts);
+        }
+        let (mut markers, mut unmarked) = (Vec::new(), 0);
+        if mode == "per-phase" {
+            let ms = o.get("phases").and_then(|p| p.get("markers"));
+            for (i, m) in ms.and_then(Value::as_array).map(|v| v.as_slice()).unwrap_or(&[]).iter().enumerate() {
+                let phase = m.get("phase").and_then(Value::as_u64).filter(|p| (*p as usize) < phases).ok_or_else(|| format!("phases.markers[{i}].phase: not a phase (0..{})", phases - 1))?;
+                let Some(at) = m.get("alloc").filter(|v| !v.is_null()) else {
+                    unmarked += 1;
+                    continue;
+                };
+                let at = at.as_u64().filter(|a| *a < 1 << 62).ok_or_else(|| format!("phases.markers[{i}].alloc: not a count or null"))?;
+                let pos = match m.get("side").and_then(Value::as_str) {
+                    Some("before") => 2 * at,
+                    Some("after") => 2 * at + 1,
+                    _ => return Err(format!("phases.markers[{i}].side: not \"before\" or \"after\"")),
+                };
+                if markers.last().is_some_and(|&(p, _)| p > pos) {
+                    return Err(format!("phases.markers[{i}].alloc: {at} comes before the marker ahead of it"));
+                }
+                markers.push((pos, phase as u32));
+            }
         }
         let sites_v = o.get("sites").and_then(Value::as_array).ok_or("sites: not a list")?;
         let mut g = Guidance {
@@ -127,7 +167,10 @@ impl Guidance {
             mode,
             tier_names,
             arena_tiers,
+            arena_phase_tiers,
             phases,
+            markers,
+            unmarked,
             sites: Vec::new(),
             frame_ids: HashMap::new(),
             frames: Vec::new(),
@@ -259,6 +302,32 @@ mod tests {
         let e = Guidance::parse(br#"{"format":"tierkit-guidance","version":2,"context":1,"arenas":[{"id":0,"tiers":[0]}],"sites":[{"key":["file:x+0x1"],"arena":3}]}"#).unwrap_err();
         assert!(e.starts_with("sites[0].arena"), "{e}");
         assert!(Guidance::parse(b"nope").unwrap_err().starts_with("not JSON"));
+    }
+
+    // per-phase guidance: each arena's tier per phase, and the markers a run can see as
+    // positions on the allocation-call count (2 i before call i, 2 i + 1 after it)
+    #[test]
+    fn per_phase_markers_become_positions_in_order() {
+        let doc = |markers: Value| {
+            serde_json::json!({"format": "tierkit-guidance", "version": 2, "mode": "per-phase", "context": 1,
+                "phases": {"count": 2, "markers": markers},
+                "arenas": [{"id": 0, "tiers": [0, 1]}, {"id": 1, "tiers": [1, 0]}],
+                "sites": [{"key": ["file:a+0x1"], "arena": 0}, {"key": ["file:a+0x2"], "arena": 1}]})
+            .to_string()
+        };
+        let ms = serde_json::json!([{"phase": 1, "alloc": 3, "side": "after"}, {"phase": 0, "alloc": null, "side": null},
+                                    {"phase": 0, "alloc": 4, "side": "before"}]);
+        let gd = Guidance::parse(doc(ms).as_bytes()).unwrap();
+        assert_eq!(gd.markers, vec![(7, 1), (8, 0)]);
+        assert_eq!(gd.unmarked, 1);
+        assert_eq!(gd.arena_phase_tiers, vec![vec![0, 1], vec![1, 0]]);
+        assert_eq!(gd.arena_tiers, vec![0, 1]);
+        let e = Guidance::parse(doc(serde_json::json!([{"phase": 1, "alloc": 4, "side": "before"}, {"phase": 0, "alloc": 3, "side": "after"}])).as_bytes()).unwrap_err();
+        assert!(e.starts_with("phases.markers[1].alloc"), "{e}");
+        let e = Guidance::parse(doc(serde_json::json!([{"phase": 2, "alloc": 4, "side": "before"}])).as_bytes()).unwrap_err();
+        assert!(e.starts_with("phases.markers[0].phase"), "{e}");
+        let e = Guidance::parse(doc(serde_json::json!([{"phase": 1, "alloc": 4, "side": "at"}])).as_bytes()).unwrap_err();
+        assert!(e.starts_with("phases.markers[0].side"), "{e}");
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     }
 }
 
-/// Internal API for per-phase guidance (not yet triggered by phases): moves guided arena
+/// Moves guided arena
 /// `arena`'s pages to `node` and binds its range there. 0, or an errno.
 #[unsafe(no_mangle)]
 pub extern "C" fn tierkit_alloc_move_arena(arena: u32, node: i32) -> i32 {
@@ -175,6 +175,7 @@ static INIT: extern "C" fn() = {
     extern "C" fn init() {
         rt::ensure_init();
         rt::start_sampler();
+        rt::start_phases();
     }
     init
 };

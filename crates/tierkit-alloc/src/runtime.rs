@@ -259,7 +259,11 @@ fn build() -> Option<Runtime> {
     let mut guided = false;
     if let Some(g) = &g {
         if g.mode == "per-phase" && g.phases > 1 {
-            warnings.push(format!("warning: per-phase guidance: the arenas stay in their phase-0 tiers ({} phases not switched at run time)", g.phases));
+            if g.markers.is_empty() {
+                warnings.push(format!("warning: per-phase guidance without phase markers a run can see (made before markers existed, or no phase boundary has an allocation call near it): the arenas stay in their phase-0 tiers ({} phases not switched)", g.phases));
+            } else if g.unmarked > 0 {
+                warnings.push(format!("warning: per-phase guidance: {} of {} phase boundaries have no allocation call near them: the run stays in the phase before each until the next marker", g.unmarked, g.unmarked + g.markers.len()));
+            }
         }
         if g.arena_tiers.len() > MAX_ARENAS {
             warnings.push(format!("warning: {} arenas: sites of arenas past {MAX_ARENAS} are served unbound", g.arena_tiers.len()));
@@ -830,11 +834,13 @@ unsafe fn alloc_at(caller: usize, size: usize, align: usize, zero: bool) -> *mut
         return cold_alloc(caller, size, align, zero);
     }
     let r = &*r;
+    let call = phase_before();
     let (node, a) = r.target(caller, size);
     let p = match a {
         None => plain(size, align, zero),
         Some(a) => guided(r, a, size, align, zero),
     };
+    phase_after(call);
     r.counted(node, size, p)
 }
 
@@ -913,8 +919,11 @@ pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, caller: usize) 
     if r.is_null() {
         return move_or_realloc(p, size, src, None);
     }
+    let call = phase_before();
     let (node, dst) = (*r).target(caller, size);
-    (*r).counted(node, size, move_or_realloc(p, size, src, dst))
+    let q = move_or_realloc(p, size, src, dst);
+    phase_after(call);
+    (*r).counted(node, size, q)
 }
 
 unsafe fn move_or_realloc(p: *mut c_void, size: usize, src: Option<usize>, dst: Option<usize>) -> *mut c_void {
@@ -1036,6 +1045,115 @@ pub unsafe extern "C-unwind" fn tk_new_arr_aligned(size: usize, align: usize, ca
 }
 pub unsafe extern "C" fn tk_new_aligned_nothrow(size: usize, align: usize, _nt: *const c_void, caller: usize) -> *mut c_void {
     if align.is_power_of_two() { alloc_at(caller, size, align, false) } else { std::ptr::null_mut() }
+}
+
+// ---- per-phase guidance: switching phases at the markers (000 §3.2) -------------------------
+//
+// The guidance's phase markers are allocation calls of the profiled run (a program's allocator
+// has no instruction counter; docs/guidance.md "Phase markers"). Once the runtime is up, every
+// allocation call (malloc, calloc, realloc other than to size 0, the memalign family, C++ new:
+// what the tracer records as alloc and realloc events) takes a number from CALLS. Position 2i
+// is just before call i is served, 2i + 1 just after; NEXT_AT is the position of the next
+// marker (u64::MAX: none), so between markers the cost is an atomic add and two compares.
+// The thread that reaches a marker moves the arenas whose tier changes (demotions first, so
+// the fast node has room for the promotions), as 000 §3.2's run suspends to migrate.
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static NEXT_AT: AtomicU64 = AtomicU64::new(u64::MAX);
+static PHASED: AtomicBool = AtomicBool::new(false);
+
+struct Phases {
+    /// Index of the next marker in the guidance's list.
+    next: usize,
+    phase: u32,
+    /// One JSON object per switch, for the report.
+    switches: Vec<Value>,
+}
+
+static PHASES: std::sync::Mutex<Phases> = std::sync::Mutex::new(Phases { next: 0, phase: 0, switches: Vec::new() });
+
+/// Starts counting allocation calls (from the library's constructor, after the sampler thread
+/// exists: its allocations are the library's), when the guidance has phase markers.
+pub fn start_phases() {
+    let r = RT.load(Acquire);
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: the runtime lives until the process ends
+    let r = unsafe { &*r };
+    let Some(g) = r.g.as_ref().filter(|g| r.guided && !g.markers.is_empty()) else { return };
+    T0.get_or_init(std::time::Instant::now);
+    NEXT_AT.store(g.markers[0].0, Relaxed);
+    PHASED.store(true, Release);
+}
+
+#[inline(always)]
+fn phase_before() -> u64 {
+    if !PHASED.load(Relaxed) {
+        return u64::MAX;
+    }
+    let i = CALLS.fetch_add(1, Relaxed);
+    if 2 * i >= NEXT_AT.load(Relaxed) {
+        phase_reached(2 * i);
+    }
+    i
+}
+
+#[inline(always)]
+fn phase_after(i: u64) {
+    if i != u64::MAX && 2 * i + 1 >= NEXT_AT.load(Relaxed) {
+        phase_reached(2 * i + 1);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn phase_reached(pos: u64) {
+    let r = RT.load(Acquire);
+    if r.is_null() {
+        return;
+    }
+    // SAFETY: the runtime lives until the process ends
+    let r = unsafe { &*r };
+    let Some(g) = r.g.as_ref() else { return };
+    let Ok(mut ph) = PHASES.lock() else { return };
+    // another thread may have passed the marker first; markers passed at once are one switch
+    let first = ph.next;
+    while ph.next < g.markers.len() && g.markers[ph.next].0 <= pos {
+        ph.next += 1;
+    }
+    if ph.next == first {
+        return;
+    }
+    let (mpos, phase) = g.markers[ph.next - 1];
+    let t0 = std::time::Instant::now();
+    let t_ms = T0.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
+    let mut moved = Vec::new();
+    if phase != ph.phase {
+        let created = arena::N_ARENAS.load(Relaxed).min(g.arena_phase_tiers.len());
+        // (tier, arena, node) of each arena whose node changes; slower tiers first
+        let mut todo: Vec<(u32, usize, i32)> = (0..created)
+            .filter_map(|a| {
+                let t = g.arena_phase_tiers[a][phase as usize];
+                let n = r.tier_nodes.get(t as usize).copied().flatten()?;
+                (arena::NODE[a].load(Relaxed) != n).then_some((t, a, n))
+            })
+            .collect();
+        todo.sort_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        for (t, a, n) in todo {
+            let e = arena::move_arena(a, n).err();
+            moved.push(json!({"arena": a, "tier": t, "node": n, "errno": e}));
+        }
+    }
+    let (last, from) = (ph.next - 1, ph.phase);
+    ph.switches.push(json!({
+        "markers": [first, last], "phase": phase, "from_phase": from,
+        "alloc": mpos / 2, "side": if mpos % 2 == 0 { "before" } else { "after" },
+        "t_ms": (t_ms * 1e3).round() / 1e3, "move_ms": (t0.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+        "moves": moved,
+    }));
+    ph.phase = phase;
+    NEXT_AT.store(g.markers.get(ph.next).map_or(u64::MAX, |m| m.0), Relaxed);
 }
 
 // ---- the exit report and the site log ------------------------------------------------------
@@ -1180,6 +1298,16 @@ impl Runtime {
             "cache_full": CACHE_FULL.load(Relaxed),
             "explicit_tcaches": TCACHES.load(Relaxed),
             "arenas": arenas,
+            "phases": self.g.as_ref().filter(|g| g.mode == "per-phase").map(|g| {
+                let ph = PHASES.lock().ok();
+                json!({
+                    "count": g.phases, "markers": g.markers.len(), "unmarked_boundaries": g.unmarked,
+                    "switched": PHASED.load(Relaxed),
+                    "allocation_calls": CALLS.load(Relaxed),
+                    "phase_at_exit": ph.as_ref().map(|p| p.phase),
+                    "switches": ph.as_ref().map(|p| p.switches.clone()).unwrap_or_default(),
+                })
+            }),
             "samples": samples.map(|(series, _, taken)| json!({
                 "interval_ms": self.sample_ms, "taken": taken,
                 "sampler_allocations": SAMPLER_ALLOCS.load(Relaxed),

@@ -14,7 +14,7 @@
 
 use crate::engine::TraceOpener;
 use crate::error::Result;
-use crate::trace::{Batch, EventKind, MarkerKind, Projection};
+use crate::trace::{AllocFn, Batch, EventKind, MarkerKind, Projection};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -87,6 +87,14 @@ pub struct Slices {
     pub start_access: Vec<u64>,
     /// Label of the last phase marker at the start of each slice (`None` before any).
     pub phase_label: Vec<Option<String>>,
+    /// Allocation calls before the start of each slice: alloc events other than `mmap`, and
+    /// reallocs, as the preloaded allocator counts its calls (its phase markers,
+    /// docs/guidance.md "Phase markers").
+    pub start_allocs: Vec<u64>,
+    /// Instruction count of the first and of the last allocation call in each slice (`None`:
+    /// none in the slice, or no instruction counts).
+    pub first_alloc_insn: Vec<Option<u64>>,
+    pub last_alloc_insn: Vec<Option<u64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -102,6 +110,8 @@ pub struct RawProfile {
     pub writes: u64,
     /// Instruction count of the last record (0 without instruction counts).
     pub insn: u64,
+    /// Allocation calls of the whole run (see [`Slices::start_allocs`]).
+    pub alloc_calls: u64,
     pub heap_reads: u64,
     pub heap_writes: u64,
     pub nonheap_reads: u64,
@@ -307,7 +317,11 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
         start_insn: vec![0],
         start_access: vec![0],
         phase_label: vec![None],
+        start_allocs: vec![0],
+        first_alloc_insn: vec![None],
+        last_alloc_insn: vec![None],
     };
+    let mut alloc_calls: u64 = 0;
     let mut phase: Option<String> = None;
     let (mut next_insn, mut next_acc) = match slice_by {
         Some(SliceBy::Insn(n)) => (n, u64::MAX),
@@ -320,11 +334,23 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
     let mut batch = Batch::default();
     // a new slice starts at a marker or a length boundary; an empty slice (two markers with
     // no access between them) is kept, so slice k is always the k-th marker's
-    let new_slice = |c: &mut Collector, slices: &mut Slices, insn: u64, k: u64, phase: &Option<String>| {
+    let new_slice = |c: &mut Collector, slices: &mut Slices, insn: u64, k: u64, phase: &Option<String>, na: u64| {
         c.end_slice();
         slices.start_insn.push(insn);
         slices.start_access.push(k);
         slices.phase_label.push(phase.clone());
+        slices.start_allocs.push(na);
+        slices.first_alloc_insn.push(None);
+        slices.last_alloc_insn.push(None);
+    };
+    // an allocation call at instruction `insn` (in the slice open now)
+    let alloc_call = |slices: &mut Slices, n: &mut u64, insn: u64| {
+        *n += 1;
+        if meta.time_insn {
+            let f = slices.first_alloc_insn.last_mut().expect("a slice is open");
+            f.get_or_insert(insn);
+            *slices.last_alloc_insn.last_mut().expect("a slice is open") = Some(insn);
+        }
     };
     while src.next_batch(&mut batch)? {
         let n = batch.len();
@@ -341,17 +367,23 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
                         c.sites[j].frames = frames.clone();
                         c.sites[j].keys = keys.clone();
                     }
-                    EventKind::Alloc { addr, size, site, .. } => c.alloc(*addr, *size, *site),
+                    EventKind::Alloc { addr, size, site, func } => {
+                        c.alloc(*addr, *size, *site);
+                        if *func != AllocFn::Mmap {
+                            alloc_call(&mut slices, &mut alloc_calls, e.insn);
+                        }
+                    }
                     EventKind::Free { addr } => c.free(*addr),
                     EventKind::Realloc { old_addr, addr, size, site } => {
                         c.free(*old_addr);
                         c.alloc(*addr, *size, *site);
+                        alloc_call(&mut slices, &mut alloc_calls, e.insn);
                     }
                     EventKind::Marker { marker, label, .. } if slice_by.is_none() => match marker {
-                        MarkerKind::Slice => new_slice(&mut c, &mut slices, e.insn, k, &phase),
+                        MarkerKind::Slice => new_slice(&mut c, &mut slices, e.insn, k, &phase, alloc_calls),
                         MarkerKind::Phase => {
                             phase = Some(label.clone());
-                            new_slice(&mut c, &mut slices, e.insn, k, &phase);
+                            new_slice(&mut c, &mut slices, e.insn, k, &phase, alloc_calls);
                         }
                         MarkerKind::User => {}
                     },
@@ -363,11 +395,11 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
             }
             let insn = if has_insn { batch.insn[i] } else { 0 };
             while insn >= next_insn {
-                new_slice(&mut c, &mut slices, next_insn, k, &phase);
+                new_slice(&mut c, &mut slices, next_insn, k, &phase, alloc_calls);
                 next_insn += slices.length;
             }
             if k == next_acc {
-                new_slice(&mut c, &mut slices, insn, k, &phase);
+                new_slice(&mut c, &mut slices, insn, k, &phase, alloc_calls);
                 next_acc += slices.length;
             }
             let w = batch.write[i];
@@ -442,6 +474,7 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
         reads,
         writes,
         insn: last_insn,
+        alloc_calls,
         heap_reads: hr,
         heap_writes: hw,
         nonheap_reads: nr,

@@ -125,6 +125,8 @@ impl Setup {
             "bytes_unmatched": sum("bytes_unmatched"),
             "arena_fallbacks": sum("arena_fallbacks"),
             "unwinds": sum("unwinds"),
+            // per-phase guidance: the program's switches at the phase markers
+            "phases": main.map(|r| r["phases"].clone()).unwrap_or(Value::Null),
             "arenas": arenas.iter().map(|(id, (c, b, pages, tier, node, peak))| json!({
                 "id": id, "tier": tier, "node": node, "allocations": c, "bytes": b, "pages_by_node": pages,
                 "pages_by_node_at_peak": peak,

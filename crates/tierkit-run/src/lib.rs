@@ -191,6 +191,12 @@ impl Report {
             for a in ga["arenas"].as_array().into_iter().flatten() {
                 row(&format!("  arena {} (tier {}, node {})", a["id"], a["tier"], a["node"]), format!("{} allocations, pages by node {}", a["allocations"], a["pages_by_node"]));
             }
+            let ph = &ga["phases"];
+            if ph.is_object() {
+                let sw = ph["switches"].as_array().map_or(0, |v| v.len());
+                let moves: usize = ph["switches"].as_array().into_iter().flatten().map(|s| s["moves"].as_array().map_or(0, |m| m.len())).sum();
+                row("per-phase guidance", format!("{} phases, {sw} switches at {} markers ({} boundaries unmarked), {moves} arena moves, {} allocation calls", ph["count"], ph["markers"], ph["unmarked_boundaries"], ph["allocation_calls"]));
+            }
         }
         if let Some(ks) = j["kernel_settings"].as_array() {
             for k in ks {
