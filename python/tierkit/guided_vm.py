@@ -302,6 +302,25 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
             arenas.append(row)
         sp_pol = sims["usable"]["stats"]["policy"]
         arena_fast = sum(a["measured_peak"][0] for a in arenas)
+        # per site: the pages of its large blocks (the library's samples, at their peak)
+        # against the model's pages placed for the same site (by its innermost frame)
+        sim_by_site: dict[str, list[int]] = {}
+        for bs in sp_pol.get("by_site", []):
+            if bs["frames"]:
+                acc = sim_by_site.setdefault(bs["frames"][0], [0, 0])
+                for t, c in enumerate(bs["pages_by_tier_end"][:2]):
+                    acc[t] += c
+        site_rows = []
+        for d in (ga["reports"][0]["decisions"] if ga["reports"] else []):
+            bp = d.get("block_pages_by_node_at_peak")
+            if bp is None:
+                continue
+            names = [g["sites"][i]["frames"][0] for i in d["sites"]]
+            sim = [sum(sim_by_site.get(nm, [0, 0])[t] for nm in names) for t in (0, 1)]
+            meas = [bp.get("0", 0), bp.get("1", 0)]
+            site_rows.append({"sites": names, "arena": d["arena"], "tier": g["arenas"][d["arena"]]["tiers"][0],
+                              "measured_peak": meas, "sim_usable": sim, "fast_diff_pages": meas[0] - sim[0],
+                              "total_diff_pages": sum(meas) - sum(sim)})
         res = {
             "workload": n, "key": key, "thp": v["thp"], "program": v["program"],
             "vm_other_pages_on_node0": max(0, rep["pages"]["peak_fast"] - arena_fast), "strategy": v["strategy"], "why": WORKLOADS.get(n, ("", (), "", ""))[3],
@@ -315,6 +334,7 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
             "unwinds": ga["unwinds"], "arena_fallbacks": ga["arena_fallbacks"],
             "decisions": [{"sites": d["sites"], "arena": d["arena"], "allocations": d["allocations"]} for d in ga["reports"][0]["decisions"]] if ga["reports"] else [],
             "arenas": arenas,
+            "sites": site_rows,
             "sim_overflow_pages": {k: s["stats"]["policy"].get("overflow_pages") for k, s in sims.items()},
             "sim_nonheap_pages": {k: s["stats"]["policy"]["by_class"].get("non-heap", {}).get("pages_by_tier_end") for k, s in sims.items()},
             "fast_hit_ratio": {"guided (usable)": sims["usable"]["fast_hit_ratio"], "guided (MemFree)": sims["memfree"]["fast_hit_ratio"],
@@ -348,6 +368,15 @@ def table(res: dict) -> str:
             mp, su, sm, me, se = a["measured_peak"], a["sim_usable_peak"], a["sim_memfree_peak"], a["measured_end"], a["sim_usable_end"]
             lines.append(f"| {r['key']} | {a['arena']} ({a['tier']} → {a['node']}) | {sites} | {mp[0]} / {mp[1]} | {su[0]} / {su[1]} "
                          f"| {sm[0]} / {sm[1]} | {me[0]} / {me[1]} | {se[0]} / {se[1]} | {a['fast_diff_pages']:+d} ({_mib(abs(a['fast_diff_pages']))} MiB) |")
+    lines.append("")
+    lines.append("| workload | site | arena (tier) | its large blocks' pages, node 0 / node 1 at their peak, measured | "
+                 "pages placed, fast / slow, simulated (usable) | node 0 diff |")
+    lines.append("|" + " --- |" * 6)
+    for r in res["results"]:
+        for x in r.get("sites", []):
+            m, sm = x["measured_peak"], x["sim_usable"]
+            lines.append(f"| {r['key']} | {', '.join(n.split(' (')[0] for n in x['sites'])} | {x['arena']} ({x['tier']}) "
+                         f"| {m[0]} / {m[1]} | {sm[0]} / {sm[1]} | {x['fast_diff_pages']:+d} |")
     lines.append("")
     lines.append("| workload | node 0 MemFree / usable (MiB) | program's other pages on node 0, VM / model non-heap (MiB) | allocations (unmatched), VM / model | fast share of accesses (model): guided / first-touch / all-slow / all-fast "
                  "| VM wall s: guided / first-touch / all-slow | model ms: guided / first-touch / all-slow / all-fast |")

@@ -230,7 +230,16 @@ pub fn pages_by_node(a: usize) -> (std::collections::BTreeMap<i32, u64>, u64) {
     let mut out = std::collections::BTreeMap::new();
     let used = BUMP[a].load(Relaxed);
     let base = BASE.load(Relaxed) + a * span();
+    add_pages_by_node(base, used, &mut out);
+    (out, used as u64)
+}
+
+/// Adds the pages of `[start, start + len)` present in memory to `out`, per node (the pages
+/// the range touches, whole).
+pub fn add_pages_by_node(start: usize, len: usize, out: &mut std::collections::BTreeMap<i32, u64>) {
     let pg = page();
+    let base = start & !(pg - 1);
+    let used = (start + len).div_ceil(pg) * pg - base;
     let mut addr = base;
     const BATCH: usize = 4096;
     let mut pages: Vec<*mut c_void> = Vec::with_capacity(BATCH);
@@ -252,5 +261,4 @@ pub fn pages_by_node(a: usize) -> (std::collections::BTreeMap<i32, u64>, u64) {
             }
         }
     }
-    (out, used as u64)
 }

@@ -337,6 +337,8 @@ struct Samples {
     taken: u64,
     /// Per arena: (ms, pages per node) of the sample with the most pages present.
     peak: Vec<Option<(u64, NodePages)>>,
+    /// Per deciding trie node: the same, of its large blocks' pages.
+    block_peak: HashMap<u32, (u64, NodePages)>,
 }
 
 static SAMPLES: std::sync::Mutex<Option<Samples>> = std::sync::Mutex::new(None);
@@ -345,9 +347,20 @@ static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 fn sample_once(n_arenas: usize) {
     let t = T0.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64;
     let now: Vec<NodePages> = (0..n_arenas).map(|a| arena::pages_by_node(a).0.into_iter().collect()).collect();
+    let mut by_dec: HashMap<u32, std::collections::BTreeMap<i32, u64>> = HashMap::new();
+    for (addr, len, d) in blocks() {
+        arena::add_pages_by_node(addr, len, by_dec.entry(d).or_default());
+    }
     let Ok(mut g) = SAMPLES.lock() else { return };
     let s = g.get_or_insert_with(|| Samples { keep_every: 1, ..Default::default() });
     s.peak.resize(n_arenas, None);
+    for (d, p) in by_dec {
+        let tot: u64 = p.values().sum();
+        let best = s.block_peak.get(&d).map_or(0, |(_, q)| q.iter().map(|x| x.1).sum::<u64>());
+        if !s.block_peak.contains_key(&d) || tot > best {
+            s.block_peak.insert(d, (t, p.into_iter().collect()));
+        }
+    }
     for (a, p) in now.iter().enumerate() {
         let tot: u64 = p.iter().map(|x| x.1).sum();
         let best = s.peak[a].as_ref().map_or(0, |(_, q)| q.iter().map(|x| x.1).sum::<u64>());
@@ -382,6 +395,7 @@ pub fn start_sampler() {
         return;
     }
     T0.get_or_init(std::time::Instant::now);
+    TRACK_BLOCKS.store(true, Release);
     let (ms, n) = (r.sample_ms, arena::N_ARENAS.load(Relaxed));
     // Creating the thread allocates through this library (glibc's thread descriptor and TLS,
     // its thread-local destructors): those allocations are the library's, not the program's,
@@ -426,6 +440,46 @@ impl Runtime {
 
 static LOG_LOCK: AtomicBool = AtomicBool::new(false);
 static mut LOG: Option<HashMap<Vec<usize>, (u64, u64)>> = None;
+
+// ---- large blocks by site (with TIERKIT_ALLOC_SAMPLE_MS) -------------------------------------
+//
+// An arena holds the blocks of several sites; a site's own pages are those of its large
+// blocks (small ones share jemalloc's slabs with other sites). With sampling on, blocks of at
+// least BLOCK_MIN bytes are kept by address with the trie node that decided them (the
+// report's decisions), under LOG_LOCK, and the sampler queries their pages per node.
+
+/// Blocks of at least this many bytes are tracked (jemalloc serves them from whole pages).
+const BLOCK_MIN: usize = 64 << 10;
+static TRACK_BLOCKS: AtomicBool = AtomicBool::new(false);
+static mut BLOCKS: Option<std::collections::BTreeMap<usize, (usize, u32)>> = None;
+
+fn track(p: *mut c_void, size: usize, node: u32) {
+    lock();
+    // SAFETY: under LOG_LOCK
+    unsafe { (*std::ptr::addr_of_mut!(BLOCKS)).get_or_insert_with(Default::default).insert(p as usize, (size, node)) };
+    unlock();
+}
+
+#[inline(always)]
+unsafe fn untrack(p: *mut c_void) {
+    if TRACK_BLOCKS.load(Relaxed) && !p.is_null() && je::malloc_usable_size(p) >= BLOCK_MIN {
+        lock();
+        // SAFETY: under LOG_LOCK
+        if let Some(m) = (*std::ptr::addr_of_mut!(BLOCKS)).as_mut() {
+            m.remove(&(p as usize));
+        }
+        unlock();
+    }
+}
+
+/// The tracked blocks now: (address, bytes, deciding node).
+fn blocks() -> Vec<(usize, usize, u32)> {
+    lock();
+    // SAFETY: under LOG_LOCK
+    let v = unsafe { (*std::ptr::addr_of!(BLOCKS)).as_ref().map(|m| m.iter().map(|(&a, &(n, d))| (a, n, d)).collect()).unwrap_or_default() };
+    unlock();
+    v
+}
 
 fn lock() {
     while LOG_LOCK.compare_exchange_weak(false, true, Acquire, Relaxed).is_err() {
@@ -606,6 +660,9 @@ impl Runtime {
             let i = shard * self.stride + 2 * node as usize;
             self.counters[i].fetch_add(1, Relaxed);
             self.counters[i + 1].fetch_add(size as u64, Relaxed);
+        }
+        if size >= BLOCK_MIN && !p.is_null() && TRACK_BLOCKS.load(Relaxed) {
+            track(p, size, node);
         }
         p
     }
@@ -879,6 +936,7 @@ pub unsafe extern "C" fn tk_calloc(n: usize, size: usize, caller: usize) -> *mut
 
 #[inline(always)]
 pub unsafe fn tk_free(p: *mut c_void) {
+    untrack(p);
     // NULL is in no guided range: jemalloc's free ignores it
     match arena::arena_of(p as usize) {
         None => je::free(p),
@@ -919,6 +977,8 @@ pub unsafe extern "C" fn tk_realloc(p: *mut c_void, size: usize, caller: usize) 
     if r.is_null() {
         return move_or_realloc(p, size, src, None);
     }
+    // the block is tracked again, at its new place and size, by `counted`
+    untrack(p);
     let call = phase_before();
     let (node, dst) = (*r).target(caller, size);
     let q = move_or_realloc(p, size, src, dst);
@@ -1224,6 +1284,13 @@ impl Runtime {
         // the sampler thread's own allocations are not the program's
         sums[0].0 = sums[0].0.saturating_sub(SAMPLER_ALLOCS.load(Relaxed));
         sums[0].1 = sums[0].1.saturating_sub(SAMPLER_BYTES.load(Relaxed));
+        let created = arena::N_ARENAS.load(Relaxed);
+        if self.sample_ms > 0 {
+            // the end is a sample too
+            sample_once(created);
+        }
+        let block_peak = SAMPLES.lock().ok().and_then(|g| g.as_ref().map(|s| s.block_peak.clone())).unwrap_or_default();
+        let node_map = |p: &[(i32, u64)]| p.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>();
         let mut decisions = Vec::new();
         let n_arenas = self.g.as_ref().map_or(0, |g| g.arena_tiers.len());
         let mut per_arena = vec![(0u64, 0u64); n_arenas];
@@ -1239,19 +1306,16 @@ impl Runtime {
                 };
                 per_arena[a as usize].0 += c;
                 per_arena[a as usize].1 += b;
+                let bp = block_peak.get(&(n as u32));
                 decisions.push(json!({
                     "prefix": node.prefix.iter().map(|&f| &g.frames[f as usize]).collect::<Vec<_>>(),
                     "sites": node.sites, "arena": a, "allocations": c, "bytes": b,
+                    "block_pages_by_node_at_peak": bp.map(|(_, p)| Value::Object(node_map(p))),
+                    "block_peak_t_ms": bp.map(|(t, _)| *t),
                 }));
             }
         }
-        let created = arena::N_ARENAS.load(Relaxed);
-        if self.sample_ms > 0 {
-            // the end is a sample too
-            sample_once(created);
-        }
         let samples = SAMPLES.lock().ok().and_then(|g| g.as_ref().map(|s| (s.series.clone(), s.peak.clone(), s.taken)));
-        let node_map = |p: &[(i32, u64)]| p.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>();
         let arenas: Vec<Value> = (0..n_arenas)
             .map(|a| {
                 let tier = self.g.as_ref().unwrap().arena_tiers[a];
