@@ -224,7 +224,14 @@ def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp
         r = subprocess.run([str(workloads.path("stages")), "--size", "small", "--scratch", scratch], env=env,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
-        out[scratch] = (p, g, json.loads(rep.read_text()), stdout, err, r.stderr)
+        # the simulated guided run by the schedule (phases exactly) and by the markers (what
+        # the real run above could do)
+        sims = {}
+        for sw in ("schedule", "markers"):
+            rc, so, se = cli("simulate", t, "-p", "hbm-pcm", "-c", "0.125", "--policy", f"guided:guidance={gf},switch={sw}", "--json", "-q")
+            assert rc == 0, se
+            sims[sw] = json.loads(so)
+        out[scratch] = (p, g, json.loads(rep.read_text()), stdout, err, r.stderr, sims)
 
     def stage_of_phase(g):
         # the stage whose table is in the fast tier in each phase (one table fits)
@@ -236,7 +243,7 @@ def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp
                 out[hot[0]] = int(s["frames"][0][len("make_stage")])
         return out
 
-    p, g, rep, stdout, err, rstderr = out["1"]
+    p, g, rep, stdout, err, rstderr, sims = out["1"]
     # the boundary into each of stages 1..3 (a phase where a later table is hot) is marked by
     # its stage's record, within one 1M-instruction slice (the tables' fills and the final
     # read make boundaries of their own, marked by the tables' mallocs or not at all)
@@ -251,14 +258,23 @@ def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp
     assert [(s["alloc"], s["side"], s["phase"]) for s in ph["switches"]] == marked
     assert all(s["markers"][0] == s["markers"][1] for s in ph["switches"])  # one thread: one marker each
     assert rep["allocations_unmatched"] == 0 and rep["errors"] == []
+    # the model switching at the markers makes the real run's switches (a phase change at
+    # each), and gains nearly what the schedule does
+    by = {k: v["stats"]["policy"] for k, v in sims.items()}
+    assert by["markers"]["switch"] == "markers" and by["markers"]["phase_transitions"] == len(ph["switches"])
+    assert sims["markers"]["fast_hit_ratio"] > 0.9 * sims["schedule"]["fast_hit_ratio"], {k: v["fast_hit_ratio"] for k, v in sims.items()}
 
-    p, g, rep, stdout, err, rstderr = out["0"]
+    p, g, rep, stdout, err, rstderr, sims = out["0"]
     # plain stages: the boundaries between the stages have no allocation call beside them
     assert "cannot see it" in err or "more phase boundaries" in err, err
     sop = stage_of_phase(g)
     assert {sop.get(m["phase"]) for m in g["phases"]["markers"] if m["alloc"] is None} >= {1, 2, 3}, g["phases"]["markers"]
     unseen = [m for m in g["phases"]["markers"] if m["alloc"] is None]
     assert rep["phases"]["unmarked_boundaries"] == len(unseen) > 0
+    # and the model by the markers shows what that costs: the stages' tables stay where the
+    # fills left them, far fewer fast hits than the schedule's exact phases
+    assert sims["markers"]["stats"]["policy"]["phase_transitions"] < sims["schedule"]["stats"]["policy"]["phase_transitions"]
+    assert sims["markers"]["fast_hit_ratio"] < 0.7 * sims["schedule"]["fast_hit_ratio"], {k: v["fast_hit_ratio"] for k, v in sims.items()}
     assert "phase boundaries have no allocation call near them" in rstderr or "without phase markers" in rstderr
 
 

@@ -42,7 +42,7 @@ use crate::engine::Runnable;
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, Op, TierId};
 use crate::pagemap::PageId;
-use crate::trace::{Event, EventKind, RecordSource};
+use crate::trace::{AllocFn, Event, EventKind, RecordSource};
 use crate::units::Period;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -97,6 +97,18 @@ struct FilePhases {
     slice_length: u64,
     #[serde(default)]
     of_slice: Vec<usize>,
+    /// Absent in files made before phase markers.
+    #[serde(default)]
+    markers: Option<Vec<FileMarker>>,
+}
+
+#[derive(Deserialize)]
+struct FileMarker {
+    phase: usize,
+    #[serde(default)]
+    alloc: Option<u64>,
+    #[serde(default)]
+    side: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +151,10 @@ pub struct Guidance {
     /// Per-phase: the length of the run the schedule was made from, in slice units
     /// (instructions or accesses); from `phases.made_from`, else slices x slice length.
     pub schedule_length: Option<u64>,
+    /// Per-phase: the phase markers a run can see, as (position, phase): position `2 i` is
+    /// just before allocation call `i` (from 0), `2 i + 1` just after it (docs/guidance.md,
+    /// "Phase markers"); None for files made before markers.
+    pub markers: Option<Vec<(u64, usize)>>,
 }
 
 impl Guidance {
@@ -222,7 +238,26 @@ impl Guidance {
                 (_, n) => Period::Insn(n),
             });
         }
-        let (mut schedule_digest, mut schedule_length) = (None, None);
+        let (mut schedule_digest, mut schedule_length, mut markers) = (None, None, None);
+        if let Some(ms) = f.phases.as_ref().and_then(|p| p.markers.as_ref()).filter(|_| per_phase) {
+            let mut out: Vec<(u64, usize)> = Vec::new();
+            for (i, m) in ms.iter().enumerate() {
+                if m.phase >= n_phases {
+                    return Err(bad(format!("phases.markers[{i}].phase: {} of {n_phases}", m.phase)));
+                }
+                let Some(at) = m.alloc else { continue };
+                let pos = match m.side.as_deref() {
+                    Some("before") => at.saturating_mul(2),
+                    Some("after") => at.saturating_mul(2).saturating_add(1),
+                    other => return Err(bad(format!("phases.markers[{i}].side: {other:?} is not \"before\" or \"after\""))),
+                };
+                if out.last().is_some_and(|&(p, _)| p > pos) {
+                    return Err(bad(format!("phases.markers[{i}].alloc: {at} comes before the marker ahead of it")));
+                }
+                out.push((pos, m.phase));
+            }
+            markers = Some(out);
+        }
         if per_phase {
             let p = f.phases.as_ref().unwrap();
             let by_accesses = matches!(slice, Some(Period::Accesses(_)));
@@ -247,6 +282,7 @@ impl Guidance {
             sites,
             schedule_digest,
             schedule_length,
+            markers,
         })
     }
 
@@ -430,6 +466,12 @@ pub struct Guided<P: Policy> {
     site_frames: Vec<Vec<String>>,
     site_pages: Vec<Vec<u64>>,
     n_tiers: usize,
+    /// Per-phase guidance switched at its phase markers (allocation calls), as the runtime
+    /// does, instead of by the slice schedule.
+    by_markers: bool,
+    /// Allocation calls so far, and the next marker (with `by_markers`).
+    calls: u64,
+    next_marker: usize,
 }
 
 const NO_SITE: u32 = u32::MAX;
@@ -462,6 +504,9 @@ impl<P: Policy> Guided<P> {
             site_frames: Vec::new(),
             site_pages: Vec::new(),
             n_tiers: 0,
+            by_markers: false,
+            calls: 0,
+            next_marker: 0,
         }
     }
 
@@ -552,10 +597,30 @@ impl<P: Policy> Guided<P> {
         }
     }
 
-    /// Arena moves at a phase transition (per-phase mode).
+    /// The slice schedule's phase transition at a slice boundary (per-phase mode).
     fn transition(&mut self, ctx: &mut Ctx) -> Result<()> {
         let k = ctx.now.period as usize;
         let next = self.g.of_slice[k.min(self.g.of_slice.len() - 1)];
+        self.transition_to(next, ctx)
+    }
+
+    /// Allocation-call position `pos` reached (with `by_markers`): the markers passed make one
+    /// transition, to the last one's phase, as the runtime does.
+    fn marker_reached(&mut self, pos: u64, ctx: &mut Ctx) -> Result<()> {
+        let Some(ms) = self.g.markers.as_ref() else { return Ok(()) };
+        let first = self.next_marker;
+        while self.next_marker < ms.len() && ms[self.next_marker].0 <= pos {
+            self.next_marker += 1;
+        }
+        if self.next_marker == first {
+            return Ok(());
+        }
+        let next = ms[self.next_marker - 1].1;
+        self.transition_to(next, ctx)
+    }
+
+    /// Arena moves to phase `next` (per-phase mode).
+    fn transition_to(&mut self, next: usize, ctx: &mut Ctx) -> Result<()> {
         if next == self.phase {
             return Ok(());
         }
@@ -697,7 +762,7 @@ impl<P: Policy> Policy for Guided<P> {
     }
 
     fn period(&self) -> Option<Period> {
-        if self.g.per_phase {
+        if self.g.per_phase && !self.by_markers {
             self.g.slice
         } else {
             self.inner.period()
@@ -707,7 +772,7 @@ impl<P: Policy> Policy for Guided<P> {
     /// Per-phase guidance checks for a phase change at every slice boundary; static
     /// guidance has no periodic work of its own, only its `then=` policy's.
     fn activity(&self) -> super::Activity {
-        if self.g.per_phase {
+        if self.g.per_phase && !self.by_markers {
             super::Activity::Boundaries
         } else {
             self.inner.activity()
@@ -716,7 +781,7 @@ impl<P: Policy> Policy for Guided<P> {
 
     fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
         let from = ctx.mem.ops.len();
-        if self.g.per_phase {
+        if self.g.per_phase && !self.by_markers {
             self.transition(ctx)?;
         } else {
             self.inner.on_period(ctx)?;
@@ -726,6 +791,16 @@ impl<P: Policy> Policy for Guided<P> {
     }
 
     fn on_event(&mut self, ev: &Event, ctx: &mut Ctx) -> Result<()> {
+        // an allocation call as the runtime counts them (docs/guidance.md, "Phase markers")
+        let call = self.by_markers
+            && match &ev.kind {
+                EventKind::Realloc { .. } => true,
+                EventKind::Alloc { func, .. } => *func != AllocFn::Mmap,
+                _ => false,
+            };
+        if call {
+            self.marker_reached(2 * self.calls, ctx)?;
+        }
         match &ev.kind {
             EventKind::Site { site, frames, keys } => {
                 let s = *site as usize;
@@ -745,6 +820,10 @@ impl<P: Policy> Policy for Guided<P> {
                 self.alloc(*addr, *size, *site);
             }
             EventKind::Marker { .. } => {}
+        }
+        if call {
+            self.marker_reached(2 * self.calls + 1, ctx)?;
+            self.calls += 1;
         }
         if self.has_inner && self.inner.needs().events {
             let from = ctx.mem.ops.len();
@@ -802,6 +881,9 @@ impl<P: Policy> Policy for Guided<P> {
             .collect();
         v["pages_by_class"] = serde_json::json!(by_class);
         v["mode"] = serde_json::json!(if self.g.per_phase { "per-phase" } else { "static" });
+        if self.g.per_phase {
+            v["switch"] = serde_json::json!(if self.by_markers { "markers" } else { "schedule" });
+        }
         v["arenas"] = serde_json::json!(self.g.arena_tiers.len());
         v["layout"] = serde_json::json!(match self.layout {
             Layout::Arenas => "arenas",
@@ -887,6 +969,14 @@ const PARAMS: &[ParamSpec] = &[
         help: "static arenas or per-phase arenas; 'file' takes the guidance's own mode (the other one is an error: make the guidance with or without --per-phase)",
     },
     ParamSpec {
+        name: "switch",
+        ty: ParamType::Choice { options: &["schedule", "markers"] },
+        unit: "",
+        default: "schedule",
+        source: "000 §3.2 (phase changes detected exactly); issue 17 (the runtime's phase markers)",
+        help: "per-phase guidance: change phase at the schedule's slice boundaries (the profile's phases, exactly), or at the guidance's phase markers, allocation calls, as a real run under tierkit run does (docs/guidance.md, \"Phase markers\")",
+    },
+    ParamSpec {
         name: "unmatched",
         ty: ParamType::Choice { options: &["file", "slow", "fast", "first-touch"] },
         unit: "",
@@ -946,6 +1036,15 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
         ("per-phase", false) => return Err(Error::config("guided:mode", format!("{path} is static guidance: make per-phase guidance with 'tierkit guide --per-phase'"))),
         _ => {}
     }
+    let by_markers = p.text("switch") == "markers";
+    if by_markers {
+        if !g.per_phase {
+            return Err(Error::config("guided:switch", format!("{path} is static guidance: switch=markers is for per-phase guidance")));
+        }
+        if g.markers.is_none() {
+            return Err(Error::config("guided:switch", format!("{path} has no phase markers (made before them): make it again with 'tierkit guide --per-phase'")));
+        }
+    }
     let unmatched = rule("guided:unmatched", p.text("unmatched"))?;
     let nonheap = rule("guided:nonheap", p.text("nonheap"))?;
     let layout = if p.text("layout") == "trace" { Layout::Trace } else { Layout::Arenas };
@@ -955,7 +1054,9 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
         if let Some((k, _)) = args.first() {
             return Err(Error::config(format!("guided:then.{k}"), "given without then=POLICY"));
         }
-        return Ok(Box::new(Guided::new(g, Stay, false, unmatched, nonheap, layout)));
+        let mut gd = Guided::new(g, Stay, false, unmatched, nonheap, layout);
+        gd.by_markers = by_markers;
+        return Ok(Box::new(gd));
     }
     if g.per_phase {
         return Err(Error::config("guided:then", "per-phase arenas already move pages at phase changes: then= combines with static guidance only"));
