@@ -281,6 +281,10 @@ pub struct DamonTiering {
     young_filter: bool,
     batch_pages: u64,
     check_ns: f64,
+    /// With `tlb=kept`: also flush every this many ns (0: only after migrations), and when next.
+    tlb_flush_ns: u64,
+    next_flush_ns: f64,
+    tlb_kept: bool,
     schemes: [Scheme; 2],
     aggregations: u64,
     last_ns: f64,
@@ -314,7 +318,12 @@ impl DamonTiering {
             return Err(Error::config("damon-tiering:max_nr_regions", "must be at least min_nr_regions"));
         }
         let check_ns = p.float("check_ns");
-        let damon = Damon::new(DamonAttrs { aggr_samples, min_nr_regions, max_nr_regions, check_ns, seed: p.int("seed") as u64 });
+        let mut damon = Damon::new(DamonAttrs { aggr_samples, min_nr_regions, max_nr_regions, check_ns, seed: p.int("seed") as u64 });
+        let tlb_kept = p.text("tlb") == "kept";
+        if tlb_kept {
+            damon.keep_translations();
+        }
+        let tlb_flush_ns = (p.float("tlb_flush_ms") * 1e6).round() as u64;
         let which = p.text("schemes");
         let goal = |key: &str, m: Metric| {
             let v = p.int(key) as u64;
@@ -350,6 +359,9 @@ impl DamonTiering {
             young_filter,
             batch_pages: p.int("batch_pages") as u64,
             check_ns,
+            tlb_flush_ns,
+            next_flush_ns: tlb_flush_ns as f64,
+            tlb_kept,
             schemes: [cold, hot],
             aggregations: 0,
             last_ns: -1.0,
@@ -498,6 +510,9 @@ impl DamonTiering {
             }
             self.stats.batches += 1;
             self.stats.tlb_shootdowns += n;
+            // x86 flushes the whole TLB of the CPUs running the program after a batch of
+            // unmapped pages (arch_tlbbatch_flush)
+            self.damon.flush_tlb();
         }
         let [cold, hot] = &self.schemes;
         self.rows.push(Row {
@@ -562,6 +577,12 @@ impl Policy for DamonTiering {
             return Ok(());
         }
         self.last_ns = ctx.now.ns;
+        if self.tlb_kept && self.tlb_flush_ns > 0 && ctx.now.ns >= self.next_flush_ns {
+            self.damon.flush_tlb();
+            while self.next_flush_ns <= ctx.now.ns {
+                self.next_flush_ns += self.tlb_flush_ns as f64;
+            }
+        }
         let pm = ctx.pagemap;
         let pages = ctx.pages;
         if self.damon.sample(ctx.mem, pages, |p| pm.page_addr(p)) {
@@ -600,6 +621,7 @@ impl Policy for DamonTiering {
             "aggr_ns": self.aggr_ns,
             "apply_aggrs": self.apply_aggrs,
             "young_filter": self.young_filter,
+            "tlb": if self.tlb_kept { "kept" } else { "none" },
             "damon": d,
             "regions_at_end": self.damon.regions().len(),
             "monitored_pages": self.damon.monitored(),
@@ -766,6 +788,22 @@ const PARAMS: &[ParamSpec] = &[
         default: "10",
         source: "samples/damon/mtier.c: both schemes' apply interval is 1 s (damon_new_scheme's apply_interval_us = 1000000), 10 of its 100 ms aggregation intervals; 1 = DAMOS's own default (apply_interval_us = 0 means every aggregation interval, usage.rst)",
         help: "the schemes run once every this many aggregation intervals (a count, so it follows aggr when that is changed or time-scaled)",
+    },
+    ParamSpec {
+        name: "tlb",
+        ty: ParamType::Choice { options: &["none", "kept"] },
+        unit: "",
+        default: "none",
+        source: "x86: the MMU sets a page's accessed bit on a page-table walk, and DAMON clears it without a TLB flush (ops-common.c damon_ptep_mkold); QEMU's TCG keeps translations in a software TLB of up to millions of entries until the guest flushes (docs/validation.md)",
+        help: "none: every access sets the accessed bit (hardware whose TLB is small beside the working set); kept: only an access whose translation is not cached does, and translations stay cached until a flush (each batch of migrations, and every tlb_flush_ms)",
+    },
+    ParamSpec {
+        name: "tlb_flush_ms",
+        ty: ParamType::Float { min: 0.0, max: 1e9 },
+        unit: "ms of simulated time",
+        default: "0",
+        source: "tierkit (context switches to other programs flush the TLB of a CPU)",
+        help: "with tlb=kept: a full TLB flush this often besides the migrations' (0: none)",
     },
     ParamSpec {
         name: "batch_pages",
