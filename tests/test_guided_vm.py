@@ -32,19 +32,26 @@ FAST_DIFF_PAGES = 2048
 TOTAL_DIFF_FRACTION = 0.02
 
 
-@pytest.mark.vm
-def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
+def require_guided_vm(workload: str) -> None:
+    """The testbed, tierkit-run, the library, the workload and the tracer, or a skip (a
+    failure in CI)."""
     require_testbed()
-    for path, how in ((BIN, "cargo build --release -p tierkit-run"), (LIB, "make alloc"), (WL / "sites", "make -C workloads")):
+    for path, how in ((BIN, "cargo build --release -p tierkit-run"), (LIB, "make alloc"), (WL / workload, "make -C workloads")):
         if not path.is_file():
             skip_or_fail_in_ci(f"{path} is missing ({how}; make test-vm builds it)", f"{path} is missing ({how})")
     from tierkit import api
-    from tierkit import guided_vm as gv
 
     try:
         api.tracer_dir()
     except Exception as e:  # no Valgrind tool: recording is unavailable
         skip_or_fail_in_ci(f"the tracer is not built ({e})", f"the tracer is not built ({e})")
+
+
+@pytest.mark.vm
+def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
+    require_guided_vm("sites")
+    from tierkit import guided_vm as gv
+
     inputs = {"sites": gv.record_and_profile("sites", tmp_path, progress=False, specs=SPECS)}
     # transparent huge pages off in the VM: with them the kernel backs the program's heap and
     # stacks with 2 MiB pages, some 16 MiB of node 0 that the model does not have (measured in
@@ -96,18 +103,10 @@ def test_per_phase_guidance_moves_each_stages_table_to_the_fast_node_at_its_mark
     queries of each arena, every 50 ms)."""
     import json
 
-    require_testbed()
-    for path, how in ((BIN, "cargo build --release -p tierkit-run"), (LIB, "make alloc"), (WL / "stages", "make -C workloads")):
-        if not path.is_file():
-            skip_or_fail_in_ci(f"{path} is missing ({how}; make test-vm builds it)", f"{path} is missing ({how})")
-    from tierkit import api
+    require_guided_vm("stages")
     from tierkit import guided_vm as gv
     from tierkit.testbed import FileSet, Testbed, VMConfig
 
-    try:
-        api.tracer_dir()
-    except Exception as e:  # no Valgrind tool: recording is unavailable
-        skip_or_fail_in_ci(f"the tracer is not built ({e})", f"the tracer is not built ({e})")
     t, pf, gf = tmp_path / "stages.tkt", tmp_path / "p.json", tmp_path / "g.json"
     for args in (["trace", "record", "--slice", "10M", "-o", t, "--", WL / "stages", *PHASED[1:]],
                  ["profile", t, "-o", pf, "--phases", "8", "-q"],
