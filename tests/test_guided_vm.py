@@ -95,8 +95,6 @@ def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
 
 #: stages whose tables move: per-phase guidance at one table's capacity (32 MiB of 128 MiB)
 PHASED = ("stages", "--size", "medium", "--scratch", "1", "--work", "0.25")
-#: a sample within this many ms of a switch may straddle the arenas' moves
-STRADDLE_MS = 200
 
 
 @pytest.mark.vm
@@ -131,7 +129,10 @@ def test_per_phase_guidance_moves_each_stages_table_to_the_fast_node_at_its_mark
     files = (FileSet().add_binary(BIN).add_binary(LIB, "/usr/local/bin/libtierkit_alloc.so")
              .add_binary(WL / "stages").add_file(gf, "/root/g.json"))
     with Testbed(VMConfig(fast_mib=512, slow_mib=1024), files) as vm:
-        r = vm.run(gv._shrink(gv.FAST_FREE_MIB) + "TIERKIT_ALLOC_SAMPLE_MS=50 tierkit-run --json --guidance /root/g.json -- "
+        # transparent huge pages off, as in the test above: with them, a table's 2 MiB pages that
+        # find no free 2 MiB block on node 0 stay behind (512 and 2,560 pages in two runs)
+        r = vm.run("echo never > /sys/kernel/mm/transparent_hugepage/enabled; " + gv._shrink(gv.FAST_FREE_MIB)
+                   + "TIERKIT_ALLOC_SAMPLE_MS=50 tierkit-run --json --guidance /root/g.json -- "
                    + " ".join(PHASED) + " > $OUT/run 2> $OUT/err; echo $? > $OUT/rc", timeout_s=300)
     assert (r.files.get("rc") or b"").strip() == b"0", (r.files.get("err") or b"").decode()[-1000:]
     ga = json.loads(r.files["run"].decode().strip().splitlines()[-1])["guided_alloc"]
@@ -141,13 +142,18 @@ def test_per_phase_guidance_moves_each_stages_table_to_the_fast_node_at_its_mark
     assert [(x["alloc"], x["side"], x["phase"]) for x in sw] == marked
     assert all(m["errno"] is None for x in sw for m in x["moves"]), sw
     sm = ga["reports"][0]["samples"]
+    # one thread takes the samples one after another, each stamped when it starts: sample i was
+    # taken within [t_i, t_(i+1)]. Only samples wholly between a switch's end and the next
+    # switch's start are checked (under emulation one sample takes up to hundreds of ms: one
+    # stamped 200 ms before a switch was caught half-way through the next switch's moves)
+    ends = sm["t_ms"][1:] + [float("inf")]
     checked = [0] * len(sw)
     for k, x in enumerate(sw):
-        lo = x["t_ms"] + x["move_ms"] + STRADDLE_MS
-        hi = sw[k + 1]["t_ms"] - STRADDLE_MS if k + 1 < len(sw) else float("inf")
+        lo = x["t_ms"] + x["move_ms"]
+        hi = sw[k + 1]["t_ms"] if k + 1 < len(sw) else float("inf")
         hot = fast_in[x["phase"]]
-        for t_ms, pages in zip(sm["t_ms"], sm["pages_by_node"]):
-            if not lo <= t_ms <= hi:
+        for t_ms, t_end, pages in zip(sm["t_ms"], ends, sm["pages_by_node"]):
+            if not (lo <= t_ms and t_end <= hi):
                 continue
             for a in tables:
                 on0, present = pages[a].get("0", 0), sum(pages[a].values())
@@ -156,11 +162,9 @@ def test_per_phase_guidance_moves_each_stages_table_to_the_fast_node_at_its_mark
                 else:
                     assert on0 <= 0.05 * max(present, 1), (k, t_ms, a, pages)
             checked[k] += 1
-    # each stage lasts 3-4 s in the VM, the arenas' moves 0.3-1.8 s, and a sample of the arenas
-    # and the tables' blocks takes up to a few hundred ms under emulation: every stage's window
-    # (the last four switches) holds samples (19 in all over the 7 switches' windows on one loaded
-    # run, when this asked for 20)
-    assert len(sw) >= 4 and all(c >= 2 for c in checked[-4:]), (checked, sw)
+    # each stage lasts 3-4 s in the VM and the arenas' moves 0.3-1.8 s: every stage's window (the
+    # last four switches) holds a whole sample
+    assert len(sw) >= 4 and all(c >= 1 for c in checked[-4:]), (checked, sw)
 
 
 ZONEINFO = """Node 0, zone      DMA
