@@ -75,22 +75,6 @@ def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
     assert abs(hot["fast_diff_pages"]) <= FAST_DIFF_PAGES, hot
     assert hot["measured_peak"][1] > 0 and hot["sim_usable_peak"][1] > 0, hot
     assert abs(hot["total_diff_pages"]) <= TOTAL_DIFF_FRACTION * sum(hot["sim_usable_peak"]), hot
-    # per site (move_pages of each site's large blocks): the cold sites all on node 1, the hot
-    # arena's sites each as full on node 0 as the model says, the one that overflows included
-    rows = {x["sites"][0].split(" (")[0]: x for x in r["sites"]}
-    # the sites whose blocks live through the run were sampled with their pages; the event log
-    # starts in start_event_log's block and is reallocated into grow_event_log's, so its first
-    # block may live between two samples (then its peak is 0 pages: not compared)
-    lasting = {"make_cold_archive", "make_warm_samples", "make_lookup_table", "make_hot_counters"}
-    assert lasting <= set(rows) and all(sum(rows[n]["measured_peak"]) > 0 for n in lasting), rows
-    for name, x in rows.items():
-        if x["tier"] == 1:
-            assert x["measured_peak"][0] <= COLD_ON_FAST_PAGES, x
-        if sum(x["measured_peak"]) == 0 and name not in lasting:
-            continue
-        if x["tier"] == 0:
-            assert abs(x["fast_diff_pages"]) <= FAST_DIFF_PAGES, x
-        assert abs(x["total_diff_pages"]) <= TOTAL_DIFF_FRACTION * sum(x["sim_usable"]) + 2, x
 
 
 #: stages whose tables move: per-phase guidance at one table's capacity (32 MiB of 128 MiB)

@@ -395,7 +395,9 @@ pub fn start_sampler() {
         return;
     }
     T0.get_or_init(std::time::Instant::now);
-    TRACK_BLOCKS.store(true, Release);
+    // per-site pages (TIERKIT_ALLOC_SAMPLE_BLOCKS=1): a second query per sample, which makes
+    // samples slower (under emulation enough to miss the arenas' peaks): off by default
+    TRACK_BLOCKS.store(env("TIERKIT_ALLOC_SAMPLE_BLOCKS").is_some_and(|v| v != "0"), Release);
     let (ms, n) = (r.sample_ms, arena::N_ARENAS.load(Relaxed));
     // Creating the thread allocates through this library (glibc's thread descriptor and TLS,
     // its thread-local destructors): those allocations are the library's, not the program's,
