@@ -264,3 +264,60 @@ fn every_application_opens_a_quota_window_when_apply_and_reset_intervals_are_equ
         assert_eq!(s["windows"].as_u64(), Some(applies), "{which}: {s}");
     }
 }
+
+/// mm/page_alloc.c and mm/damon/paddr.c: a first touch takes a node-0 frame only above the
+/// zone's low watermark (else the next node, kswapd not woken), DAMOS's `GFP_NOWAIT`
+/// promotion only above its min watermark. 16 pages, DRAM 8, low 3, min 1: first touch
+/// fills DRAM while more than 3 frames are free, so the cold pages 0-4 (free 8 -> 3); the
+/// hot pages 8-15 are in DCPMM. Promotion alone then finds 2 frames above min (3 -> 1); with
+/// demotion too, the 5 cold DRAM pages go down and 7 hot pages come up (8 free -> 1).
+#[test]
+fn first_touch_stops_at_the_low_watermark_and_promotion_at_the_min_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &trace(0..8, 8..16, 3000), None);
+    let base = format!("damon-tiering:{FAST},hot_goal_used_bp=0,cold_goal_free_bp=0,hot_quota=0,cold_quota=0,wmark_low_pages=3,wmark_min_pages=1");
+    let r = run(&input, "dram-dcpmm", &HALF, &format!("{base},schemes=promote"));
+    assert_eq!(r.stats.migration.moves, vec![vec![0, 0], vec![2, 0]]);
+    assert_eq!(scheme(&r, "promote")["no_room"].as_u64().map(|n| n > 0), Some(true));
+    let r = run(&input, "dram-dcpmm", &HALF, &base);
+    assert_eq!(r.stats.migration.moves, vec![vec![0, 5], vec![7, 0]]);
+    assert_eq!((r.stats.policy["wmark_low_pages"].as_u64(), r.stats.policy["wmark_min_pages"].as_u64()), (Some(3), Some(1)));
+    // the floors are off by default: every frame (the first test's 8 and 8)
+    let r = run(&input, "dram-dcpmm", &HALF, &format!("damon-tiering:{FAST},hot_goal_used_bp=0,cold_goal_free_bp=0,hot_quota=0,cold_quota=0"));
+    assert_eq!(r.stats.migration.moves, vec![vec![0, 8], vec![8, 0]]);
+    // min above low is refused, naming the key
+    let spec = tierkit_core::policy::PolicySpec::parse("damon-tiering:wmark_low_pages=2,wmark_min_pages=3").unwrap();
+    let e = tierkit_core::policy::build(&spec).err().map(|e| e.to_string());
+    assert!(e.as_deref().is_some_and(|e| e.contains("wmark_min_pages")), "{e:?}");
+}
+
+/// migrate_cold monitors node 0's physical range, so other programs' cold pages on node 0
+/// are demoted too, first (they are older than any of the program's), and count in the
+/// scheme's sz_applied. 16 pages, DRAM 8 of which 3 are another program's: first touch puts
+/// the cold pages 0-4 in DRAM (5 free); migrate_cold then demotes the 3 others and the 5
+/// cold pages (8 moved, 3 of them others'), and all 8 hot pages come up.
+#[test]
+fn other_programs_pages_on_the_fast_node_are_demoted_first_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &trace(0..8, 8..16, 3000), None);
+    let base = format!("damon-tiering:{FAST},hot_goal_used_bp=0,cold_goal_free_bp=0,hot_quota=0,fast_other_pages=3");
+    let r = run(&input, "dram-dcpmm", &HALF, &format!("{base},cold_quota=0"));
+    assert_eq!(r.stats.migration.moves, vec![vec![0, 5], vec![8, 0]]);
+    let d = scheme(&r, "demote");
+    assert_eq!((d["moved_pages"].as_u64(), d["moved_other_pages"].as_u64()), (Some(8), Some(3)));
+    assert_eq!(r.stats.policy["fast_other_pages_left"].as_u64(), Some(0));
+    // demotion alone with a quota of one page per window: the others go first, so the first
+    // three windows that demote leave the program's 5 DRAM pages in place, the next ones not
+    let r = run(&input, "dram-dcpmm", &HALF, &format!("{base},cold_quota=4096,schemes=demote"));
+    let (rows, col) = series(&r);
+    assert_eq!(scheme(&r, "demote")["moved_other_pages"].as_u64(), Some(3));
+    assert_eq!(r.stats.migration.moves[0][1], 5);
+    let used: Vec<f64> = rows.iter().filter(|row| row[col("demoted")] > 0.0).map(|row| row[col("fast_used_pages")]).collect();
+    assert_eq!(used, vec![5.0, 5.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
+    // more other pages than the fast tier holds: one error naming the key
+    let spec = tierkit_core::policy::PolicySpec::parse("damon-tiering:fast_other_pages=9").unwrap();
+    let mut job = tierkit_core::engine::Job::new(&input, tierkit_core::platform::Platform::load("dram-dcpmm").unwrap());
+    job.capacity = HALF.to_vec();
+    let e = tierkit_core::engine::simulate(&mut job, &spec).err().map(|e| e.to_string());
+    assert!(e.as_deref().is_some_and(|e| e.contains("fast_other_pages") && e.contains("do not fit")), "{e:?}");
+}

@@ -22,12 +22,23 @@
 //!   range). A region that spans both tiers is acted on only for its pages on the scheme's
 //!   source tier, and the quota is charged only for those pages (what a per-node scheme
 //!   would see).
-//! * Placement: first touch into the fastest tier with a free frame.
+//! * Placement: first touch into the fastest tier with a free frame; with `wmark_low_pages`,
+//!   into tier 0 only while more than that many of its frames are free (the page allocator's
+//!   fast path takes a node only above its zone's low watermark and otherwise falls back to
+//!   the next node without waking kswapd: a program's first touch leaves node 0 at its low
+//!   watermark, measured in the testbed VM, docs/validation.md).
 //! * Every `apply_aggrs` aggregation intervals (DAMOS apply interval; default 10, mtier.c's 1 s),
 //!   `migrate_cold` runs first (fast-tier pages of regions with `nr_accesses == 0` and age
 //!   at least `cold_min_age` go to the fastest slower tier with room), then `migrate_hot`
 //!   (slow-tier pages of regions with `nr_accesses >= hot_min_accesses` go to tier 0 while it
-//!   has free frames). In the kernel setup they are two kdamonds running side by side;
+//!   has more than `wmark_min_pages` free frames: DAMOS allocates the target page with
+//!   `GFP_NOWAIT | __GFP_THISNODE`, which may go below the low watermark down to the min one,
+//!   mm/damon/paddr.c `__damon_pa_migrate_folio_list`, mm/vmscan.c `alloc_migrate_folio`;
+//!   0 by default: the testbed's kernel promoted further, docs/validation.md).
+//! * Other programs' pages on tier 0 (`fast_other_pages`): inside its capacity, outside the
+//!   trace, never accessed. The kernel's `migrate_cold` monitors node 0's physical range, so
+//!   it demotes them too, first (they are older than any of the program's regions), within
+//!   its quota, and counts them in its `sz_applied` (here: `moved_pages`). In the kernel setup they are two kdamonds running side by side;
 //!   tierkit runs demotion first so that promotion can use the frames it frees.
 //! * Quotas (`damos_adjust_quota`): each scheme may act on at most its effective quota of
 //!   bytes per quota reset interval. Windows are timed on the sampling boundaries (period
@@ -66,7 +77,8 @@
 //!   missed samples either).
 //!
 //! Left out: the automatic tuning of the monitoring intervals (`intervals_goal`), the time
-//! quota (`ms`), watermarks, the resume point of a quota window (`charge_addr_from`), and
+//! quota (`ms`), the DAMOS watermarks (a scheme switched on and off by a free-memory metric;
+//! not the zones' watermarks above), the resume point of a quota window (`charge_addr_from`), and
 //! filters other than `young`.
 
 use serde::Serialize;
@@ -160,8 +172,11 @@ struct SchemeStats {
     /// regions acted on, and the bytes charged to the quota for them
     applied_regions: u64,
     charged_bytes: u64,
-    /// pages moved; pages left by the young filter; pages left for want of a free frame
+    /// pages moved (other programs' included); pages left by the young filter; pages left
+    /// for want of a free frame
     moved_pages: u64,
+    /// of `moved_pages`: other programs' pages (`fast_other_pages`)
+    moved_other_pages: u64,
     filtered_young: u64,
     no_room: u64,
     /// effective quota at the last reset, bytes (u64::MAX: no limit)
@@ -285,6 +300,13 @@ pub struct DamonTiering {
     tlb_flush_ns: u64,
     next_flush_ns: f64,
     tlb_kept: bool,
+    /// tier 0's floors: first touch only above `fill_floor` free frames, promotion only above
+    /// `promote_floor` (the zone's low and min watermarks; 0: every frame)
+    fill_floor: u64,
+    promote_floor: u64,
+    /// other programs' pages still on tier 0 (`fast_other_pages`): inside its capacity,
+    /// outside the trace, never accessed
+    other_fast: u64,
     schemes: [Scheme; 2],
     aggregations: u64,
     last_ns: f64,
@@ -324,6 +346,11 @@ impl DamonTiering {
             damon.keep_translations();
         }
         let tlb_flush_ns = (p.float("tlb_flush_ms") * 1e6).round() as u64;
+        let fill_floor = p.int("wmark_low_pages") as u64;
+        let promote_floor = p.int("wmark_min_pages") as u64;
+        if promote_floor > fill_floor {
+            return Err(Error::config("damon-tiering:wmark_min_pages", format!("must not exceed wmark_low_pages ({promote_floor} > {fill_floor})")));
+        }
         let which = p.text("schemes");
         let goal = |key: &str, m: Metric| {
             let v = p.int(key) as u64;
@@ -362,6 +389,9 @@ impl DamonTiering {
             tlb_flush_ns,
             next_flush_ns: tlb_flush_ns as f64,
             tlb_kept,
+            fill_floor,
+            promote_floor,
+            other_fast: p.int("fast_other_pages") as u64,
             schemes: [cold, hot],
             aggregations: 0,
             last_ns: -1.0,
@@ -382,7 +412,7 @@ impl DamonTiering {
         // kdamond counts them), not the hook's, which runs a varying bit after the boundary:
         // with apply == reset interval (mtier.c) every application then opens a window
         let boundary_ns = ctx.now.period as f64 * self.sample_ns as f64;
-        s.adjust_quota(boundary_ns, ctx.mem.used(0), ctx.mem.capacity(0));
+        s.adjust_quota(boundary_ns, ctx.mem.used(0) + self.other_fast, ctx.mem.capacity(0));
         // candidates: regions matching the pattern, with pages on the source tier
         self.cands.clear();
         self.hist.iter_mut().for_each(|h| *h = 0);
@@ -421,6 +451,24 @@ impl DamonTiering {
         let fault_ns = ctx.platform.platform.migration.fault_ns;
         let mut moved = 0u64;
         let mut checks = 0u64;
+        if s.action == Action::Cold && self.other_fast > 0 && ctx.mem.first_free_from(1).is_some() {
+            // other programs' pages were never touched by the program and are older than
+            // any of its regions: the highest cold score, acted on first within the quota
+            let left = if s.limited() { s.esz.saturating_sub(s.charged) / page_bytes } else { u64::MAX };
+            let n = self.other_fast.min(left);
+            if n > 0 {
+                if !*entered {
+                    ctx.mem.charge(Charge { what: "DAMOS migration entry", ns: fault_ns, halts: true, energy_j: 0.0 });
+                    *entered = true;
+                }
+                self.other_fast -= n;
+                moved += n;
+                s.charged += n * page_bytes;
+                s.stats.charged_bytes += n * page_bytes;
+                s.stats.moved_pages += n;
+                s.stats.moved_other_pages += n;
+            }
+        }
         for &(ri, score, n_src) in &self.cands {
             if s.limited() && s.charged >= s.esz {
                 break;
@@ -459,7 +507,7 @@ impl DamonTiering {
                     }
                 }
                 let dest = match s.action {
-                    Action::Hot => (ctx.mem.free(0) > 0).then_some(0),
+                    Action::Hot => (ctx.mem.free(0).saturating_sub(self.other_fast) > self.promote_floor).then_some(0),
                     Action::Cold => ctx.mem.first_free_from(1),
                 };
                 let Some(dest) = dest else {
@@ -538,9 +586,18 @@ impl Policy for DamonTiering {
         Needs::default()
     }
 
+    fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
+        let fast = ctx.mem.capacity(0);
+        if self.other_fast > fast {
+            return Err(Error::config("damon-tiering:fast_other_pages", format!("{} pages do not fit in the fast tier ({fast} pages)", self.other_fast)));
+        }
+        Ok(())
+    }
+
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
         self.damon.grow(ctx.pages.max(page as usize + 1));
-        ctx.mem.first_free_from(0).unwrap_or(0)
+        let from = if ctx.mem.free(0).saturating_sub(self.other_fast) > self.fill_floor { 0 } else { 1 };
+        ctx.mem.first_free_from(from).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0)
     }
 
     fn adopt(&mut self, page: PageId, _tier: TierId, ctx: &mut Ctx) {
@@ -622,6 +679,9 @@ impl Policy for DamonTiering {
             "apply_aggrs": self.apply_aggrs,
             "young_filter": self.young_filter,
             "tlb": if self.tlb_kept { "kept" } else { "none" },
+            "wmark_low_pages": self.fill_floor,
+            "wmark_min_pages": self.promote_floor,
+            "fast_other_pages_left": self.other_fast,
             "damon": d,
             "regions_at_end": self.damon.regions().len(),
             "monitored_pages": self.damon.monitored(),
@@ -804,6 +864,30 @@ const PARAMS: &[ParamSpec] = &[
         default: "0",
         source: "tierkit (context switches to other programs flush the TLB of a CPU)",
         help: "with tlb=kept: a full TLB flush this often besides the migrations' (0: none)",
+    },
+    ParamSpec {
+        name: "wmark_low_pages",
+        ty: ParamType::Int { min: 0, max: 1 << 40 },
+        unit: "pages",
+        default: "0",
+        source: "mm/page_alloc.c: get_page_from_freelist checks each zone against its low watermark (ALLOC_WMARK_LOW) and falls back along the zonelist to the next node; /proc/zoneinfo 'low' (the testbed VM's node 0: about 7,200 pages with THP's raised min_free_kbytes, DMA32's plus what the DMA zone keeps)",
+        help: "first touch takes a tier-0 frame only while more than this many are free (the zone's low watermark); 0: every frame",
+    },
+    ParamSpec {
+        name: "wmark_min_pages",
+        ty: ParamType::Int { min: 0, max: 1 << 40 },
+        unit: "pages",
+        default: "0",
+        source: "mm/damon/paddr.c __damon_pa_migrate_folio_list allocates with GFP_NOWAIT | __GFP_THISNODE (mm/vmscan.c alloc_migrate_folio): past the low watermark the slow path wakes kswapd and takes frames down to the min watermark; /proc/zoneinfo 'min' (tierkit validate leaves it 0: the testbed's kernel promoted past it, docs/validation.md)",
+        help: "migrate_hot takes a tier-0 frame only while more than this many are free (the zone's min watermark; at most wmark_low_pages); 0: every frame",
+    },
+    ParamSpec {
+        name: "fast_other_pages",
+        ty: ParamType::Int { min: 0, max: 1 << 40 },
+        unit: "pages",
+        default: "0",
+        source: "tierkit's model of a shared node, as autonuma-tiering's: the kernel's migrate_cold scheme monitors node 0's physical range, so it demotes other programs' cold pages too and counts them in its sz_applied (in the testbed VM the rootfs in tmpfs, about 7,500 pages in a fresh VM's first run)",
+        help: "pages of tier 0's capacity held by other programs at the start, never accessed: migrate_cold demotes them first within its quota (counted in its moved_pages and moved_other_pages)",
     },
     ParamSpec {
         name: "batch_pages",
