@@ -85,3 +85,50 @@ def test_the_model_runs_at_the_pace_kdamond_kept_in_the_vm():
     # never faster than nominal; no count, no pace
     assert v.damon_pace({**run, "damon_aggregations": {"kdamond.0-1": 500}}) == 1.0
     assert v.damon_pace({**run, "damon_aggregations": None}) is None
+
+
+def test_each_kernel_repeat_gets_its_own_model_on_its_node0(tmp_path):
+    """A fresh VM's first run finds the rootfs (about 7,500 pages of tmpfs) on node 0 and the
+    later ones find it demoted, so the kernel's repeats start from different node 0s: the
+    DAMON model runs once per repeat, on that repeat's free frames, first-touch floor (the low
+    watermark) and other programs' pages, and its counts are their mean, as the kernel's."""
+    zones = [{"zone": "DMA", "managed": 3976, "free": 3776, "min": 177, "low": 220, "high": 264, "promo": 308, "protection": [0, 0, 0, 443, 443]},
+             {"zone": "DMA32", "managed": 126000, "free": 12000, "min": 5209, "low": 6511, "high": 7813, "promo": 9115, "protection": [0] * 5}]
+    kp0 = v.zone_model_params(zones, 40)
+    kp1 = v.zone_model_params(zones, 0)
+    # the floor is the one-zone low watermark: DMA32's low plus what the DMA zone keeps
+    assert v.damon_node0_args(kp0) == f",wmark_low_pages={6511 + 220 + 443},wmark_min_pages={5209 + 220 + 443},fast_other_pages=40"
+    assert v.damon_node0_args(None) == ""
+    # a tiny program: 64 pages written once, then its second half swept; node 0 has 32 free
+    # frames and 16 other pages in one repeat, 48 free frames in the other; low watermark 8
+    pages = np.concatenate([np.arange(64), np.tile(np.arange(32, 64), 400)]).astype(np.uint64)
+    tr = tmp_path / "t.tkt"
+    api.write_trace(tr, pages * 4096)
+    small = lambda other: {**v.zone_model_params([{**zones[1], "low": 8, "min": 4}], other)}
+    st = [effective("migrate_hot", [], [], apply_us=200), effective("migrate_cold", [], [["young", True, None]], apply_us=200)]
+    for s in st:
+        s["effective"].update(sample_us=20, aggr_us=200)
+    rep = lambda free, other, prom, dem: {
+        "workload": "w", "policy": "damon-tiering", "program": "w", "wall_s": 0.002, "node0_free_bytes": free * 4096,
+        "vmstat": {}, "vmstat_series": [], "timeseries": [{"time_ms": 10, "pages_fast": 20, "pages_slow": 44}],
+        "node0_model_params": small(other), "damon_aggregations": None,
+        "damon_tiering": [{**st[0], "sz_applied": prom * 4096}, {**st[1], "sz_applied": dem * 4096}]}
+    reps = [rep(32, 16, 30, 40), rep(48, 0, 20, 10)]
+    kern = {"runs": {"w/damon-tiering": {**reps[0], "repeats": reps}}}
+    traces = {"w": {"path": str(tr), "instructions": 10_000_000}}
+    out = v.compare(kern, traces, tmp_path, progress=False, scales=(1.0,), specs={"w": ("moving", "w", [])})
+    row = out["results"][0]
+    per = row["model_params"]["per_repeat"]
+    assert [p["fast_capacity_bytes"] for p in per] == [(32 + 16) * 4096, 48 * 4096]
+    assert per[0]["spec"].endswith(",wmark_low_pages=8,wmark_min_pages=4,fast_other_pages=16")
+    assert per[1]["spec"].endswith(",wmark_low_pages=8,wmark_min_pages=4,fast_other_pages=0")
+    m = row["model"]["x1"]
+    each = m["per_repeat"]
+    assert len(each) == 2
+    # by hand: repeat 0 fills node 0 to 8 free frames beside the 16 others, so pages 0-23 (all
+    # cold): 16 others + 24 demoted, then the 32 hot pages 32-63 promoted (promotion has no
+    # floor); repeat 1 fills pages 0-39: the 32 cold ones demoted, hot 40-63 promoted
+    assert [(e["promotions"], e["demotions"]) for e in each] == [(32, 40), (24, 32)]
+    assert (m["promotions"], m["demotions"]) == (28, 36)
+    assert row["kernel"]["promotions"] == 25 and row["kernel"]["demotions"] == 25
+    assert m["promotions_ratio"] == m["promotions"] / 25

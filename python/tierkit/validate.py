@@ -200,7 +200,8 @@ def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
         f"> $OUT/vmstat{i} & s=$!; "
         f"cat /proc/zoneinfo > $OUT/zoneinfo{i}; cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo{i}; "
         f"tierkit-run --json --policy {policy} --interval 500ms --timeseries $OUT/ts{i}.csv -- {program} "
-        f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; kill $s; wait $s 2>/dev/null; "
+        f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; "
+        f"cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo_end{i}; kill $s; wait $s 2>/dev/null; "
         f"echo 0 > {hp}"
     )
 
@@ -297,14 +298,21 @@ def node0_model_params(zoneinfo: str, node_meminfo: str, two_zones: bool = True)
     zones = parse_zoneinfo(zoneinfo, 0)
     if not zones:
         raise RuntimeError("node 0 has no managed zone in /proc/zoneinfo")
+    return zone_model_params(zones, node0_lru_pages(node_meminfo) or 0, two_zones)
+
+
+def node0_lru_pages(node_meminfo: str) -> Optional[int]:
+    """Pages on a node's LRU lists (Active/Inactive anon and file) from its meminfo; None
+    without one."""
     kb = {}
     for line in node_meminfo.splitlines():
         # "Node 0 Active(anon):      30100 kB"
         w = line.split()
         if len(w) >= 4 and w[-1] == "kB":
             kb[w[2].rstrip(":")] = int(w[3])
-    other = sum(kb.get(k, 0) for k in ("Active(anon)", "Inactive(anon)", "Active(file)", "Inactive(file)")) * 1024 // PAGE
-    return zone_model_params(zones, other, two_zones)
+    if not kb:
+        return None
+    return sum(kb.get(k, 0) for k in ("Active(anon)", "Inactive(anon)", "Active(file)", "Inactive(file)")) * 1024 // PAGE
 
 
 def zone_model_params(zones: list, other: int, two_zones: bool = True) -> dict:
@@ -338,6 +346,20 @@ def model_args(policy: str, kp: Optional[dict]) -> str:
                                                    "fast_other_pages"))
         spec += "".join(f",{k}={kp[k]}" for k in DMA_KEYS if k in kp)
     return spec
+
+
+def damon_node0_args(kp: Optional[dict]) -> str:
+    """What the damon-tiering model takes of node 0 at a program's start: the first touch's
+    floor (the largest zone's low watermark plus what the allocator leaves in the other zones:
+    one-zone form, as the page allocator's fast path falls back to node 1 there), the
+    promotions' (its min watermark plus the same: DAMOS allocates with GFP_NOWAIT) and the
+    other programs' pages, which migrate_cold demotes and counts (docs/validation.md, "The
+    fast node's floors in the DAMON model")."""
+    if not kp or "zone_watermarks" not in kp:
+        return ""
+    floor = kp.get("other_zones_floor_pages", 0)
+    low, mn = kp["zone_watermarks"]["low"] + floor, kp["zone_watermarks"]["min"] + floor
+    return f",wmark_low_pages={low},wmark_min_pages={mn},fast_other_pages={kp['fast_other_pages']}"
 
 
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
@@ -387,6 +409,8 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                     "node0_free_bytes": free.get(0), "node1_free_bytes": free.get(1),
                     "hugepages_reserved": int(r.files[f"hugepages{i}"] or 0),
                     "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
+                    # node 0's LRU pages at the program's end, the program's own among them
+                    "node0_lru_pages_end": node0_lru_pages(r.files.get(f"node0meminfo_end{i}", b"").decode()),
                     "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                     "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
                     "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
@@ -566,6 +590,17 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         model_fast_bytes = fast_bytes + (kp["fast_other_pages"] * PAGE if kp else 0)
         plat = work / f"platform-{n}-{p}.toml"
         plat.write_text(platform_toml(model_fast_bytes))
+        # damon-tiering: one model per kernel repeat, on that repeat's node 0 (its free frames,
+        # floor and other programs' pages: a fresh VM's first run has the rootfs on node 0, the
+        # later ones find it demoted), and the model's counts are their mean, as the kernel's
+        dkps = [x.get("node0_model_params") for x in reps] if p == "damon-tiering" else []
+        per_repeat = []
+        if dkps and all(dkps):
+            for i, (x, kx) in enumerate(zip(reps, dkps)):
+                pb = x["node0_free_bytes"] + kx["fast_other_pages"] * PAGE
+                pl = work / f"platform-{n}-{p}-repeat{i}.toml"
+                pl.write_text(platform_toml(pb))
+                per_repeat.append((pl, pb))
         trace = Path(traces[n]["path"])
         if (n, fast_bytes) not in cal:
             # the clock's reference: first touch on node 0's free frames at the start
@@ -581,12 +616,20 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         kc = {c: sum(x[c] for x in per) / len(per) for c in per[0]}
         pace = damon_pace(run) if p == "damon-tiering" else None
         spec = damon_model_args(run, pace or 1.0) if p == "damon-tiering" else model_args(p, kp)
+        # (spec, platform, fast bytes) of each model run whose counts are averaged
+        models = ([(spec + damon_node0_args(kx), pl, pb) for (pl, pb), kx in zip(per_repeat, dkps)]
+                  if per_repeat else [(spec, plat, model_fast_bytes)])
         kres = kernel_residency(run)
         res_means = [_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps]
         res_means = [x for x in res_means if x is not None]
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
                "kernel": {**kc, "wall_s": wall_s, "node0_free_bytes": fast_bytes, "repeats": len(reps),
                           "runs": [{**c, "wall_s": x["wall_s"], "node0_free_bytes": x["node0_free_bytes"],
+                                    # node 0's LRU pages before and after the program, and the
+                                    # program's own pages there at its last observation
+                                    "node0_lru_pages_start": (x.get("node0_model_params") or {}).get("fast_other_pages"),
+                                    "node0_lru_pages_end": x.get("node0_lru_pages_end"),
+                                    "program_fast_pages_end": x["timeseries"][-1]["pages_fast"] if x.get("timeseries") else None,
                                     "residency_mean": _mean_residency(kernel_residency(x), x["wall_s"])} for c, x in zip(per, reps)],
                           "range": {c: [min(x[c] for x in per), max(x[c] for x in per)] for c in per[0]},
                           "residency_mean": sum(res_means) / len(res_means) if res_means else None,
@@ -594,28 +637,36 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                           "vmstat_series": run["vmstat_series"]},
                "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / wall_s,
                          "first_touch_sim_s": sim_s, "time_scale": k},
-               "model_params": {"spec": spec, "fast_capacity_bytes": model_fast_bytes, "node0": kp},
-               "model_policy": spec, "model": {}}
+               "model_params": {"spec": models[0][0], "fast_capacity_bytes": models[0][2], "node0": kp,
+                                "per_repeat": [{"spec": sp, "fast_capacity_bytes": pb} for sp, _, pb in models] if per_repeat else None},
+               "model_policy": models[0][0], "model": {}}
         if p == "damon-tiering":
             row["kernel"]["damon_schemes"] = run.get("damon_tiering")
             row["kernel"]["damon_aggregations"] = run.get("damon_aggregations")
             row["clock"]["damon_pace"] = pace
             if pace:
                 # the same model at DAMON's nominal pace, for comparison
-                r0 = simulate(trace, plat, damon_model_args(run), k)
+                # (on the first repeat's node 0)
+                nominal = damon_model_args(run) + (damon_node0_args(dkps[0]) if per_repeat else "")
+                r0 = simulate(trace, models[0][1], nominal, k)
                 mc0 = model_counts(r0, p)
-                res0 = model_residency(r0, p, model_fast_bytes // PAGE, k)
-                row["model_nominal_pace"] = {**mc0, "model_policy": damon_model_args(run),
+                res0 = model_residency(r0, p, models[0][2] // PAGE, k)
+                row["model_nominal_pace"] = {**mc0, "model_policy": nominal,
                                              "promotions_ratio": _ratio(mc0["promotions"], kc["promotions"]),
                                              "demotions_ratio": _ratio(mc0["demotions"], kc["demotions"]),
                                              "residency_mean": _mean_residency(res0, r0["runtime_ns"] / 1e9 * k)}
         for f in scales:
             t = time.time()
-            r = simulate(trace, plat, spec, k * f)
-            mc = model_counts(r, p)
-            mres = model_residency(r, p, model_fast_bytes // PAGE, k * f)
+            runs_m = [simulate(trace, pl, sp, k * f) for sp, pl, _ in models]
+            mcs = [model_counts(x, p) for x in runs_m]
+            mc = {c: round(sum(x[c] for x in mcs) / len(mcs)) for c in mcs[0]}
+            means = [_mean_residency(model_residency(x, p, pb // PAGE, k * f), x["runtime_ns"] / 1e9 * k * f)
+                     for x, (_, _, pb) in zip(runs_m, models)]
+            r = runs_m[0]
+            mres = model_residency(r, p, models[0][2] // PAGE, k * f)
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
-                 "residency_mean": _mean_residency(mres, r["runtime_ns"] / 1e9 * k * f), "residency_end": mres[-1][1] if mres else None,
+                 "residency_mean": (sum(means) / len(means)) if None not in means else None, "residency_end": mres[-1][1] if mres else None,
+                 "per_repeat": [{**c, "residency_mean": rm} for c, rm in zip(mcs, means)] if len(models) > 1 else None,
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
                  # what the model ran with and did beyond the counts (autonuma-tiering)
                  "watermarks": r["stats"]["policy"].get("watermarks"),

@@ -33,8 +33,7 @@
 //!   (slow-tier pages of regions with `nr_accesses >= hot_min_accesses` go to tier 0 while it
 //!   has more than `wmark_min_pages` free frames: DAMOS allocates the target page with
 //!   `GFP_NOWAIT | __GFP_THISNODE`, which may go below the low watermark down to the min one,
-//!   mm/damon/paddr.c `__damon_pa_migrate_folio_list`, mm/vmscan.c `alloc_migrate_folio`;
-//!   0 by default: the testbed's kernel promoted further, docs/validation.md).
+//!   mm/damon/paddr.c `__damon_pa_migrate_folio_list`, mm/vmscan.c `alloc_migrate_folio`).
 //! * Other programs' pages on tier 0 (`fast_other_pages`): inside its capacity, outside the
 //!   trace, never accessed. The kernel's `migrate_cold` monitors node 0's physical range, so
 //!   it demotes them too, first (they are older than any of the program's regions), within
@@ -878,7 +877,7 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Int { min: 0, max: 1 << 40 },
         unit: "pages",
         default: "0",
-        source: "mm/damon/paddr.c __damon_pa_migrate_folio_list allocates with GFP_NOWAIT | __GFP_THISNODE (mm/vmscan.c alloc_migrate_folio): past the low watermark the slow path wakes kswapd and takes frames down to the min watermark; /proc/zoneinfo 'min' (tierkit validate leaves it 0: the testbed's kernel promoted past it, docs/validation.md)",
+        source: "mm/damon/paddr.c __damon_pa_migrate_folio_list allocates with GFP_NOWAIT | __GFP_THISNODE (mm/vmscan.c alloc_migrate_folio): past the low watermark the slow path wakes kswapd and takes frames down to the min watermark; /proc/zoneinfo 'min'",
         help: "migrate_hot takes a tier-0 frame only while more than this many are free (the zone's min watermark; at most wmark_low_pages); 0: every frame",
     },
     ParamSpec {
