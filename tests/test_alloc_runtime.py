@@ -208,7 +208,8 @@ def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog,
     reps = {}
     for ms in (None, "5"):
         rep = tmp_path / f"rep-{ms}.json"
-        env = {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep)}
+        # 4 MiB from the hot site and 4 MiB from the cold one, kept until exit
+        env = {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep), "SITES_BIG_MIB": "4"}
         if ms:
             env["TIERKIT_ALLOC_SAMPLE_MS"] = ms
         p = run(sites_prog, [20], lib, env)
@@ -227,6 +228,15 @@ def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog,
         # the peak is the sample with the most pages: at least the exit's (the last sample)
         assert sum(peak.values()) >= a["pages_present"] > 0
         assert sum(peak.values()) == max(sum(x[a["id"]].values()) for x in s["pages_by_node"])
+    # per site: each decision's large blocks, read off the same samples, never hold more pages
+    # than their arena had at its peak; the 4 MiB blocks of the hot and the cold site have at
+    # least their 1,024 pages each, and without sampling there are none
+    peaks = {a["id"]: sum(a["pages_by_node_at_peak"].values()) for a in sampled["arenas"]}
+    with_blocks = [d for d in sampled["decisions"] if d.get("block_pages_by_node_at_peak")]
+    assert len([d for d in with_blocks if sum(d["block_pages_by_node_at_peak"].values()) >= 1024]) >= 2, sampled["decisions"]
+    for d in with_blocks:
+        assert 0 < sum(d["block_pages_by_node_at_peak"].values()) <= peaks[d["arena"]], d
+    assert not any(d.get("block_pages_by_node_at_peak") for d in plain["decisions"])
 
 
 def test_fork_and_threads_keep_every_block_in_its_arena(sites_prog, lib, site_keys, tmp_path):

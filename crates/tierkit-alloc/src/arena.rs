@@ -237,28 +237,36 @@ pub fn pages_by_node(a: usize) -> (std::collections::BTreeMap<i32, u64>, u64) {
 /// Adds the pages of `[start, start + len)` present in memory to `out`, per node (the pages
 /// the range touches, whole).
 pub fn add_pages_by_node(start: usize, len: usize, out: &mut std::collections::BTreeMap<i32, u64>) {
-    let pg = page();
-    let base = start & !(pg - 1);
-    let used = (start + len).div_ceil(pg) * pg - base;
-    let mut addr = base;
-    const BATCH: usize = 4096;
-    let mut pages: Vec<*mut c_void> = Vec::with_capacity(BATCH);
-    let mut status = vec![0i32; BATCH];
-    while addr < base + used {
-        pages.clear();
-        while pages.len() < BATCH && addr < base + used {
-            pages.push(addr as *mut c_void);
-            addr += pg;
-        }
-        // SAFETY: queries only (nodes = NULL) on pages of this process
-        let r = unsafe { libc::syscall(libc::SYS_move_pages, 0, pages.len(), pages.as_ptr(), std::ptr::null::<i32>(), status.as_mut_ptr(), 0) };
-        if r != 0 {
-            continue;
-        }
-        for &s in &status[..pages.len()] {
-            if s >= 0 {
-                *out.entry(s).or_insert(0) += 1;
-            }
+    for s in page_nodes(start, len).1 {
+        if s >= 0 {
+            *out.entry(s).or_insert(0) += 1;
         }
     }
+}
+
+/// Where each page that `[start, start + len)` touches is: the first page's address, and per
+/// page its node, or a negative errno (-ENOENT: not present; -EIO for a batch whose query
+/// failed). One `move_pages` query per 4096 pages.
+pub fn page_nodes(start: usize, len: usize) -> (usize, Vec<i32>) {
+    let pg = page();
+    let base = start & !(pg - 1);
+    let n = ((start + len).div_ceil(pg) * pg - base) / pg;
+    let mut out = vec![-libc::EIO; n];
+    const BATCH: usize = 4096;
+    let mut pages: Vec<*mut c_void> = Vec::with_capacity(BATCH);
+    for (b, st) in out.chunks_mut(BATCH).enumerate() {
+        pages.clear();
+        pages.extend((0..st.len()).map(|i| (base + (b * BATCH + i) * pg) as *mut c_void));
+        // SAFETY: queries only (nodes = NULL) on pages of this process
+        let r = unsafe { libc::syscall(libc::SYS_move_pages, 0, pages.len(), pages.as_ptr(), std::ptr::null::<i32>(), st.as_mut_ptr(), 0) };
+        if r != 0 {
+            st.iter_mut().for_each(|s| *s = -libc::EIO);
+        }
+    }
+    (base, out)
+}
+
+/// The bytes of arena `a`'s range handed to jemalloc so far, from its start.
+pub fn arena_range(a: usize) -> (usize, usize) {
+    (BASE.load(Relaxed) + a * span(), BUMP[a].load(Relaxed))
 }

@@ -346,10 +346,33 @@ static T0: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
 
 fn sample_once(n_arenas: usize) {
     let t = T0.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64;
-    let now: Vec<NodePages> = (0..n_arenas).map(|a| arena::pages_by_node(a).0.into_iter().collect()).collect();
+    // one query per arena page; the large blocks' pages are read off the same answers
+    let answers: Vec<(usize, Vec<i32>)> = (0..n_arenas)
+        .map(|a| {
+            let (start, used) = arena::arena_range(a);
+            arena::page_nodes(start, used)
+        })
+        .collect();
+    let count = |st: &[i32]| {
+        let mut m = std::collections::BTreeMap::<i32, u64>::new();
+        for &s in st.iter().filter(|&&s| s >= 0) {
+            *m.entry(s).or_insert(0) += 1;
+        }
+        m
+    };
+    let now: Vec<NodePages> = answers.iter().map(|(_, st)| count(st).into_iter().collect()).collect();
     let mut by_dec: HashMap<u32, std::collections::BTreeMap<i32, u64>> = HashMap::new();
+    let pg = 1usize << PAGE_SHIFT.load(Relaxed);
     for (addr, len, d) in blocks() {
-        arena::add_pages_by_node(addr, len, by_dec.entry(d).or_default());
+        let e = by_dec.entry(d).or_default();
+        let Some((base, st)) = arena::arena_of(addr).and_then(|a| answers.get(a)) else { continue };
+        // the block's pages (whole), those the arena's query covered (a block served after
+        // the query may reach past it)
+        let first = ((addr & !(pg - 1)).saturating_sub(*base)) / pg;
+        let end = ((addr + len).div_ceil(pg) * pg).saturating_sub(*base) / pg;
+        for (n, c) in count(&st[first.min(st.len())..end.min(st.len())]) {
+            *e.entry(n).or_insert(0) += c;
+        }
     }
     let Ok(mut g) = SAMPLES.lock() else { return };
     let s = g.get_or_insert_with(|| Samples { keep_every: 1, ..Default::default() });
@@ -395,9 +418,14 @@ pub fn start_sampler() {
         return;
     }
     T0.get_or_init(std::time::Instant::now);
-    // per-site pages (TIERKIT_ALLOC_SAMPLE_BLOCKS=1): a second query per sample, which makes
-    // samples slower (under emulation enough to miss the arenas' peaks): off by default
-    TRACK_BLOCKS.store(env("TIERKIT_ALLOC_SAMPLE_BLOCKS").is_some_and(|v| v != "0"), Release);
+    // per-site pages: the large blocks' pages are read off the arenas' own query (no second
+    // query); TIERKIT_ALLOC_SAMPLE_BLOCKS=0 turns the tracking off
+    TRACK_BLOCKS.store(env("TIERKIT_ALLOC_SAMPLE_BLOCKS").is_none_or(|v| v != "0"), Release);
+    PAGE_SHIFT.store(
+        // SAFETY: no arguments
+        (unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize).trailing_zeros() as usize,
+        Relaxed,
+    );
     let (ms, n) = (r.sample_ms, arena::N_ARENAS.load(Relaxed));
     // Creating the thread allocates through this library (glibc's thread descriptor and TLS,
     // its thread-local destructors): those allocations are the library's, not the program's,
@@ -453,6 +481,7 @@ static mut LOG: Option<HashMap<Vec<usize>, (u64, u64)>> = None;
 /// Blocks of at least this many bytes are tracked (jemalloc serves them from whole pages).
 const BLOCK_MIN: usize = 64 << 10;
 static TRACK_BLOCKS: AtomicBool = AtomicBool::new(false);
+static PAGE_SHIFT: AtomicUsize = AtomicUsize::new(12);
 static mut BLOCKS: Option<std::collections::BTreeMap<usize, (usize, u32)>> = None;
 
 fn track(p: *mut c_void, size: usize, node: u32) {
