@@ -295,6 +295,7 @@ class Testbed:
         self.files = files or FileSet()
         self.boot_timeout_s = boot_timeout_s
         self.boot_s: float | None = None
+        self.boot_retries = 0
         self.guest_uptime_s: float | None = None
         self.proc: subprocess.Popen | None = None
         self.conn: socket.socket | None = None
@@ -315,13 +316,42 @@ class Testbed:
         return Path(self._tmp.name) / "console.log" if self._tmp else None
 
     def start(self):
+        # A guest kernel that panics while it boots is booted again, once. Under TCG the 6.12
+        # kernel died this way once in CI (2026-11-25: an int3 oops in enqueue_timer while the
+        # initramfs unpacked, most likely a breakpoint the kernel plants while it patches its
+        # own code); a panic after boot, or a second one, is an error. `boot_retries` says
+        # whether it happened.
+        for attempt in range(2):
+            try:
+                return self._start()
+            except TestbedUnavailable:
+                self.close()
+                raise
+            except TestbedError as e:
+                panic = self._boot_panic()
+                self.close()
+                if attempt == 0 and panic:
+                    self.boot_retries += 1
+                    print(f"testbed: the guest kernel panicked while booting ({panic}); booting it again", file=sys.stderr)
+                    continue
+                raise e
+            except BaseException:
+                self.close()
+                raise
+
+    def _boot_panic(self) -> str | None:
+        """The first line of a kernel panic or oops in the console log, if the guest died."""
         try:
-            return self._start()
-        except BaseException:
-            self.close()
-            raise
+            text = self.console_log.read_text(errors="replace")
+        except (OSError, AttributeError):
+            return None
+        for line in text.splitlines():
+            if "Kernel panic" in line or "Oops:" in line:
+                return line.strip()[:120]
+        return None
 
     def _start(self):
+        self._buf = b""
         why = availability()
         if why:
             raise TestbedUnavailable(f"testbed: {why}")
