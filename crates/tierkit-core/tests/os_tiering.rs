@@ -422,3 +422,59 @@ fn autonuma_small_zone_balances_the_node_for_kswapd() {
     let err = tierkit_core::engine::simulate(&mut job, &spec).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("autonuma-tiering:dma_wmark_high_pages"), "{err}");
 }
+
+/// Scan times (ms) of a run, from its per-scan time series.
+fn scan_times_ms(r: &SimResult) -> Vec<f64> {
+    r.stats.policy["timeseries"]["rows"].as_array().unwrap().iter().map(|row| row[0].as_f64().unwrap()).collect()
+}
+
+/// kernel/sched/fair.c `update_task_scan_period` in tiering mode (issue 18). A fault on a slow
+/// page that stays slow is not counted for the task (`task_numa_fault` returns early for a
+/// slow node), but a promoted one is, for its new top-tier node (mm/memory.c `do_numa_page`),
+/// and the first such fault after a completed pass runs `task_numa_placement`: one task's
+/// faults are private and remote, `local + shared == 0`, so the period doubles (up to
+/// `task_scan_max`) and the next scan is one new period after that fault. The testbed VM's
+/// kernel armed a phases run's PTEs at about 2.2, 5.0 and 9.4 s, where tierkit scanned every
+/// second.
+///
+/// The scenario of `autonuma_kswapd_demotes_other_programs_pages_first`, scanned every 10 µs
+/// (one window of 256 MiB: the period itself; `rate_window_ms=0.01` puts the floor at 1 µs):
+/// first touch ends at 24,802 ns, the first scan (a whole pass: the address space is one
+/// chunk) comes at 25,005 ns (the third hit on page 0) and arms the 72 slow pages. Page 48's
+/// fault at 28,862 ns finds no room (kswapd demotes the others' 20 pages); page 49's, at
+/// 29,167 ns, is the first promotion after the pass: the period becomes 20 µs and the next
+/// scan is due at 49,167 ns, at the first hit on page 0 at or after it. Pages
+/// 50..59 are promoted too, but in the same pass: no second doubling. The later scans arm the
+/// pages still slow, none of which is touched again, so nothing is promoted and the period
+/// stays: scans every 20 µs to the end of the run (1000 hits on page 0 after 30,283.5 ns).
+/// Without the rule (`scan_period_adapt=false`) the scans come every 10 µs.
+#[test]
+fn autonuma_scan_period_doubles_after_a_pass_that_promoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut then: Vec<u64> = (48..60).collect();
+    then.extend(std::iter::repeat_n(0, 1000));
+    let input = write_pages(dir.path(), &wmark_trace(100, &then), None);
+    let spec = format!(
+        "autonuma-tiering:scan_delay_ms=0.025,scan_period_ms=0.01,rate_window_ms=0.01,watermark_scale_factor=1,{FREE},{WM_8_16_24_32},fast_other_pages=20"
+    );
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    let r = run(&input, "dram-dcpmm", &DRAM64, &spec);
+    assert_eq!((counter(&r, "promoted"), counter(&r, "scan_period_doublings")), (11, 1), "{}", r.stats.policy);
+    assert!(near(r.stats.policy["scan_period_ms"].as_f64().unwrap(), 0.02), "{}", r.stats.policy);
+    let t = scan_times_ms(&r);
+    // the second scan: the first access at or after 49,167 ns (the copies of the promotions
+    // stretch the hits' clock by a few ns)
+    assert!(near(t[0], 0.025005) && (0.049167..0.0494).contains(&t[1]), "{t:?}");
+    assert!(t.windows(2).skip(1).all(|w| (0.02..0.0202).contains(&(w[1] - w[0]))), "{t:?}");
+    assert_eq!(t.len(), 6, "{t:?}");
+
+    let fixed = run(&input, "dram-dcpmm", &DRAM64, &format!("{spec},scan_period_adapt=false"));
+    assert_eq!((counter(&fixed, "promoted"), counter(&fixed, "scan_period_doublings")), (11, 0), "{}", fixed.stats.policy);
+    let t = scan_times_ms(&fixed);
+    assert!(t.windows(2).all(|w| (0.01..0.0102).contains(&(w[1] - w[0]))), "{t:?}");
+    assert_eq!(t.len(), 11, "{t:?}");
+
+    // task_scan_max: scan_period_max_ms over the RSS's one window caps the doubled period
+    let capped = run(&input, "dram-dcpmm", &DRAM64, &format!("{spec},scan_period_max_ms=0.015"));
+    assert!(near(capped.stats.policy["scan_period_ms"].as_f64().unwrap(), 0.015), "{}", capped.stats.policy);
+}

@@ -90,10 +90,25 @@
 //! Linux 6.4). kswapd runs on another CPU in Linux; tierkit has one clock, so its work is
 //! charged as stopping the program (an upper bound on its effect).
 //!
-//! Where tierkit differs: the scan period is fixed at `scan_period_min_ms` (Linux adapts it
-//! between min and max from the fault locality of the task, which a single-task trace without
-//! threads does not model); hint-fault latency is in ns, not jiffies; a reclaim pass is one
-//! walk over one lruvec (no priorities, no cgroups, no file pages).
+//! The scan period (`autonuma-tiering`, `scan_period_adapt`): it starts at `task_scan_start`
+//! (the period divided by the RSS's scan windows) when the scan delay ends. A fault on a slow
+//! page that is not promoted is not counted for the task (`task_numa_fault` returns early for
+//! a non-top-tier node in tiering mode), but a promoted one is, for its new, top-tier node
+//! (mm/memory.c `do_numa_page` passes `target_nid` once the migration succeeded). The first
+//! such fault after the scanner completed a pass runs `task_numa_placement` and so
+//! `update_task_scan_period`. A single-threaded task's promoted faults are private (a slow
+//! page's cpupid field holds its scan time, so `last_cpupid` is the default value) and remote
+//! (the page was on the slow node when it faulted: no `TNF_FAULT_LOCAL`), so `local + shared`
+//! is 0 and the period doubles, up to `task_scan_max` (`scan_period_max_ms` over the RSS's
+//! windows), with the next scan one new period from that fault. So a task that keeps being
+//! promoted is scanned after 1, 2, 4, 8 ... s; one that stops being promoted keeps its period.
+//! The testbed VM's kernel armed its PTEs at about 2.2, 5.0 and 9.4 s of a phases run
+//! (docs/validation.md).
+//!
+//! Where tierkit differs: a task is one thread with no NUMA group, so shared faults and the
+//! scan period's other rules (local or shared faults, failed migrations of top-tier pages)
+//! never apply; hint-fault latency is in ns, not jiffies; a reclaim pass is one walk over one
+//! lruvec (no priorities, no cgroups, no file pages).
 
 use serde::Serialize;
 use serde_json::json;
@@ -164,6 +179,8 @@ struct Stats {
     rate_limited: u64,
     promoted_free_space: u64,
     threshold_adjustments: u64,
+    /// autonuma-tiering: scan-period doublings (`update_task_scan_period` after a pass)
+    scan_period_doublings: u64,
     /// tpp: faults that activated an inactive slow page instead of promoting it
     activations: u64,
     /// promotions refused for want of free frames (kswapd woken)
@@ -205,6 +222,10 @@ pub struct NumaTiering {
     hot_threshold_ms: f64,
     rate_limit_mbps: u64,
     scan_period_max_ms: f64,
+    /// `update_task_scan_period` runs (autonuma-tiering, `scan_period_adapt`)
+    adapt_period: bool,
+    /// the scanner's completed passes when the period was last updated (`p->numa_scan_seq`)
+    placement_seq: u64,
     watermark_scale_factor: u64,
     min_free_kbytes: i64,
     demote_scale_factor: u64,
@@ -505,6 +526,9 @@ impl NumaTiering {
             self.lru.move_to(page, 0);
             self.stats.promoted += 1;
             self.row.promoted += 1;
+            if self.adapt_period {
+                self.update_scan_period(ctx);
+            }
             return Ok(true);
         }
         self.stats.promote_no_room += 1;
@@ -537,6 +561,29 @@ impl NumaTiering {
         // task_nr_scan_windows: an empty RSS counts as one window
         let nr_windows = rss.max(1).div_ceil(self.scan_pages.max(1));
         (self.scan_period_min_ns / nr_windows as f64).max(floor)
+    }
+
+    /// `task_scan_max` for a resident set of `rss` pages, ns: `scan_period_max_ms` over the
+    /// RSS's scan windows, not under `task_scan_min`.
+    pub fn task_scan_max_ns(&self, rss: u64) -> f64 {
+        let nr_windows = rss.max(1).div_ceil(self.scan_pages.max(1));
+        (self.scan_period_max_ms * 1e6 / nr_windows as f64).max(self.task_scan_min_ns(rss))
+    }
+
+    /// A fault just promoted a page, so the kernel counts it for the task (for its new,
+    /// top-tier node): the first such fault after the scanner completed a pass runs
+    /// `task_numa_placement`, whose `update_task_scan_period` doubles the period of a task
+    /// whose counted faults are all private and remote (`local + shared == 0`), up to
+    /// `task_scan_max`, and puts the next scan one new period away.
+    fn update_scan_period(&mut self, ctx: &Ctx) {
+        let seq = self.hint.stats.passes;
+        if seq == self.placement_seq || self.scan_period_ns == 0.0 {
+            return;
+        }
+        self.placement_seq = seq;
+        self.scan_period_ns = (self.scan_period_ns * 2.0).min(self.task_scan_max_ns(ctx.pages as u64));
+        self.next_scan_ns = ctx.now.ns + self.scan_period_ns;
+        self.stats.scan_period_doublings += 1;
     }
 
     /// One `task_numa_work`: arm the next part of the address space.
@@ -771,7 +818,7 @@ const SCAN_PERIOD: ParamSpec = ParamSpec {
     ty: ParamType::Float { min: 1e-6, max: 1e9 },
     unit: "ms of simulated time",
     default: "1000",
-    source: "sysctl kernel.numa_balancing_scan_period_min_ms default 1000 (Documentation/admin-guide/sysctl/kernel.rst); kernel/sched/fair.c task_scan_min divides it by the RSS's scan windows, not less than the MAX_SCAN_WINDOW floor (see rate_window_ms); in tiering mode the period stays at that value (task_numa_fault ignores slow-tier faults, so update_task_scan_period never runs)",
+    source: "sysctl kernel.numa_balancing_scan_period_min_ms default 1000 (Documentation/admin-guide/sysctl/kernel.rst); kernel/sched/fair.c task_scan_min divides it by the RSS's scan windows, not less than the MAX_SCAN_WINDOW floor (see rate_window_ms); autonuma-tiering then doubles it after each pass that led to a promotion (scan_period_adapt)",
     help: "time to scan the whole resident set: the scan period is this / ceil(RSS / scan_size) at the end of the scan delay, and at least rate_window_ms × scan_size_mb / 2560",
 };
 const RATE_WINDOW: ParamSpec = ParamSpec {
@@ -985,8 +1032,16 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
         ty: ParamType::Float { min: 1e-6, max: 1e9 },
         unit: "ms",
         default: "60000",
-        source: "sysctl kernel.numa_balancing_scan_period_max_ms default 60000: numa_promotion_adjust_threshold's statistics interval",
-        help: "interval between two threshold adjustments",
+        source: "sysctl kernel.numa_balancing_scan_period_max_ms default 60000: numa_promotion_adjust_threshold's statistics interval, and (over the RSS's scan windows) the longest scan period (kernel/sched/fair.c task_scan_max)",
+        help: "interval between two threshold adjustments; the scan period grows no longer than this / ceil(RSS / scan_size)",
+    },
+    ParamSpec {
+        name: "scan_period_adapt",
+        ty: ParamType::Bool,
+        unit: "",
+        default: "true",
+        source: "kernel/sched/fair.c update_task_scan_period, run by task_numa_placement from task_numa_fault: in tiering mode only promoted faults are counted (mm/memory.c do_numa_page passes the target node after a successful migration; task_numa_fault returns early for a slow node), and a single task's are private and remote, so local + shared = 0 and the period doubles (issue 18: the testbed VM's kernel scanned a phases run at about 2.2, 5.0 and 9.4 s)",
+        help: "after each completed pass of the scanner, the first promotion doubles the scan period (up to scan_period_max_ms over the RSS's windows) and puts the next scan one period later; false = the period stays at its start value",
     },
     WSF,
     MIN_FREE,
@@ -1059,6 +1114,8 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         hot_threshold_ms: if is_auto { p.float("hot_threshold_ms") } else { 0.0 },
         rate_limit_mbps: if is_auto { p.int("promote_rate_limit_MBps") as u64 } else { u64::MAX >> 21 },
         scan_period_max_ms: if is_auto { p.float("scan_period_max_ms") } else { 60000.0 },
+        adapt_period: is_auto && p.bool("scan_period_adapt"),
+        placement_seq: 0,
         watermark_scale_factor: p.int("watermark_scale_factor") as u64,
         min_free_kbytes: p.int("min_free_kbytes"),
         demote_scale_factor: if is_auto { 0 } else { p.int("demote_scale_factor") as u64 },
