@@ -128,3 +128,14 @@ def test_a_vm_that_fails_is_one_line_naming_its_console_log(monkeypatch, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tierkit: error: testbed: the VM closed its control port")
     assert err[0].endswith("/tmp/tierkit-vm-console-x.log)")
+
+
+def test_kswapd_pace_is_its_fastest_rise_between_two_vmstat_samples():
+    """The autonuma-tiering model's kswapd_pages_per_s (issue 18): pgdemote_kswapd's fastest
+    rise over the repeats' 0.5 s samples; None where kswapd demoted nothing."""
+    def series(*pts):
+        return {"vmstat_series": [{"t_s": t, "pgdemote_kswapd": d} for t, d in pts]}
+    reps = [series((0.0, 0), (0.5, 0), (1.0, 3000), (1.5, 3500)), series((0.0, 0), (0.4, 2000), (1.0, 2600))]
+    assert v.kswapd_pace(reps) == 6000.0  # 3000 pages in 0.5 s; 2000 in 0.4 s is 5000/s
+    assert v.kswapd_pace([series((0.0, 0), (0.5, 0))]) is None
+    assert v.kswapd_pace([{}]) is None

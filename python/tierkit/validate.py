@@ -18,7 +18,9 @@ For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
    (for DAMON, the schemes as the kernel held them: `damon_model_args`).
    For autonuma-tiering the model also gets node 0's real watermarks and the other programs'
    pages on it (read in the VM at the program's start: `node0_model_params`): the fast tier
-   then holds the free frames plus those pages, which kswapd can demote too.
+   then holds the free frames plus those pages, which kswapd can demote too; and kswapd's pace
+   in the VM (`kswapd_pace`: the fastest rise of pgdemote_kswapd between two vmstat samples), at
+   which its freed frames become free in the model.
 3. **Clocks.** The VM's time runs at emulation speed. The two are aligned on the program's
    instructions: the VM ran the trace's `instructions` in `wall_s`, so 1 s of VM time is
    `instructions / wall_s` instructions; the model's policy clock is scaled (`--time-scale K`)
@@ -348,6 +350,21 @@ def model_args(policy: str, kp: Optional[dict]) -> str:
     return spec
 
 
+def kswapd_pace(reps: Sequence[dict]) -> Optional[float]:
+    """kswapd's pace in the VM, pages per VM second, for the autonuma-tiering model's
+    `kswapd_pages_per_s`: the fastest rise of `pgdemote_kswapd` between two samples of the
+    kernel's vmstat series (0.5 s apart) over the case's repeats. A lower bound of its pace while
+    it runs, since it may not run through a whole sample; None where it demoted nothing."""
+    best = 0.0
+    for x in reps:
+        vs = x.get("vmstat_series") or []
+        for a, b in zip(vs, vs[1:]):
+            dt = b["t_s"] - a["t_s"]
+            if dt > 0:
+                best = max(best, (b.get("pgdemote_kswapd", 0) - a.get("pgdemote_kswapd", 0)) / dt)
+    return best or None
+
+
 def damon_node0_args(kp: Optional[dict]) -> str:
     """What the damon-tiering model takes of node 0 at a program's start: the first touch's
     floor (the largest zone's low watermark plus what the allocator leaves in the other zones:
@@ -616,6 +633,10 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         kc = {c: sum(x[c] for x in per) / len(per) for c in per[0]}
         pace = damon_pace(run) if p == "damon-tiering" else None
         spec = damon_model_args(run, pace or 1.0) if p == "damon-tiering" else model_args(p, kp)
+        # autonuma-tiering: kswapd frees frames at the pace it kept in the VM
+        kpace = kswapd_pace(reps) if p == "autonuma-tiering" else None
+        if kpace:
+            spec += f",kswapd_pages_per_s={kpace:.0f}"
         # (spec, platform, fast bytes) of each model run whose counts are averaged
         models = ([(spec + damon_node0_args(kx), pl, pb) for (pl, pb), kx in zip(per_repeat, dkps)]
                   if per_repeat else [(spec, plat, model_fast_bytes)])
@@ -636,7 +657,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                           "residency_end": kres[-1][1] if kres else None, "residency_series": kres,
                           "vmstat_series": run["vmstat_series"]},
                "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / wall_s,
-                         "first_touch_sim_s": sim_s, "time_scale": k},
+                         "first_touch_sim_s": sim_s, "time_scale": k, "kswapd_pages_per_s": kpace},
                "model_params": {"spec": models[0][0], "fast_capacity_bytes": models[0][2], "node0": kp,
                                 "per_repeat": [{"spec": sp, "fast_capacity_bytes": pb} for sp, _, pb in models] if per_repeat else None},
                "model_policy": models[0][0], "model": {}}
@@ -670,7 +691,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
                  # what the model ran with and did beyond the counts (autonuma-tiering)
                  "watermarks": r["stats"]["policy"].get("watermarks"),
-                 "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold",
+                 "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_wakeups_busy", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold",
                                                                                              "kswapd_small_zone_stops", "promoted_small_zone")},
                  "small_zone": r["stats"]["policy"].get("small_zone"),
                  "promotions_ratio": _ratio(mc["promotions"], kc["promotions"]),

@@ -65,6 +65,12 @@
 //!   it has balanced the node kswapd naps `kswapd_nap_ms` (HZ/10, `kswapd_try_to_sleep`); if
 //!   the free frames are at or under promo at the nap's end (allocations took what it freed),
 //!   it demotes again without a wake-up (`kswapd_rechecks`), else it sleeps until woken.
+//! * kswapd's pace (`kswapd_pages_per_s`, autonuma-tiering; 0 by default = at once): kswapd is
+//!   a thread on another CPU and frees frames at a finite pace while the program goes on. The
+//!   model picks a run's victims and demotes them when it is woken, as before, but the frames
+//!   they free become free at this pace: until then first touches and promotions cannot take
+//!   them (kswapd's own balance check counts them), and a promotion refused meanwhile finds
+//!   kswapd still at work and starts no run of its own (`kswapd_wakeups_busy`).
 //!
 //! `tpp` (Maruf et al., ASPLOS 2023, §5; the TPP patches on linux-mm, v1/v2 2021-22):
 //! * Decoupled allocation and demotion: kswapd is woken whenever the fast tier's free frames
@@ -186,6 +192,8 @@ struct Stats {
     /// promotions refused for want of free frames (kswapd woken)
     promote_no_room: u64,
     kswapd_runs: u64,
+    /// wake-ups that found kswapd still freeing its last run's frames (`kswapd_pages_per_s`)
+    kswapd_wakeups_busy: u64,
     /// kswapd runs started by its own recheck at the end of its nap, not by a wake-up
     kswapd_rechecks: u64,
     demoted: u64,
@@ -259,6 +267,15 @@ pub struct NumaTiering {
     other_fast: u64,
     /// end of kswapd's nap after it balanced the node (0 = asleep until woken)
     kswapd_recheck_ns: f64,
+    /// kswapd's pace, frames per ns (0 = at once)
+    kswapd_pages_per_ns: f64,
+    /// frames kswapd demoted the pages of but has not freed yet, at `held_since_ns`: main
+    /// zone, small zone (freed in that order)
+    held_main: u64,
+    held_dma: u64,
+    held_since_ns: f64,
+    /// the time of the access or allocation being handled, ns
+    now_ns: f64,
     scan_pages: u64,
     /// the task's scan period (`task_scan_start` at the end of the scan delay), ns; 0 before
     scan_period_ns: f64,
@@ -319,6 +336,27 @@ impl NumaTiering {
         self.free_fast(mem).saturating_sub(self.free_dma())
     }
 
+    /// Frames kswapd has demoted the pages of but not freed yet (`kswapd_pages_per_s`), main
+    /// zone and small zone, at the time being handled.
+    fn held(&self) -> (u64, u64) {
+        if self.held_main + self.held_dma == 0 {
+            return (0, 0);
+        }
+        let freed = ((self.now_ns - self.held_since_ns).max(0.0) * self.kswapd_pages_per_ns).floor();
+        let freed = if freed >= u64::MAX as f64 { u64::MAX } else { freed as u64 };
+        (self.held_main.saturating_sub(freed), self.held_dma.saturating_sub(freed.saturating_sub(self.held_main)))
+    }
+
+    /// Free frames of the main zone that allocations and promotions can take.
+    fn usable_main(&self, mem: &crate::mechanics::Memory) -> u64 {
+        self.free_main(mem).saturating_sub(self.held().0)
+    }
+
+    /// Free frames of the small zone that allocations and promotions can take.
+    fn usable_dma(&self) -> u64 {
+        self.free_dma().saturating_sub(self.held().1)
+    }
+
     /// `pgdat_balanced`: the main zone's free frames exceed `mark`, or the small zone's exceed
     /// its promo (+ protection; at least its high + 1, as for the main zone's target).
     fn balanced(&self, mark: u64, mem: &crate::mechanics::Memory) -> bool {
@@ -335,7 +373,7 @@ impl NumaTiering {
         let dma = if main_free_before > self.wm.low {
             false
         } else {
-            self.free_dma() > self.dma_low || main_free_before == 0
+            self.usable_dma() > self.dma_low || main_free_before == 0
         };
         if dma && self.free_dma() > 0 {
             self.in_dma[page as usize] = true;
@@ -345,12 +383,14 @@ impl NumaTiering {
         false
     }
 
-    /// A page leaving the fast tier: its frame is free again.
-    fn leave_fast(&mut self, page: PageId) {
+    /// A page leaving the fast tier: its frame is free again. Whether it was in the small zone.
+    fn leave_fast(&mut self, page: PageId) -> bool {
         if self.dma_pages > 0 && self.in_dma[page as usize] {
             self.in_dma[page as usize] = false;
             self.dma_used -= 1;
+            return true;
         }
+        false
     }
 
     /// The fast tier's free frames: its capacity less the program's pages and the other
@@ -370,6 +410,16 @@ impl NumaTiering {
             }
             self.kswapd_failures = 0;
         }
+        if self.kswapd_pages_per_ns > 0.0 {
+            let (m, d) = self.held();
+            if m + d > 0 && self.balanced(mark, ctx.mem) {
+                // still freeing its last run's frames, which will balance the node
+                self.stats.kswapd_wakeups_busy += 1;
+                return Ok(());
+            }
+            (self.held_main, self.held_dma, self.held_since_ns) = (m, d, self.now_ns);
+        }
+        let paced = self.kswapd_pages_per_ns > 0.0;
         self.stats.kswapd_runs += 1;
         let before = self.stats.demoted;
         let mut nr_to_reclaim = self.wm.high.max(SWAP_CLUSTER_MAX);
@@ -392,6 +442,9 @@ impl NumaTiering {
                     let need = (mark + 1).saturating_sub(self.free_main(ctx.mem));
                     let n = self.other_fast.min(need.max(SWAP_CLUSTER_MAX));
                     self.other_fast -= n;
+                    if paced {
+                        self.held_main += n;
+                    }
                     ctx.mem.charge(Charge { what: "TLB shootdown (kswapd demotion batch)", ns: self.tlb_flush_ns, halts: true, energy_j: 0.0 });
                     reclaimed += n;
                     self.stats.demoted += n;
@@ -410,7 +463,14 @@ impl NumaTiering {
                     let v = self.victims[i];
                     let Some(to) = ctx.mem.first_free_from(1) else { break };
                     ctx.mem.migrate_by(v, to, MoveBy::OsBatch)?;
-                    self.leave_fast(v);
+                    let small = self.leave_fast(v);
+                    if paced {
+                        if small {
+                            self.held_dma += 1;
+                        } else {
+                            self.held_main += 1;
+                        }
+                    }
                     self.lru.move_to(v, to);
                     self.hint.disarm(v);
                     moved += 1;
@@ -514,8 +574,8 @@ impl NumaTiering {
     /// Promote a faulting slow page if the fast tier has room above `mark`; else wake kswapd.
     fn try_promote(&mut self, page: PageId, mark: u64, ctx: &mut Ctx) -> Result<bool> {
         // migrate_balanced_pgdat: either zone above its high + 1 (+ protection)
-        let main_free = self.free_main(ctx.mem);
-        if main_free > mark + 1 || (self.dma_pages > 0 && self.free_dma() > self.dma_high + 1) {
+        let main_free = self.usable_main(ctx.mem);
+        if main_free > mark + 1 || (self.dma_pages > 0 && self.usable_dma() > self.dma_high + 1) {
             // no TLB flush: the PTE is still PROT_NONE while the page migrates (do_numa_page
             // restores it only if the migration fails), and a PROT_NONE entry cannot be in a
             // TLB (the scan flushed it), so unmapping it flushes nothing (x86 pte_accessible)
@@ -645,8 +705,8 @@ impl NumaTiering {
                 let fast = ctx.mem.capacity(0);
                 let enough = self.wm.promo + (fast / 16).max((1u64 << 30) / ctx.mem.page_bytes());
                 // pgdat_free_space_enough: either zone (the small one with its protection)
-                let dma_enough = self.dma_pages > 0 && self.free_dma() > self.dma_promo + (enough - self.wm.promo);
-                if self.free_main(ctx.mem) > enough || dma_enough {
+                let dma_enough = self.dma_pages > 0 && self.usable_dma() > self.dma_promo + (enough - self.wm.promo);
+                if self.usable_main(ctx.mem) > enough || dma_enough {
                     self.threshold_ms = 0.0;
                     let moved = self.try_promote(page, self.wm.high, ctx)?;
                     self.stats.promoted_free_space += moved as u64;
@@ -744,9 +804,10 @@ impl Policy for NumaTiering {
 
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
         self.grow(page as usize + 1);
+        self.now_ns = ctx.now.ns;
         self.kswapd_nap_over(ctx);
-        let main_free = self.free_main(ctx.mem);
-        let fits = main_free > self.wm.low || (self.dma_pages > 0 && self.free_dma() > self.dma_low);
+        let main_free = self.usable_main(ctx.mem);
+        let fits = main_free > self.wm.low || (self.dma_pages > 0 && self.usable_dma() > self.dma_low);
         let t = if fits { 0 } else { ctx.mem.first_free_from(1).or_else(|| ctx.mem.first_free_from(0)).unwrap_or(0) };
         if t == 0 {
             self.take_fast_frame(page, main_free);
@@ -758,6 +819,7 @@ impl Policy for NumaTiering {
     #[inline(always)]
     fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> Served {
         self.lru.touch(page);
+        self.now_ns = ctx.now.ns;
         self.kswapd_nap_over(ctx);
         if self.mode == Mode::Tpp && ctx.mem.free(0) < self.wm.demote {
             // TPP wakes kswapd at every allocation and tick below the demotion watermark
@@ -963,6 +1025,15 @@ const KSWAPD_NAP: ParamSpec = ParamSpec {
     help: "after kswapd balanced the fast tier, when it looks again: free frames at or under promo then make it demote again",
 };
 
+const KSWAPD_PACE: ParamSpec = ParamSpec {
+    name: "kswapd_pages_per_s",
+    ty: ParamType::Float { min: 0.0, max: 1e15 },
+    unit: "pages/s",
+    default: "0",
+    source: "tierkit's model of kswapd as a thread: Linux's kswapd demotes on its own CPU at a finite pace while the program goes on faulting (issue 18: in the testbed VM its pgdemote_kswapd rose by up to 11,000-12,000 pages per VM second); 0 = it frees its whole run at the instant it is woken, as before",
+    help: "pace at which the frames of kswapd's demoted pages become free: until then first touches and promotions cannot take them, and a refused promotion finds kswapd busy (kswapd_wakeups_busy) instead of starting a run; 0 = at once",
+};
+
 const DMA_NAMES: [&str; 4] = ["dma_wmark_low_pages", "dma_wmark_high_pages", "dma_wmark_promo_pages", "dma_protection_pages"];
 const DMA_SOURCE: &str = "a real node's small zone in /proc/zoneinfo (the testbed VM's node 0: DMA, low 220 / high 264 / promo 308, protection 487); mm/page_alloc.c zone_watermark_ok adds the zone's lowmem_reserve for the allocation's classzone (ZONE_MOVABLE for user pages and promotions) to each mark";
 const DMA_ZONE: ParamSpec = ParamSpec {
@@ -1057,6 +1128,7 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
     WMARK_PROMO,
     FAST_OTHER,
     KSWAPD_NAP,
+    KSWAPD_PACE,
     DMA_ZONE,
     DMA_LOW,
     DMA_HIGH,
@@ -1138,6 +1210,11 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         dma_used: 0,
         other_fast: if is_auto { p.int("fast_other_pages") as u64 } else { 0 },
         kswapd_recheck_ns: 0.0,
+        kswapd_pages_per_ns: if is_auto { p.float("kswapd_pages_per_s") / 1e9 } else { 0.0 },
+        held_main: 0,
+        held_dma: 0,
+        held_since_ns: 0.0,
+        now_ns: 0.0,
         scan_pages: 0,
         scan_period_ns: 0.0,
         next_scan_ns: p.float("scan_delay_ms") * 1e6,
