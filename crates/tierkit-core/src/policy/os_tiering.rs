@@ -410,7 +410,8 @@ impl NumaTiering {
             }
             self.kswapd_failures = 0;
         }
-        if self.kswapd_pages_per_ns > 0.0 {
+        let paced = self.kswapd_pages_per_ns > 0.0;
+        if paced {
             let (m, d) = self.held();
             if m + d > 0 && self.balanced(mark, ctx.mem) {
                 // still freeing its last run's frames, which will balance the node
@@ -419,7 +420,6 @@ impl NumaTiering {
             }
             (self.held_main, self.held_dma, self.held_since_ns) = (m, d, self.now_ns);
         }
-        let paced = self.kswapd_pages_per_ns > 0.0;
         self.stats.kswapd_runs += 1;
         let before = self.stats.demoted;
         let mut nr_to_reclaim = self.wm.high.max(SWAP_CLUSTER_MAX);
@@ -618,16 +618,18 @@ impl NumaTiering {
     pub fn task_scan_min_ns(&self, rss: u64) -> f64 {
         let windows = if self.scan_size_mb < MAX_SCAN_WINDOW_MB { MAX_SCAN_WINDOW_MB / self.scan_size_mb } else { 1 };
         let floor = self.rate_window_ns / windows as f64;
-        // task_nr_scan_windows: an empty RSS counts as one window
-        let nr_windows = rss.max(1).div_ceil(self.scan_pages.max(1));
-        (self.scan_period_min_ns / nr_windows as f64).max(floor)
+        (self.scan_period_min_ns / self.nr_scan_windows(rss) as f64).max(floor)
+    }
+
+    /// `task_nr_scan_windows`: the RSS's windows of `scan_size` (an empty RSS counts as one).
+    fn nr_scan_windows(&self, rss: u64) -> u64 {
+        rss.max(1).div_ceil(self.scan_pages.max(1))
     }
 
     /// `task_scan_max` for a resident set of `rss` pages, ns: `scan_period_max_ms` over the
     /// RSS's scan windows, not under `task_scan_min`.
     pub fn task_scan_max_ns(&self, rss: u64) -> f64 {
-        let nr_windows = rss.max(1).div_ceil(self.scan_pages.max(1));
-        (self.scan_period_max_ms * 1e6 / nr_windows as f64).max(self.task_scan_min_ns(rss))
+        (self.scan_period_max_ms * 1e6 / self.nr_scan_windows(rss) as f64).max(self.task_scan_min_ns(rss))
     }
 
     /// A fault just promoted a page, so the kernel counts it for the task (for its new,
