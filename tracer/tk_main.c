@@ -90,9 +90,11 @@
                     differ only by where objects were loaded share one id. (Version 1: N
                     display strings, with inlined functions as frames of their own, and
                     sites keyed by their display strings.)
-     0x85  MARKER   varint time, u8 kind (0 = slice), varint id. Slice marker k (k >= 1)
-                    has time exactly k * slice: it follows every access of instructions
-                    before that count and precedes every access of later ones.
+     0x85  MARKER   varint time, u8 kind (0 = slice, 2 = user), varint id. Slice marker k
+                    (k >= 1) has time exactly k * slice: it follows every access of
+                    instructions before that count and precedes every access of later ones.
+                    A user marker is the program's TIERKIT_MARK(id) (tracer/tierkit.h), at
+                    the instruction count where it ran.
      0x86  FORK     (nothing) the program forked; the child is not traced.
      0x87  EXEC     varint time; the program is calling execve. If the call fails, records
                     continue; if it succeeds, the stream ends here.
@@ -124,8 +126,12 @@
 #include "pub_tool_threadstate.h"
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
+#include "valgrind.h"
 #include "config.h"
 #include "tk_cache.h"
+
+/* TIERKIT_MARK(id) of tracer/tierkit.h */
+#define TK_USERREQ_MARK VG_USERREQ_TOOL_BASE('T', 'K')
 
 /* Not in the tool headers, but part of the core the tool links statically: moves a file
    descriptor into the range Valgrind reserves for itself, so that the program can neither
@@ -686,6 +692,22 @@ static void record_free(ThreadId tid, Addr p)
    put_varint(p);
 }
 
+/* TIERKIT_MARK(id) in the program (tracer/tierkit.h): a user marker with its id. */
+static Bool tk_client_request(ThreadId tid, UWord* args, UWord* ret)
+{
+   if (!VG_IS_TOOL_USERREQ('T', 'K', args[0]))
+      return False;
+   *ret = 0;
+   if (args[0] != TK_USERREQ_MARK || out_fd < 0)
+      return True;
+   cur_tid = tk_tid(tid);
+   check_markers(tk_insn_base);
+   begin_event(T_MARKER, tk_insn_base, 12);
+   put_u8(2);
+   put_varint(args[1]);
+   return True;
+}
+
 static void* new_block(ThreadId tid, SizeT n, SizeT align, Bool zero, UInt fn)
 {
    void* p;
@@ -1106,6 +1128,7 @@ static void tk_pre_clo_init(void)
                                  tk_free, tk_free_aligned, tk_free, tk_free_aligned, tk_realloc,
                                  tk_malloc_usable_size, 0);
    VG_(needs_syscall_wrapper)(tk_pre_syscall, tk_post_syscall);
+   VG_(needs_client_requests)(tk_client_request);
    VG_(track_start_client_code)(tk_start_client_code);
    VG_(track_pre_thread_ll_create)(tk_thread_create);
    VG_(track_pre_thread_ll_exit)(tk_thread_exit);

@@ -455,6 +455,7 @@ impl<R: Read + Send> RawSource<R> {
                     let id = self.input.varint()?;
                     let label = match marker {
                         MarkerKind::Slice => format!("slice {id}"),
+                        MarkerKind::User => format!("user {id}"),
                         _ => String::new(),
                     };
                     EventKind::Marker { marker, id, label }
