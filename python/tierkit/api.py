@@ -187,7 +187,8 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
         timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
         progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False,
-        guide_from: Optional[PathLike] = None, repeat: int = 1, time_scale: float = 1.0) -> dict:
+        guide_from: Optional[PathLike] = None, repeat: int = 1, time_scale: float = 1.0,
+        watch: Optional[Sequence[tuple[str, int, int]]] = None, watch_every_ns: Optional[float] = None) -> dict:
     """One simulation; returns the full result (top-level figures, ``stats`` tree with
     platform/tier/policy/migration/timing subtrees, and the exact ``config``).
 
@@ -198,8 +199,18 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     ``repeat``: replay the trace this many times as one continuous run (time, pages,
     placement and policy state carry over). ``time_scale``: divide every time constant and
     per-event cost of the policy, and the platform's migration costs, by this; latencies and
-    bandwidths stay (see ``docs/models.md``, "Long-period policies on short traces")."""
+    bandwidths stay (see ``docs/models.md``, "Long-period policies on short traces").
+
+    ``watch``: regions ``(name, start, end)`` of the trace's addresses to sample every
+    ``watch_every_ns`` of simulated time (and at the end): the result's ``watch`` has, per
+    sample and region, the accesses since the last sample and the pages on the fast tier and
+    elsewhere, and the trace's user markers (``TIERKIT_MARK``) with their times; see
+    :func:`watch_frame` and ``docs/validation.md`` ("Hot data")."""
     repeat, time_scale = check_scale(repeat, time_scale)
+    if watch is not None:
+        watch = [(str(n), int(a), int(b)) for n, a, b in watch]
+        if watch_every_ns is None or not (float(watch_every_ns) > 0):
+            raise _core.TierkitError(f"watch_every_ns: {watch_every_ns!r}: give a positive interval in ns of simulated time")
     caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     label = policy if isinstance(policy, str) else policy.name
     guidance = None
@@ -215,7 +226,8 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
-                             None if summary is None else json.dumps(summary), bar.callback, paranoid, repeat, time_scale)
+                             None if summary is None else json.dumps(summary), bar.callback, paranoid, repeat, time_scale,
+                             watch, float(watch_every_ns or 0.0))
     r = json.loads(out)
     if r["policy"] != label:
         # the warnings name the run as the user wrote it, not the spec it was made into
@@ -467,6 +479,20 @@ def timeseries(result: Mapping[str, Any]) -> "Optional[pd.DataFrame]":
     if not ts:
         return None
     return pd.DataFrame(ts["rows"], columns=ts["columns"])
+
+
+def watch_frame(result: Mapping[str, Any]) -> "Optional[pd.DataFrame]":
+    """A watched run's samples (``run(..., watch=...)``) as a DataFrame: one row per sample
+    and region (``time_ms``, ``region`` by name, ``accesses``, ``pages_fast``,
+    ``pages_slow``); ``None`` for a run that watched nothing."""
+    w = result.get("watch")
+    if not w:
+        return None
+    import pandas as pd
+
+    df = pd.DataFrame(w["rows"], columns=w["columns"])
+    df["region"] = [w["regions"][i] for i in df["region"]]
+    return df
 
 
 def representative(results: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:

@@ -14,7 +14,7 @@ use crate::policy::{self, Activity, Compat, Ctx, Needs, Now, Params, Policy, Pol
 use crate::timing::{AccessEvent, DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
 use crate::trace::summary::Summary;
 use crate::trace::synth::{SynthSource, SynthSpec};
-use crate::trace::{Batch, RecordSource, TraceInput, BATCH_RECORDS};
+use crate::trace::{Batch, EventKind, MarkerKind, RecordSource, TraceInput, BATCH_RECORDS};
 use crate::tracking::{FutureCounts, Tracking};
 use crate::units::{Capacity, Period};
 use crate::trace::repeat::RepeatSource;
@@ -114,6 +114,119 @@ impl TraceOpener for SynthSpec {
 
 pub use crate::trace::ProgressFn;
 
+/// An address range a run watches: `name` is `[start, end)` of the trace's addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchRegion {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Regions whose pages a run samples over simulated time (`Job::watch`): at every `every_ns`
+/// of simulated time, and at the end, the accesses to each region since the last sample and
+/// its pages on the fast tier and elsewhere; with the trace's user markers (`TIERKIT_MARK`)
+/// and when they came. What `tierkit validate` compares with the kernel's pages per region
+/// (docs/validation.md, "Hot data").
+#[derive(Clone, Debug, Default)]
+pub struct Watch {
+    pub regions: Vec<WatchRegion>,
+    pub every_ns: f64,
+}
+
+/// What a watched run saw (`SimResult::watch`): `rows` are `[time_ms, region index,
+/// accesses, pages_fast, pages_slow]` (pages placed on tier 0 / on another tier; pages not
+/// touched yet are in neither), `marks` are `[id, time_ms]` of the trace's user markers.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct WatchReport {
+    pub every_ns: f64,
+    pub regions: Vec<String>,
+    pub columns: [&'static str; 5],
+    pub rows: Vec<(f64, usize, u64, u64, u64)>,
+    pub marks: Vec<(u64, f64)>,
+}
+
+struct Watcher {
+    /// sorted by start: (start, end, index in the report)
+    ranges: Vec<(u64, u64, usize)>,
+    acc: Vec<u64>,
+    next_ns: f64,
+    report: WatchReport,
+}
+
+impl Watcher {
+    fn new(w: &Watch) -> Result<Watcher> {
+        if !(w.every_ns > 0.0 && w.every_ns.is_finite()) {
+            return Err(Error::config("watch", format!("every {} ns: give a positive interval", w.every_ns)));
+        }
+        let mut ranges = Vec::with_capacity(w.regions.len());
+        for (i, r) in w.regions.iter().enumerate() {
+            if r.end <= r.start {
+                return Err(Error::config("watch", format!("region {}: empty range 0x{:x}..0x{:x}", r.name, r.start, r.end)));
+            }
+            ranges.push((r.start, r.end, i));
+        }
+        ranges.sort();
+        Ok(Watcher {
+            ranges,
+            acc: vec![0; w.regions.len()],
+            next_ns: w.every_ns,
+            report: WatchReport {
+                every_ns: w.every_ns,
+                regions: w.regions.iter().map(|r| r.name.clone()).collect(),
+                columns: ["time_ms", "region", "accesses", "pages_fast", "pages_slow"],
+                ..Default::default()
+            },
+        })
+    }
+
+    /// Count an access in every region that holds `addr` (regions may overlap).
+    #[inline]
+    fn access(&mut self, addr: u64) {
+        let n = self.ranges.partition_point(|r| r.0 <= addr);
+        for r in self.ranges[..n].iter().rev() {
+            if addr < r.1 {
+                self.acc[r.2] += 1;
+            }
+        }
+    }
+
+    fn sample(&mut self, now_ns: f64, pm: &PageMap, mem: &Memory) {
+        let shift = pm.page_shift();
+        let mut by_index = self.ranges.clone();
+        by_index.sort_by_key(|r| r.2);
+        for &(start, end, i) in &by_index {
+            let (mut fast, mut slow) = (0u64, 0u64);
+            for pn in (start >> shift)..=((end - 1) >> shift) {
+                if let Some(id) = pm.get(pn << shift) {
+                    match mem.tier(id) {
+                        UNPLACED => {}
+                        0 => fast += 1,
+                        _ => slow += 1,
+                    }
+                }
+            }
+            self.report.rows.push((now_ns / 1e6, i, self.acc[i], fast, slow));
+            self.acc[i] = 0;
+        }
+    }
+
+    /// Sample if the interval has come (at most once per access: a long gap is one sample).
+    #[inline]
+    fn tick(&mut self, now_ns: f64, pm: &PageMap, mem: &Memory) {
+        if now_ns >= self.next_ns {
+            self.sample(now_ns, pm, mem);
+            let p = self.report.every_ns;
+            self.next_ns += (((now_ns - self.next_ns) / p).floor() + 1.0) * p;
+        }
+    }
+
+    fn event(&mut self, e: &EventKind, now_ns: f64) {
+        if let EventKind::Marker { marker: MarkerKind::User, id, .. } = e {
+            self.report.marks.push((*id, now_ns / 1e6));
+        }
+    }
+}
+
 /// One simulation to run.
 pub struct Job<'a> {
     pub trace: &'a dyn TraceOpener,
@@ -140,6 +253,8 @@ pub struct Job<'a> {
     /// Divide every time constant and per-event cost of the policy, and the platform's
     /// migration costs, by this (`--time-scale`, 1 = none; see docs/models.md).
     pub time_scale: f64,
+    /// Regions to sample over simulated time ([`Watch`]; `None`: none).
+    pub watch: Option<Watch>,
 }
 
 impl<'a> Job<'a> {
@@ -158,6 +273,7 @@ impl<'a> Job<'a> {
             scaled_params: None,
             repeat: 1,
             time_scale: 1.0,
+            watch: None,
         }
     }
 
@@ -268,6 +384,9 @@ pub struct SimResult {
     /// [`MIN_ACTIVATIONS`] times, or one that can move pages and moved none.
     pub warnings: Vec<String>,
     pub fast_capacity_pages: Option<u64>,
+    /// The watched regions over time (`Job::watch`), absent when none were watched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchReport>,
     pub stats: StatsTree,
     pub config: RunConfig,
 }
@@ -548,7 +667,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     // decode instruction counts only when something reads them
     let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
     // and addresses only for per-access policies (the others work from page ids)
-    src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS });
+    let mut watcher = job.watch.as_ref().map(Watcher::new).transpose()?;
+    src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS || watcher.is_some() });
     if job.read_ahead {
         src = Box::new(crate::trace::threaded::ReadAhead::new(src));
     }
@@ -692,6 +812,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                         policy.on_event(&batch.events[ev], &mut ctx)?;
                         st.drain_ops();
                     }
+                    if let Some(w) = watcher.as_mut() {
+                        w.event(&batch.events[ev].kind, st.timing.now_ns());
+                    }
                     ev += 1;
                 }
             }
@@ -761,6 +884,10 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     st.drain_ops();
                 }
             }
+            if let Some(w) = watcher.as_mut() {
+                w.access(batch.addr[i]);
+                w.tick(st.timing.now_ns(), &st.pm, &st.mem);
+            }
             st.track.record(page, write, k);
             // demand counts per tier and direction; bytes follow from them after the loop
             demand[tier as usize][write as usize] += 1;
@@ -768,12 +895,17 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             last_insn = insn;
             k += 1;
         }
-        if needs.events {
+        if needs.events || watcher.is_some() {
             while ev < nev {
-                st.now.accesses = k;
-                let mut ctx = st.ctx();
-                policy.on_event(&batch.events[ev], &mut ctx)?;
-                st.drain_ops();
+                if needs.events {
+                    st.now.accesses = k;
+                    let mut ctx = st.ctx();
+                    policy.on_event(&batch.events[ev], &mut ctx)?;
+                    st.drain_ops();
+                }
+                if let Some(w) = watcher.as_mut() {
+                    w.event(&batch.events[ev].kind, st.timing.now_ns());
+                }
                 ev += 1;
             }
         }
@@ -786,6 +918,9 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     }
     let digest = src.digest();
     drop(src);
+    if let Some(w) = watcher.as_mut() {
+        w.sample(st.timing.now_ns(), &st.pm, &st.mem);
+    }
     if let (Some((file, want)), Some(got)) = (policy.made_for_trace(), &digest) {
         if want != got {
             let short = |d: &str| d.chars().take(16).collect::<String>();
@@ -893,6 +1028,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         activations: acts.map(|(n, _)| n),
         warnings,
         fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
+        watch: watcher.map(|w| w.report),
         stats: StatsTree {
             engine: EngineStats {
                 state_bytes: (st.pm.heap_bytes() + st.mem.slots() + st.track.heap_bytes() + st.future.count.capacity() * 4) as u64,

@@ -430,7 +430,7 @@ impl PeriodicDecider for PyDecider {
 /// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
 /// PeriodicPolicy object. Returns the result as JSON.
 #[pyfunction]
-#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0))]
+#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0, watch=None, watch_every_ns=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -447,6 +447,8 @@ fn simulate(
     paranoid: bool,
     repeat: u32,
     time_scale: f64,
+    watch: Option<Vec<(String, u64, u64)>>,
+    watch_every_ns: f64,
 ) -> PyResult<String> {
     let pending: Pending = Arc::new(Mutex::new(None));
     // a policy object: read its name and period here, while we hold the GIL
@@ -484,6 +486,10 @@ fn simulate(
         job.paranoid = paranoid || cfg!(debug_assertions);
         job.repeat = repeat;
         job.time_scale = time_scale;
+        job.watch = watch.map(|w| engine::Watch {
+            regions: w.into_iter().map(|(name, start, end)| engine::WatchRegion { name, start, end }).collect(),
+            every_ns: watch_every_ns,
+        });
         if let Some(s) = summary {
             job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
         }
