@@ -14,6 +14,7 @@
 pub mod damon;
 pub mod guided;
 pub mod kernel;
+pub mod regions;
 pub mod sys;
 
 use std::collections::BTreeMap;
@@ -69,9 +70,19 @@ pub struct Args {
     /// Print one JSON object (the last line of stdout) instead of the table (on stderr)
     #[arg(long)]
     pub json: bool,
-    /// Overwrite the --timeseries file
+    /// Overwrite the --timeseries and --region-series files
     #[arg(long)]
     pub force: bool,
+    /// A file the program writes while it runs, naming ranges of its memory: lines
+    /// 'region NAME 0xSTART BYTES' (other lines ignored); read again at every observation, a
+    /// missing file and a last line without its newline ignored
+    #[arg(long)]
+    pub regions: Option<PathBuf>,
+    /// Write one CSV row per observation per region of --regions (needed) here: time_ms,
+    /// region, pages_fast, pages_slow (the program's present pages in the region's range on
+    /// each node)
+    #[arg(long)]
+    pub region_series: Option<PathBuf>,
     /// DAMON access monitoring of the program: on, off, or auto (on for daemon policies)
     #[arg(long, default_value = "auto")]
     pub damon: String,
@@ -692,10 +703,25 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         return Err(Error::config("DAMON", format!("this kernel has no DAMON sysfs interface (/{} missing; CONFIG_DAMON_SYSFS); --damon off runs without access frequencies", damon::ADMIN)));
     }
     // the time series file, before anything starts (an existing file stops us here)
+    if args.region_series.is_some() && args.regions.is_none() {
+        return Err(Error::config("--region-series", "needs --regions FILE, the file in which the program names its regions"));
+    }
+    if args.region_series.is_some() && args.region_series == args.timeseries {
+        return Err(Error::config("--region-series", "the same file as --timeseries; give another"));
+    }
     let mut ts_out = match &args.timeseries {
         Some(p) => Some(tierkit_core::outfile::PartialFile::create(p, args.force)?),
         None => None,
     };
+    let mut rs_out = match &args.region_series {
+        Some(p) => Some(tierkit_core::outfile::PartialFile::create(p, args.force)?),
+        None => None,
+    };
+    // a regions file there already (written by hand, or left by an earlier run) is read now,
+    // so that a bad line stops us before the program starts
+    if let Some(rf) = &args.regions {
+        regions::read_regions(rf)?;
+    }
     // an attached process: it exists and we may read its page map
     if let Some(pid) = args.pid {
         if pid <= 0 || !Path::new(&format!("/proc/{pid}")).is_dir() {
@@ -833,6 +859,12 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut decider_err: Option<String> = None;
     let mut next_ns = interval_override.unwrap_or(DEFAULT_INTERVAL_NS);
     let mut over_budget_seen = 0u64;
+    // --region-series: the names in order of first appearance, and rows of
+    // (time_ms, name index, pages fast, pages slow)
+    let mut region_names: Vec<String> = Vec::new();
+    let mut region_index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut region_rows: Vec<(u64, usize, u64, u64)> = Vec::new();
+    let mut regions_err: Option<Error> = None;
     if let Some(obs) = &observer {
         obs.clear_soft_dirty();
     }
@@ -849,6 +881,13 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
         observations += 1;
         let t_ns = t0.elapsed().as_nanos() as u64;
+        let regions_now = match args.regions.as_deref().map(regions::read_regions).transpose() {
+            Ok(r) => r.unwrap_or_default(),
+            Err(e) => {
+                regions_err = Some(e);
+                break;
+            }
+        };
         let before = (counts.requested, counts.done, counts.failed);
         let mut over = 0u64;
         if let Some(d) = decider.as_mut().filter(|_| decider_err.is_none()) {
@@ -868,12 +907,18 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                 seen.slow += seen.fast - fast_after;
                 seen.fast = fast_after;
             }
-            let o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
+            let mut o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
             match d.step(&o) {
                 Ok(step) => {
                     let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut |a, t| exec_moves(pid, &tiers, a, t));
                     counts.add(&res);
                     d.moved(&res);
+                    // the pages where the moves left them (for --region-series)
+                    for r in res.iter().filter(|r| r.errno == 0) {
+                        if let Ok(i) = o.pages.binary_search_by_key(&r.addr, |p| p.addr) {
+                            o.pages[i].tier = r.to;
+                        }
+                    }
                     let moved_in = fast_after as i64 - seen.fast as i64;
                     seen.fast = fast_after;
                     seen.slow = (seen.slow as i64 - moved_in).max(0) as u64;
@@ -885,6 +930,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                 }
                 Err(e) => decider_err = Some(e.to_string()),
             }
+            seen.pages = o.pages;
         } else {
             // observation only: dirty = written during the last interval
             obs.clear_soft_dirty();
@@ -913,8 +959,20 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             counts.done,
             cpu_ms,
         ]);
+        if args.region_series.is_some() {
+            for (r, (fast, slow)) in regions_now.iter().zip(regions::count_pages(&regions_now, &seen.pages)) {
+                let k = *region_index.entry(r.name.clone()).or_insert_with(|| {
+                    region_names.push(r.name.clone());
+                    region_names.len() - 1
+                });
+                region_rows.push((t_ns / 1_000_000, k, fast, slow));
+            }
+        }
         last = seen;
         wait = Duration::from_nanos(next_ns);
+    }
+    if regions_err.is_some() {
+        end_program(&mut proc);
     }
     let wall = t0.elapsed();
     let daemon_cpu_ns = sys::thread_cpu_ns() - cpu0;
@@ -938,12 +996,31 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         _ => (if got_signal > 0 && !proc.gone { 128 + got_signal } else { 0 }, None),
     };
 
+    // a bad regions line: the program has been ended, kernel state is back, no file is written
+    if let Some(e) = regions_err {
+        let what = if args.pid.is_some() { "tierkit stopped watching the process" } else { "tierkit ended the program" };
+        return Err(match e {
+            Error::BadTrace { path, location, msg } => Error::BadTrace { path, location, msg: format!("{msg} (read during the run: {what})") },
+            e => e,
+        });
+    }
     if let Some((mut pf, mut f)) = ts_out.take() {
         let mut w = std::io::BufWriter::new(&mut f);
         let io = |e| Error::io(pf.path(), e);
         writeln!(w, "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms").map_err(io)?;
         for r in &rows {
             writeln!(w, "{}", r.iter().map(u64::to_string).collect::<Vec<_>>().join(",")).map_err(io)?;
+        }
+        w.flush().map_err(io)?;
+        drop(w);
+        pf.commit(&f)?;
+    }
+    if let Some((mut pf, mut f)) = rs_out.take() {
+        let mut w = std::io::BufWriter::new(&mut f);
+        let io = |e| Error::io(pf.path(), e);
+        writeln!(w, "time_ms,region,pages_fast,pages_slow").map_err(io)?;
+        for &(t, k, fast, slow) in &region_rows {
+            writeln!(w, "{t},{},{fast},{slow}", regions::csv_field(&region_names[k])).map_err(io)?;
         }
         w.flush().map_err(io)?;
         drop(w);
@@ -1009,9 +1086,26 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "notes": notes,
         "timeseries": args.timeseries.as_ref().map(|p| p.display().to_string()),
         "timeseries_rows": rows.len(),
+        "region_series": args.region_series.as_ref().map(|p| p.display().to_string()),
+        "region_series_rows": region_rows.len(),
         "guided_alloc": guided_alloc,
     });
     Ok(Report { json, exit_status })
+}
+
+/// After an error mid-run: the program tierkit started is asked to end (SIGTERM), killed if it
+/// has not after 5 s; an attached process is left running.
+fn end_program(proc: &mut Proc) {
+    if matches!(proc.target, Target::Attached) || proc.poll_gone() {
+        return;
+    }
+    for (sig, wait) in [(libc::SIGTERM, 5), (libc::SIGKILL, 5)] {
+        // SAFETY: no pointers; our own child, not yet reaped
+        unsafe { libc::kill(proc.pid, sig) };
+        if proc.wait_for(Duration::from_secs(wait)) {
+            return;
+        }
+    }
 }
 
 /// move_pages for tiers: tier 0 is the fast node, 1 the slow one.
