@@ -71,9 +71,18 @@ int main(int argc, char **argv) {
     struct phase_stats *stats = calloc(phases, sizeof *stats);
     WL_NEED(stats, phases * sizeof *stats, "the phase statistics");
 
+    for (uint64_t p = 0; p < phases; p++) {
+        char name[32];
+        uint64_t first = words * p / phases, len = words * (p + 1) / phases - first;
+        snprintf(name, sizeof name, "part%llu", (unsigned long long)p);
+        wl_region(name, data + first, len * 8);
+    }
     uint64_t h = 0;
     for (uint64_t p = 0; p < phases; p++) {
+        char name[32];
         uint64_t first = words * p / phases, len = words * (p + 1) / phases - first;
+        snprintf(name, sizeof name, "part%llu", (unsigned long long)p);
+        wl_hot(name);
         h = wl_fold(h, run_phase(data, words, first, len, per_phase, wl_stream(c.seed, 100 + p), &stats[p]));
         printf("phase=%llu first_byte=%llu bytes=%llu updates=%llu background_reads=%llu\n", (unsigned long long)p,
                (unsigned long long)(first * 8), (unsigned long long)(len * 8), (unsigned long long)stats[p].updates,

@@ -44,6 +44,9 @@ int main(int argc, char **argv) {
     uint64_t *buf = make_buffer(words, wl_stream(c.seed, 1));
     const uint64_t key = wl_stream(c.seed, 2);
     uint64_t s = 0, writes = 0;
+    wl_region("buffer", buf, words * 8);
+    /* no locality: every page of the buffer equally hot */
+    wl_hot("buffer");
     for (uint64_t i = 0; i < accesses; i++) {
         uint64_t r = wl_rand(key, i);
         uint64_t *w = &buf[wl_below(r, words)];

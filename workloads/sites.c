@@ -112,6 +112,11 @@ int main(int argc, char **argv) {
     struct event_log log;
     start_event_log(&log, 2 * B, 4 * B);
     uint64_t *hot = make_hot_counters(B);
+    wl_region("cold", cold, 32 * B * 8);
+    wl_region("warm", warm, 16 * B * 8);
+    wl_region("lookup", lookup, 4 * B * 8);
+    wl_region("hot", hot, B * 8);
+    wl_hot("hot");
 
     const uint64_t hkey = wl_stream(c.seed, 4), lkey = wl_stream(c.seed, 5);
     uint64_t s = 0, hdraw = 0, ldraw = 0;

@@ -52,6 +52,10 @@ int main(int argc, char **argv) {
     uint64_t key = wl_stream(c.seed, 1);
     for (uint64_t i = 0; i < cells; i++) src[i] = wl_unit(wl_rand(key, i));
     memcpy(dst, src, bytes);
+    wl_region("grid0", src, bytes);
+    wl_region("grid1", dst, bytes);
+    /* streaming: both grids, every iteration */
+    wl_hot("grid0 grid1");
 
     for (uint64_t it = 0; it < iterations; it++) {
         sweep(n, src, dst);

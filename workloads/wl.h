@@ -22,6 +22,15 @@
  *
  * Errors: one line "<name>: error: ..." on stderr; exit status 2 for a bad argument, 1 when
  * memory runs out.
+ *
+ * Regions and hot data (for `tierkit validate`, docs/validation.md "Hot data"): with
+ * WL_REGIONS=FILE in the environment, a workload writes to FILE, as it runs, its main arrays
+ * ("region NAME 0xSTART BYTES") and, each time the data it works hardest on changes, which
+ * regions that is from then on ("hot T_MS NAME..."; T_MS: milliseconds since the program
+ * started, on the monotonic clock). The k-th "hot" line (k = 1, 2, ...) is also the user
+ * marker k of a trace recorded with `tierkit trace record` (TIERKIT_MARK, tracer/tierkit.h),
+ * so that a simulation of the trace knows the same moments. Without WL_REGIONS nothing is
+ * written and stdout is unchanged.
  */
 #ifndef TIERKIT_WL_H
 #define TIERKIT_WL_H
@@ -33,6 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "../tracer/tierkit.h"
 
 enum wl_size { WL_SMALL, WL_MEDIUM, WL_LARGE };
 static const char *const wl_size_names[] = {"small", "medium", "large"};
@@ -57,6 +69,7 @@ struct wl_opt {
 };
 
 static const char *wl_prog = "workload";
+static struct timespec wl_t0;
 
 static void wl_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void wl_usage_error(const char *fmt, ...) {
@@ -120,6 +133,7 @@ static void wl_print_usage(const char *summary, const struct wl_opt *extra, int 
 static void wl_parse(struct wl_common *c, const char *name, const char *summary, int argc, char **argv,
                      const struct wl_opt *extra, int nextra) {
     wl_prog = name;
+    clock_gettime(CLOCK_MONOTONIC, &wl_t0);
     c->name = name;
     c->size = WL_SMALL;
     c->seed = 1;
@@ -179,6 +193,47 @@ static void wl_parse(struct wl_common *c, const char *name, const char *summary,
             *(double *)o->dst = v;
         }
     }
+}
+
+/* The WL_REGIONS file (see the top), opened at first use; NULL without WL_REGIONS. */
+__attribute__((unused)) static FILE *wl_regions_file(void) {
+    static int opened;
+    static FILE *f;
+    if (!opened) {
+        opened = 1;
+        const char *path = getenv("WL_REGIONS");
+        if (path && *path) {
+            f = fopen(path, "w");
+            if (!f) {
+                fprintf(stderr, "%s: error: WL_REGIONS: cannot write %s: %s\n", wl_prog, path, strerror(errno));
+                exit(2);
+            }
+        }
+    }
+    return f;
+}
+
+/* One of the workload's arrays: NAME (no spaces) is [p, p + bytes). */
+__attribute__((unused)) static void wl_region(const char *name, const void *p, uint64_t bytes) {
+    FILE *f = wl_regions_file();
+    if (!f) return;
+    fprintf(f, "region %s 0x%llx %llu\n", name, (unsigned long long)(uintptr_t)p, (unsigned long long)bytes);
+    fflush(f);
+}
+
+/* From here on the hot data is the regions named in `names` (space-separated): a "hot" line
+ * in the WL_REGIONS file and, under the tracer, user marker k for the k-th call. */
+__attribute__((unused)) static void wl_hot(const char *names) {
+    static unsigned long long k;
+    k++;
+    TIERKIT_MARK(k);
+    FILE *f = wl_regions_file();
+    if (!f) return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double ms = (double)(t.tv_sec - wl_t0.tv_sec) * 1e3 + (double)(t.tv_nsec - wl_t0.tv_nsec) / 1e6;
+    fprintf(f, "hot %.3f %s\n", ms, names);
+    fflush(f);
 }
 
 /* Scale a default operation count by --work, rounding to nearest. */
