@@ -72,3 +72,9 @@ def test_autonuma_tiering_model_against_the_kernel_on_a_moving_hot_set(tmp_path)
     assert m["promotions"] > 0 and m["demotions"] > 0 and m["hint_faults"] > 0, m
     assert 1 / DEMOTIONS_FACTOR <= m["demotions_ratio"] <= DEMOTIONS_FACTOR, (m["demotions"], k["demotions"])
     assert abs(m["residency_diff_points"]) <= RESIDENCY_POINTS, (m["residency_mean"], k["residency_mean"])
+    # the hot data (the phase's quarter of the array, named by the program as it runs): the
+    # kernel's pages per node of each quarter from tierkit-run's --region-series, the model's
+    # from the same arrays watched in the trace, each switching at the program's own marks
+    assert [h[1] for h in k["hot_regions"]] == [["part0"], ["part1"], ["part2"], ["part3"]], k["hot_regions"]
+    assert len(k["hot_residency_series"]) >= 3 and len(m["hot_residency_series"]) >= 3
+    assert abs(m["hot_residency_diff_points"]) <= RESIDENCY_POINTS, (m["hot_residency_mean"], k["hot_residency_mean"])

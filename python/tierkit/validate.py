@@ -27,8 +27,11 @@ For each workload and each kernel policy (`autonuma-tiering`, `damon-tiering`):
    so that its run of those instructions lasts as long as in the VM: `K = wall_s / sim_s`,
    `sim_s` being the simulated time of the same trace under first-touch. The comparison is also
    run at `K / 2` and `2 K` (sensitivity).
-4. **Side by side.** Per workload and model: promotions, demotions, hint faults, the program's
-   fast-node residency over time (share of its pages on the fast tier), model / kernel ratios;
+4. **Side by side.** Per workload and model: promotions, demotions, hint faults, the fast-node
+   residency of the hot data over time (the workload names its arrays and, as it runs, which of
+   them it works hardest on: WL_REGIONS, workloads/wl.h; tierkit-run samples those regions'
+   pages per node in the VM, the model watches the same arrays in the trace and learns the
+   moments from the trace's user markers) and of all the program's pages, model / kernel ratios;
    `validation.json`, a table (`validation.md`) and a plot per workload (PNG).
 """
 from __future__ import annotations
@@ -189,7 +192,8 @@ copy_from_bandwidth = true
 
 def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
     """Shell for one run: shrink node 0 with hugetlb pages to `fast_free_mib` free, sample
-    vmstat in the background, run the program under tierkit-run, give the pages back."""
+    vmstat in the background, run the program under tierkit-run (which samples the pages per
+    node of the regions the program writes to WL_REGIONS), give the pages back."""
     hp = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
     keys = "|".join(VMSTAT_KEYS)
     return (
@@ -201,7 +205,8 @@ def _vm_script(i: int, program: str, policy: str, fast_free_mib: int) -> str:
         f"( while :; do echo \"t $(cut -d' ' -f1 /proc/uptime)\"; grep -E '^({keys}) ' /proc/vmstat; sleep {SAMPLE_S}; done ) "
         f"> $OUT/vmstat{i} & s=$!; "
         f"cat /proc/zoneinfo > $OUT/zoneinfo{i}; cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo{i}; "
-        f"tierkit-run --json --policy {policy} --interval 500ms --timeseries $OUT/ts{i}.csv -- {program} "
+        f"WL_REGIONS=$OUT/regions{i} tierkit-run --json --policy {policy} --interval 500ms --timeseries $OUT/ts{i}.csv "
+        f"--regions $OUT/regions{i} --region-series $OUT/rs{i}.csv -- {program} "
         f"> $OUT/run{i} 2> $OUT/err{i}; echo $? > $OUT/rc{i}; "
         f"cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo_end{i}; kill $s; wait $s 2>/dev/null; "
         f"echo 0 > {hp}"
@@ -430,6 +435,8 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                     "node0_lru_pages_end": node0_lru_pages(r.files.get(f"node0meminfo_end{i}", b"").decode()),
                     "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                     "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
+                    "regions": parse_regions(r.files.get(f"regions{i}", b"").decode()),
+                    "region_series": parse_region_series(r.files.get(f"rs{i}.csv", b"").decode()),
                     "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
                     if p == "damon-tiering" else None,
                 }
@@ -469,6 +476,85 @@ def kernel_residency(run: dict) -> list[tuple[float, float]]:
     return out
 
 
+def parse_regions(text: str) -> dict:
+    """A workload's WL_REGIONS file (workloads/wl.h): its arrays as (name, start, end) and its
+    hot data over time as (ms since it started, [region names]), the k-th of which is the
+    trace's user marker k. A last line without its newline (cut off) is left out."""
+    regions, hot = [], []
+    lines = text.split("\n")
+    for line in lines[:-1]:
+        w = line.split()
+        if len(w) == 4 and w[0] == "region":
+            start = int(w[2], 16)
+            regions.append((w[1], start, start + int(w[3])))
+        elif len(w) >= 3 and w[0] == "hot":
+            hot.append((float(w[1]), w[2:]))
+    return {"regions": regions, "hot": hot}
+
+
+def parse_region_series(text: str) -> list[tuple[float, str, int, int]]:
+    """tierkit-run's --region-series CSV: (time_ms, region, pages_fast, pages_slow) rows."""
+    rows = []
+    for line in text.splitlines()[1:]:
+        w = line.split(",")
+        if len(w) == 4:
+            rows.append((float(w[0]), w[1], int(w[2]), int(w[3])))
+    return rows
+
+
+def hot_residency(samples: Sequence[tuple[float, str, int, int]], hot: Sequence[tuple[float, Sequence[str]]],
+                  scale_s: float = 1e-3) -> list[tuple[float, float]]:
+    """(s, share of the hot data's pages on the fast tier) at each sample time from the first
+    "hot" mark on: the hot data at a sample is the regions the program named at its latest
+    mark before it (`hot`: (time, names) in the samples' unit, in order); a sample's share is
+    the pages of those regions on the fast tier over their pages on either tier (pages not
+    touched yet count in neither). `samples`: (time, region, pages_fast, pages_slow); times are
+    multiplied by `scale_s` into seconds."""
+    by_t: dict[float, dict[str, tuple[int, int]]] = {}
+    for t, name, f, sl in samples:
+        by_t.setdefault(t, {})[name] = (f, sl)
+    out = []
+    marks = sorted(hot, key=lambda h: h[0])
+    for t in sorted(by_t):
+        cur = [names for mt, names in marks if mt <= t]
+        if not cur:
+            continue
+        f = sum(by_t[t].get(n, (0, 0))[0] for n in cur[-1])
+        tot = f + sum(by_t[t].get(n, (0, 0))[1] for n in cur[-1])
+        if tot > 0:
+            out.append((t * scale_s, f / tot))
+    return out
+
+
+def kernel_hot_residency(run: dict) -> list[tuple[float, float]]:
+    """The kernel's hot-data residency over the run (`hot_residency` of tierkit-run's region
+    series and the marks the program wrote)."""
+    regs = run.get("regions") or {}
+    return hot_residency(run.get("region_series") or [], regs.get("hot") or [])
+
+
+def model_hot_residency(r: dict, hot: Sequence[tuple[float, Sequence[str]]], time_scale: float) -> list[tuple[float, float]]:
+    """The model's hot-data residency (VM-equivalent s): the watched regions' pages per tier
+    (`r["watch"]`), the hot data named by the traced run's k-th mark from the trace's user
+    marker k on (the simulated time it came)."""
+    w = r.get("watch")
+    if not w:
+        return []
+    names = w["regions"]
+    samples = [(t, names[i], f, sl) for t, i, _, f, sl in w["rows"]]
+    marks = [(t, hot[k - 1][1]) for k, t in w["marks"] if 1 <= k <= len(hot)]
+    return hot_residency(samples, marks, 1e-3 * time_scale)
+
+
+def _mean_from(series: list[tuple[float, float]], upto_s: float) -> Optional[float]:
+    """Time-weighted mean of a step series from its first point to `upto_s`."""
+    if not series:
+        return None
+    t0 = series[0][0]
+    shifted = [(t - t0, v) for t, v in series]
+    return _mean_residency(shifted, max(upto_s - t0, 0.0)) if upto_s > t0 else series[-1][1]
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. the model
 
@@ -483,25 +569,44 @@ def record_traces(names: Sequence[str], work: Path, progress: bool = True, specs
         # one cached trace per workload and length
         stem = n if list(args) == list(WORKLOADS.get(n, ("", "", args))[2]) else f"{n}-work{args[args.index('--work') + 1]}"
         tkt, meta = work / f"{stem}.tkt", work / f"{stem}.record.json"
-        if tkt.is_file() and meta.is_file() and json.loads(meta.read_text()).get("args") == list(args):
-            out[n] = json.loads(meta.read_text())
-            continue
+        if tkt.is_file() and meta.is_file():
+            old = json.loads(meta.read_text())
+            # (traces recorded before the workloads wrote their regions are recorded again)
+            if old.get("args") == list(args) and old.get("regions", {}).get("hot"):
+                out[n] = old
+                continue
         t = time.time()
-        r = api.record(ROOT / "workloads" / "build" / wl, list(args), tkt, cache="default", force=True)
+        # the program writes its arrays and hot data to WL_REGIONS (workloads/wl.h)
+        regions_file = work / f"{stem}.regions"
+        regions_file.unlink(missing_ok=True)
+        before = os.environ.get("WL_REGIONS")
+        os.environ["WL_REGIONS"] = str(regions_file)
+        try:
+            r = api.record(ROOT / "workloads" / "build" / wl, list(args), tkt, cache="default", force=True)
+        finally:
+            if before is None:
+                del os.environ["WL_REGIONS"]
+            else:
+                os.environ["WL_REGIONS"] = before
         if r["status"] != 0:
             raise RuntimeError(f"recording {n} failed: status {r['status']}")
         rec = {"args": list(args), "instructions": r["instructions"], "raw_loads": r["raw_loads"],
-               "raw_stores": r["raw_stores"], "path": str(tkt)}
+               "raw_stores": r["raw_stores"], "path": str(tkt),
+               "regions": parse_regions(regions_file.read_text() if regions_file.is_file() else "")}
         meta.write_text(json.dumps(rec))
         out[n] = rec
         _say(progress, f"recorded {n}: {r['instructions'] / 1e6:.0f} M instructions in {time.time() - t:.0f} s")
     return out
 
 
-def simulate(trace: Path, platform: Path, policy: str, time_scale: float) -> dict:
+def simulate(trace: Path, platform: Path, policy: str, time_scale: float, regions: Optional[dict] = None) -> dict:
+    """One model run; with the traced run's `regions` (parse_regions), its arrays watched at
+    the VM's observation interval (SAMPLE_S of VM time: SAMPLE_S / time_scale simulated)."""
     from . import api
 
-    return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale)
+    watch = (regions or {}).get("regions") or None
+    return api.run(trace, str(platform), policy, None, None, "simple", progress=False, time_scale=time_scale,
+                   watch=watch, watch_every_ns=SAMPLE_S * 1e9 / time_scale if watch else None)
 
 
 def damon_model_args(run: dict, pace: float = 1.0) -> str:
@@ -643,6 +748,10 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         kres = kernel_residency(run)
         res_means = [_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps]
         res_means = [x for x in res_means if x is not None]
+        # the hot data's residency, from the program's first "hot" mark to its end
+        trace_regions = traces[n].get("regions") or {}
+        khot = kernel_hot_residency(run)
+        hot_means = [m for m in (_mean_from(kernel_hot_residency(x), x["wall_s"]) for x in reps) if m is not None]
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
                "kernel": {**kc, "wall_s": wall_s, "node0_free_bytes": fast_bytes, "repeats": len(reps),
                           "runs": [{**c, "wall_s": x["wall_s"], "node0_free_bytes": x["node0_free_bytes"],
@@ -651,10 +760,13 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                                     "node0_lru_pages_start": (x.get("node0_model_params") or {}).get("fast_other_pages"),
                                     "node0_lru_pages_end": x.get("node0_lru_pages_end"),
                                     "program_fast_pages_end": x["timeseries"][-1]["pages_fast"] if x.get("timeseries") else None,
-                                    "residency_mean": _mean_residency(kernel_residency(x), x["wall_s"])} for c, x in zip(per, reps)],
+                                    "residency_mean": _mean_residency(kernel_residency(x), x["wall_s"]),
+                                    "hot_residency_mean": _mean_from(kernel_hot_residency(x), x["wall_s"])} for c, x in zip(per, reps)],
                           "range": {c: [min(x[c] for x in per), max(x[c] for x in per)] for c in per[0]},
                           "residency_mean": sum(res_means) / len(res_means) if res_means else None,
                           "residency_end": kres[-1][1] if kres else None, "residency_series": kres,
+                          "hot_residency_mean": sum(hot_means) / len(hot_means) if hot_means else None,
+                          "hot_residency_series": khot, "hot_regions": (run.get("regions") or {}).get("hot"),
                           "vmstat_series": run["vmstat_series"]},
                "clock": {"trace_instructions": traces[n]["instructions"], "vm_instructions_per_s": traces[n]["instructions"] / wall_s,
                          "first_touch_sim_s": sim_s, "time_scale": k, "kswapd_pages_per_s": kpace},
@@ -678,17 +790,21 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                                              "residency_mean": _mean_residency(res0, r0["runtime_ns"] / 1e9 * k)}
         for f in scales:
             t = time.time()
-            runs_m = [simulate(trace, pl, sp, k * f) for sp, pl, _ in models]
+            runs_m = [simulate(trace, pl, sp, k * f, trace_regions) for sp, pl, _ in models]
             mcs = [model_counts(x, p) for x in runs_m]
             mc = {c: round(sum(x[c] for x in mcs) / len(mcs)) for c in mcs[0]}
             means = [_mean_residency(model_residency(x, p, pb // PAGE, k * f), x["runtime_ns"] / 1e9 * k * f)
                      for x, (_, _, pb) in zip(runs_m, models)]
             r = runs_m[0]
             mres = model_residency(r, p, models[0][2] // PAGE, k * f)
+            mhots = [model_hot_residency(x, trace_regions.get("hot") or [], k * f) for x in runs_m]
+            hmeans = [_mean_from(h, x["runtime_ns"] / 1e9 * k * f) for h, x in zip(mhots, runs_m)]
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
                  "residency_mean": (sum(means) / len(means)) if None not in means else None, "residency_end": mres[-1][1] if mres else None,
                  "per_repeat": [{**c, "residency_mean": rm} for c, rm in zip(mcs, means)] if len(models) > 1 else None,
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
+                 "hot_residency_mean": (sum(hmeans) / len(hmeans)) if hmeans and None not in hmeans else None,
+                 "hot_residency_series": mhots[0],
                  # what the model ran with and did beyond the counts (autonuma-tiering)
                  "watermarks": r["stats"]["policy"].get("watermarks"),
                  "kswapd": {c: (r["stats"]["policy"].get("counters") or {}).get(c) for c in ("kswapd_runs", "kswapd_wakeups_busy", "kswapd_rechecks", "demoted_other", "promote_no_room", "candidates", "over_threshold",
@@ -697,10 +813,9 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
                  "promotions_ratio": _ratio(mc["promotions"], kc["promotions"]),
                  "demotions_ratio": _ratio(mc["demotions"], kc["demotions"]),
                  "hint_faults_ratio": _ratio(mc["hint_faults"], kc["hint_faults"]) if p == "autonuma-tiering" else None}
-            if m["residency_mean"] is not None and row["kernel"]["residency_mean"] is not None:
-                m["residency_diff_points"] = 100.0 * (m["residency_mean"] - row["kernel"]["residency_mean"])
-            else:
-                m["residency_diff_points"] = None
+            for key in ("residency", "hot_residency"):
+                km, mm = row["kernel"][f"{key}_mean"], m[f"{key}_mean"]
+                m[f"{key}_diff_points"] = 100.0 * (mm - km) if km is not None and mm is not None else None
             m["within_goals"] = _within(m)
             row["model"][f"x{f:g}"] = m
             _say(progress, f"model {n} / {p} at {f:g}x (K={k * f:.3g}): promotions {mc['promotions']} (kernel {kc['promotions']}), "
@@ -715,8 +830,12 @@ def _within(m: dict) -> bool:
     def ok(x):
         return x is not None and abs(x - 1.0) <= RATIO_GOAL
 
-    return bool(ok(m["promotions_ratio"]) and ok(m["demotions_ratio"]) and m["residency_diff_points"] is not None
-                and abs(m["residency_diff_points"]) <= RESIDENCY_GOAL_POINTS)
+    # the issue's goal is on the hot data; a run without regions falls back on all the program's pages
+    d = m.get("hot_residency_diff_points")
+    if d is None:
+        d = m["residency_diff_points"]
+    return bool(ok(m["promotions_ratio"]) and ok(m["demotions_ratio"]) and d is not None
+                and abs(d) <= RESIDENCY_GOAL_POINTS)
 
 
 def _fmt_ratio(x: Optional[float]) -> str:
@@ -737,8 +856,8 @@ def _kcount(k: dict, c: str) -> str:
 
 def table(res: dict) -> str:
     head = ("| workload | policy | kernel prom / dem / hint (mean (min-max) of the repeats) | model prom / dem / hint (1x) | prom ratio 0.5x / 1x / 2x "
-            "| dem ratio 0.5x / 1x / 2x | residency kernel / model (mean, %) | within goals |")
-    lines = [head, "|" + " --- |" * 8]
+            "| dem ratio 0.5x / 1x / 2x | hot data on node 0, kernel / model (mean, %) | all pages on node 0, kernel / model (mean, %) | within goals |")
+    lines = [head, "|" + " --- |" * 9]
     for r in res["results"]:
         k, m = r["kernel"], r["model"]
         m1 = m["x1"]
@@ -748,8 +867,10 @@ def table(res: dict) -> str:
         hint_m = m1["hint_faults"] if r["policy"] == "autonuma-tiering" else "-"
         kr = f"{100 * k['residency_mean']:.0f}" if k["residency_mean"] is not None else "-"
         mr = f"{100 * m1['residency_mean']:.0f}" if m1["residency_mean"] is not None else "-"
+        pct = lambda x: f"{100 * x:.0f}" if x is not None else "-"
+        hot = f"{pct(k.get('hot_residency_mean'))} / {pct(m1.get('hot_residency_mean'))}"
         lines.append(f"| {r['workload']} | {r['policy']} | {_kcount(k, 'promotions')} / {_kcount(k, 'demotions')} / {_kcount(k, 'hint_faults') if hint_k != '-' else '-'} "
-                     f"| {m1['promotions']} / {m1['demotions']} / {hint_m} | {pr} | {dr} | {kr} / {mr} | {'yes' if m1['within_goals'] else 'no'} |")
+                     f"| {m1['promotions']} / {m1['demotions']} / {hint_m} | {pr} | {dr} | {hot} | {kr} / {mr} | {'yes' if m1['within_goals'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -768,15 +889,21 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
         fig, axes = plt.subplots(2, len(rows), figsize=(5.5 * len(rows), 6.5), squeeze=False)
         for j, r in enumerate(rows):
             ax = axes[0][j]
-            kt = [t for t, _ in r["kernel"]["residency_series"]]
-            ax.plot(kt, [100 * s for _, s in r["kernel"]["residency_series"]], "k-o", ms=3, label="kernel (VM, first run)")
+            hot = bool(r["kernel"].get("hot_residency_series"))
+            key = "hot_residency_series" if hot else "residency_series"
+            ks = r["kernel"][key]
+            ax.plot([t for t, _ in ks], [100 * s for _, s in ks], "k-o", ms=3, label="kernel (VM, first run)")
+            if hot:
+                ka = r["kernel"]["residency_series"]
+                ax.plot([t for t, _ in ka], [100 * s for _, s in ka], color="0.6", lw=1, label="kernel, all the program's pages")
             for s, style in (("x1", "C0-"), ("x0.5", "C1:"), ("x2", "C2--")):
                 if s in r["model"]:
-                    ser = r["model"][s]["residency_series"]
+                    ser = r["model"][s].get(key) or []
                     ax.plot([t for t, _ in ser], [100 * v for _, v in ser], style, label=f"model, K {s[1:]}×")
-            ax.set_title(f"{n} / {r['policy']}: fast-node residency")
+            names = sorted({x for _, ns in (r["kernel"].get("hot_regions") or []) for x in ns})
+            ax.set_title(f"{n} / {r['policy']}: " + (f"hot data ({', '.join(names)}) on node 0" if hot else "fast-node residency"), fontsize=9)
             ax.set_xlabel("VM time (s)")
-            ax.set_ylabel("program's pages on node 0 (%)")
+            ax.set_ylabel(("hot data's" if hot else "program's") + " pages on node 0 (%)")
             ax.set_ylim(0, 105)
             ax.legend(fontsize=7)
             ax = axes[1][j]
