@@ -21,10 +21,16 @@ $(VENV)/.deps: pyproject.toml
 	$(PY) -m pip install -q "maturin>=1.5,<2"
 	touch $@
 
-# release build of the extension, installed into the venv with the package's dependencies
+# release build of the extension, installed into the venv with the package's dependencies:
+# .core with only what the simulator and the demo need (no PyTorch: about 0.5 GB), .built with
+# the test tools and PyTorch too (tierkit[test,ml]: the learned schedulers; about 6 GB, most of it
+# PyTorch's CUDA libraries), which make test and the studies use
+$(VENV)/.core: $(VENV)/.deps $(RUST_SRC)
+	$(VENV)/bin/maturin develop --release -q
+	touch $@
 $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
 	$(VENV)/bin/maturin develop --release -q -E test,ml
-	touch $@
+	touch $@ $(VENV)/.core
 
 setup build: $(VENV)/.built workloads tracer $(ALLOC_LIB)
 
@@ -71,7 +77,7 @@ fuzz:
 fuzz-smoke:
 	fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 
-demo: $(VENV)/.built
+demo: $(VENV)/.core
 	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all,guided:strategy=thermos --out demo-out --force
 
 bench: $(VENV)/.built

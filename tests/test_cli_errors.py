@@ -329,3 +329,28 @@ def test_profile_with_absurd_sizes_is_one_line(cli, tmp_path, where, key):
     f.write_text(json.dumps(p))
     line = one_error_line(*cli("guide", f, "-o", tmp_path / "g.json", "--capacity", "0.4"))
     assert "prof.json" in line and key in line and "2**48" in line, line
+
+
+def test_version_and_no_arguments(cli):
+    import tierkit
+
+    rc, out, err = cli("--version")
+    assert (rc, out.strip(), err) == (0, f"tierkit {tierkit.__version__}", "")
+    # nothing after 'tierkit' (or a group): its help, not an error
+    for args in ((), ("trace",)):
+        rc, out, err = cli(*args)
+        assert rc == 0 and out.startswith("Usage: tierkit") and "Commands:" in out and err == "", (args, rc, out, err)
+
+
+def test_a_command_that_needs_pytorch_says_how_to_install_it(zipf_trace, tmp_path):
+    # a lean install (make demo: no PyTorch) runs everything but the learned schedulers, which
+    # say what to install, in one line
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from tierkit.cli import main\n"
+            f"sys.exit(main(['kleio', {str(zipf_trace)!r}, '-c', '0.2', '--quiet']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    line = one_error_line(p.returncode, p.stdout, p.stderr)
+    assert "PyTorch is not installed" in line and "pip install 'tierkit[ml]'" in line, line

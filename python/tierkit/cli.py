@@ -28,6 +28,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"tierkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _tierkit(version: Annotated[bool, typer.Option("--version", help="print tierkit's version and exit", callback=_print_version,
+                                                   is_eager=True)] = False) -> None:
+    """Decide which data belongs in which memory tier, and prove it with numbers."""
+
+
 trace_app = typer.Typer(help="Inspect, convert and generate traces.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(trace_app, name="trace")
 from .workloads_cli import workloads_app  # noqa: E402
@@ -952,6 +968,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("tierkit: interrupted", file=sys.stderr)
         return 130
     except typer.TyperException as e:
+        # a group run with nothing after it ('tierkit', 'tierkit trace'): its help, as --help
+        # gives it (click raises that as a usage error)
+        if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
+            print(e.ctx.get_help())
+            return 0
         # usage errors (unknown option, missing argument, bad value): one line, status 2
         ctx = getattr(e, "ctx", None)
         path = getattr(ctx, "command_path", "") or ""
