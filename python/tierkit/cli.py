@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 from typing import List, Optional
 
@@ -234,6 +235,20 @@ def _has_energy(r: dict) -> bool:
     return any(t["read_energy_pj_per_bit"] or t["write_energy_pj_per_bit"] for t in r["config"]["platform"]["platform"]["tiers"])
 
 
+def _sorted(df, key: str):
+    """The comparison's rows sorted by `key` (tierkit.verdict.SORT_KEYS) within each trace."""
+    from .verdict import SORT_KEYS
+
+    col, ascending = SORT_KEYS[key]
+    if col is None:
+        return df
+    order = {t: i for i, t in enumerate(dict.fromkeys(df["trace"]))}
+    d = df.assign(_t=df["trace"].map(order), _k=df[col].astype(float) * (1 if ascending else -1))
+    out = d.sort_values(["_t", "_k", "policy"], kind="stable").drop(columns=["_t", "_k"])
+    out.attrs = df.attrs
+    return out
+
+
 def _table(df) -> str:
     import pandas as pd
 
@@ -282,12 +297,17 @@ def compare(
     guide_from: GuideFromOpt = None,
     repeat: RepeatOpt = 1,
     time_scale: TimeScaleOpt = 1.0,
+    sort: Annotated[str, typer.Option("--sort", help="order of the table's rows within a trace: runtime (fastest first), hits (most fast-tier hits first), migrations, energy, or policy (as given)")] = "runtime",
     quiet: QuietOpt = False,
 ) -> None:
     """Compare policies on one or more traces (runtime normalized to all-slow).
 
     'guided:strategy=thermos' (or knapsack, hotset) profiles the trace itself, or the
     --guide-from trace (a training input), and places by the guidance it makes."""
+    from .verdict import SORT_KEYS, verdict
+
+    if sort not in SORT_KEYS:
+        raise TierkitError(f"--sort: unknown key '{sort}' (known: {', '.join(SORT_KEYS)})")
     if out is not None:
         from . import report
 
@@ -305,14 +325,16 @@ def compare(
         for t in dict.fromkeys(df["trace"]):
             row = df[df["trace"] == t].iloc[0]
             print(f"trace {t}: {row['accesses']:,} accesses, {row['pages']:,} pages")
-        print(_table(df))
+        print(_table(_sorted(df, sort)))
+        for line in verdict(df.attrs["results"]):
+            print(textwrap.fill(line, width=110, subsequent_indent="  "))
         block = _warnings_block(df)
         if block:
             print(block)
     if out is not None:
         from . import report
 
-        written = report.write(df, out, force=force, cache=cache)
+        written = report.write(df, out, force=force, cache=cache, sort=sort)
         print(f"wrote {', '.join(p.name for p in written)} to {out}", file=sys.stderr)
 
 

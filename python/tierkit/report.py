@@ -24,7 +24,8 @@ from .output import check_new, sigterm_unwinds, write_bytes, write_error, write_
 
 #: the files of every report, in the order written; per-run time-series and per-trace heat-map
 #: PNGs come between the plots and index.html
-FILES = ["results.csv", "results.parquet", "results.jsonl", "runtime.png", "hit_ratio.png", "migrated.png", "index.html"]
+FILES = ["results.csv", "results.parquet", "results.jsonl", "runtime.png", "hit_ratio.png", "migrated.png", "breakdown.png",
+         "index.html"]
 #: present while the report is being written, and after an interrupted or failed write
 MARKER = "INCOMPLETE"
 
@@ -79,6 +80,20 @@ def check_out_dir(out: Path, force: bool, names: Sequence[str] = FILES) -> None:
         check_new(out / name, force)
 
 
+def short_labels(policies: Sequence[str]) -> dict:
+    """A short label for each policy spec, for plot axes: the policy's name (before ':'),
+    numbered where two specs share one; the report's legend table gives the full specs."""
+    names = [str(p).split(":", 1)[0] for p in policies]
+    out, seen = {}, {}
+    for p, n in zip(policies, names):
+        if names.count(n) > 1:
+            seen[n] = seen.get(n, 0) + 1
+            out[p] = f"{n} #{seen[n]}"
+        else:
+            out[p] = n
+    return out
+
+
 def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | None = None):
     import matplotlib
 
@@ -87,7 +102,8 @@ def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | N
 
     traces = list(dict.fromkeys(df["trace"]))
     policies = list(dict.fromkeys(df["policy"]))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(policies) * max(1, len(traces)) + 2), 4.2))
+    labels = short_labels(policies)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(policies) * max(1, len(traces)) + 2), 4.4))
     width = 0.8 / max(1, len(traces))
     for i, t in enumerate(traces):
         sub = df[df["trace"] == t].set_index("policy").reindex(policies)
@@ -96,7 +112,7 @@ def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | N
     if ref is not None:
         ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(range(len(policies)))
-    ax.set_xticklabels(policies, rotation=30, ha="right")
+    ax.set_xticklabels([labels[p] for p in policies], rotation=35, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if len(traces) > 1:
@@ -106,14 +122,51 @@ def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | N
     return fig
 
 
-def _plot_timeseries(ts: pd.DataFrame, title: str):
-    """One panel per column against the first (the window), like 001's Figures 3 and 6."""
+def _plot_breakdown(bd: pd.DataFrame, title: str):
+    """Where each run's time went (tierkit.verdict.breakdown, ms): one stacked bar per policy,
+    a panel per trace."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x, cols = ts.columns[0], list(ts.columns[1:])
+    parts = [c for c in bd.columns if c not in ("trace", "policy", "runtime")]
+    traces = list(dict.fromkeys(bd["trace"]))
+    n = max(len(bd[bd["trace"] == t]) for t in traces)
+    fig, axes = plt.subplots(len(traces), 1, figsize=(9, (0.32 * n + 1.3) * len(traces) + 0.6), squeeze=False)
+    for ax, t in zip(axes[:, 0], traces):
+        sub = bd[bd["trace"] == t].iloc[::-1]
+        labels = short_labels(list(bd[bd["trace"] == t]["policy"]))
+        left = [0.0] * len(sub)
+        for j, c in enumerate(parts):
+            vals = list(sub[c])
+            ax.barh(range(len(sub)), vals, left=left, color=f"C{j}", label=c)
+            left = [a + b for a, b in zip(left, vals)]
+        ax.set_yticks(range(len(sub)))
+        ax.set_yticklabels([labels[p] for p in sub["policy"]], fontsize="small")
+        ax.set_xlabel("ms")
+        ax.set_title(t, fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
+    axes[0, 0].legend(fontsize="small", loc="lower right", ncol=min(3, len(parts)))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def varying_columns(ts: pd.DataFrame) -> list:
+    """The time-series columns (after the first, the window) whose values change."""
+    return [c for c in ts.columns[1:] if ts[c].nunique(dropna=True) > 1]
+
+
+def _plot_timeseries(ts: pd.DataFrame, title: str):
+    """One panel per column that varies against the first (the window), like 001's Figures
+    3 and 6."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x, cols = ts.columns[0], varying_columns(ts)
     fig, axes = plt.subplots(len(cols), 1, figsize=(8, 1.6 * len(cols) + 0.8), sharex=True, squeeze=False)
     for ax, c in zip(axes[:, 0], cols):
         ax.plot(ts[x], ts[c], linewidth=0.9)
@@ -192,11 +245,13 @@ def _mark(out: Path, names: Sequence[str], done: Sequence[str]) -> None:
         "This file is removed when every file of the report is written.\n"))
 
 
-def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = None) -> List[Path]:
+def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = None, sort: str = "runtime") -> List[Path]:
     """Write the report files for a :func:`tierkit.compare` result; returns their paths.
     ``cache``: the cache filter the traces were simulated through (for the heat maps).
     Until every file is written, ``out/INCOMPLETE`` says what is missing; with ``force``,
-    planned files this report did not write (time series of an earlier report) are removed."""
+    planned files this report did not write (time series of an earlier report) are removed.
+    ``sort``: the order of the page's table (tierkit.verdict.SORT_KEYS); the data files keep
+    the comparison's order."""
     out = Path(out)
     results = df.attrs.get("results", [])
     names = planned_files((r["trace"], r["policy"]) for r in results)
@@ -206,7 +261,7 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     except OSError as e:
         raise write_error(out, e) from None
     with sigterm_unwinds():
-        written = _write_files(df, out, names, force, cache)
+        written = _write_files(df, out, names, force, cache, sort)
         stale = [out / n for n in names if out / n not in written and (out / n).exists()]
         for p in [*stale, out / MARKER]:
             try:
@@ -216,7 +271,9 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     return written
 
 
-def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool, cache: Optional[str]) -> List[Path]:
+def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool, cache: Optional[str], sort: str = "runtime") -> List[Path]:
+    from . import verdict as vd
+
     results = df.attrs.get("results", [])
     done: List[str] = []
     _mark(out, names, done)
@@ -239,26 +296,40 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
     put("results.parquet", pq.getvalue())
     put("results.jsonl", "".join(json.dumps(r) + "\n" for r in results).encode())
 
-    d = flat.copy()
+    # the page shows the rows in `sort` order (the data files above keep the comparison's)
+    order = vd.sort_results(results, sort)
+    if len(results) == len(flat):
+        # row i of the frame is results[i]
+        rank = {id(r): k for k, r in enumerate(order)}
+        shown = flat.iloc[sorted(range(len(flat)), key=lambda i: rank[id(results[i])])].reset_index(drop=True)
+    else:
+        shown = flat
+    d = shown.copy()
     norm = next((c for c in d.columns if c.startswith("runtime_vs_")), None)
     d["hit_pct"] = 100 * d["fast_hit_ratio"]
     d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)
     plat = d["platform"].iloc[0]
+    timing = str(d["timing"].iloc[0])
+    on = f"{plat}, {timing} timing"
     pngs = {}
     if norm:
         base = norm.removeprefix("runtime_vs_")
-        pngs["runtime.png"] = put("runtime.png", _png(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({plat})", 1.0)))
-    pngs["hit_ratio.png"] = put("hit_ratio.png", _png(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({plat})")))
-    pngs["migrated.png"] = put("migrated.png", _png(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({plat})")))
-    # per-window time series of the policies that record one
+        pngs["runtime.png"] = put("runtime.png", _png(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({on})", 1.0)))
+    pngs["hit_ratio.png"] = put("hit_ratio.png", _png(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({on})")))
+    pngs["migrated.png"] = put("migrated.png", _png(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({on})")))
+    bd = vd.breakdown_table(order)
+    if bd is not None:
+        pngs["breakdown.png"] = put("breakdown.png", _png(_plot_breakdown(bd, f"Where the time goes ({on})")))
+    # per-window time series of the policies that record one, panels for the series that
+    # vary, none for a policy that never acted
     from .api import timeseries
 
     for i, r in enumerate(results):
         ts = timeseries(r)
-        if ts is None or ts.empty:
+        if ts is None or ts.empty or vd.did_nothing(r) or not varying_columns(ts):
             continue
         name = _timeseries_name(i, r["policy"])
-        pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name}")))
+        pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name} ({timing} timing)")))
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
     from .kleio import counts, default_period
 
@@ -274,16 +345,48 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
 
     rep = representative(results) if results else None
     cfg = rep["config"] if rep else {}
-    tiers = rep["stats"]["platform"]["tiers"] if rep else []
-    table_cols = ["trace", "policy", "runtime_ns", norm, "fast_hit_ratio", "migrations", "migrated_bytes", "migration_time_ns", "energy_j", "ipc",
-                  "activations"]
-    table = flat[[c for c in table_cols if c and c in flat.columns]].copy()
-    table["trace"] = table["trace"].map(lambda t: Path(t).name)
-    warned = [(Path(t).name, p, w) for t, p, ws in zip(flat["trace"], flat["policy"], flat.get("warnings", [[]] * len(flat))) for w in ws]
-    if "warnings" in flat.columns:
-        table["policy"] = [f"{p} (!)" if len(ws) else p for p, ws in zip(table["policy"], flat["warnings"])]
-    if "activations" in table.columns:
-        table["activations"] = table["activations"].astype(object).where(table["activations"].notna(), "-")
+    # the table in readable units, columns that hold nothing left out
+    units = {"trace": ("trace", None), "policy": ("policy", None), "runtime_ns": ("runtime (ms)", 1e-6),
+             norm: (f"vs {norm.removeprefix('runtime_vs_')}" if norm else "", None), "fast_hit_ratio": ("fast-tier hits (%)", 100.0),
+             "migrations": ("migrations", None), "migrated_bytes": ("migrated (MiB)", 1 / (1 << 20)),
+             "migration_time_ns": ("migration time (ms)", 1e-6), "energy_j": ("energy (J)", None), "ipc": ("IPC", None),
+             "activations": ("acted", None)}
+    table = pd.DataFrame()
+    for c, (label, scale) in units.items():
+        if not c or c not in shown.columns:
+            continue
+        col = shown[c]
+        if c not in ("trace", "policy") and (col.isna().all() or (c in ("energy_j", "migration_time_ns", "migrations", "migrated_bytes") and not (col.fillna(0) != 0).any())):
+            continue
+        table[label] = col * scale if scale is not None else col
+    if "trace" in table.columns:
+        table["trace"] = table["trace"].map(lambda t: Path(t).name)
+        if table["trace"].nunique() == 1:
+            table = table.drop(columns=["trace"])
+    warned = [(Path(t).name, p, w) for t, p, ws in zip(shown["trace"], shown["policy"], shown.get("warnings", [[]] * len(shown))) for w in ws]
+    if "warnings" in shown.columns:
+        table["policy"] = [f"{p} (!)" if len(ws) else p for p, ws in zip(table["policy"], shown["warnings"])]
+    if "acted" in table.columns:
+        table["acted"] = [("-" if pd.isna(a) else f"{int(a):,}") for a in table["acted"]]
+    verdict_html = "".join(f"<p class=\"verdict\">{html.escape(x)}</p>" for x in vd.verdict(results))
+    legend = {p: lab for p, lab in short_labels(list(dict.fromkeys(shown["policy"]))).items() if p != lab}
+    legend_html = ("<p>Plot labels: " + "; ".join(f"<b>{html.escape(lab)}</b> = <code>{html.escape(p)}</code>" for p, lab in legend.items())
+                   + ".</p>") if legend else ""
+    bd_html = ""
+    if bd is not None:
+        bdt = bd.copy()
+        if bdt["trace"].nunique() == 1:
+            bdt = bdt.drop(columns=["trace"])
+        bd_html = ("<h2>Where the time goes (ms)</h2>\n<p>The runtime's parts as the " + html.escape(timing)
+                   + " timing model adds them up (docs/policies.md, \"Reading a comparison\").</p>\n"
+                   + bdt.to_html(index=False, float_format=lambda v: f"{v:,.3f}", border=0))
+    # each trace's own tiers (capacities are resolved per trace: a fraction of its footprint)
+    tiers_html = ""
+    for t in dict.fromkeys(r["trace"] for r in results):
+        rt = representative([r for r in results if r["trace"] == t])
+        tiers_html += (f"<li><b>{html.escape(Path(t).name)}</b>: " + ", ".join(
+            f"{html.escape(x['name'])} {x['capacity_pages']:,} pages" if x["capacity_pages"] is not None else f"{html.escape(x['name'])} unlimited"
+            for x in rt["stats"]["platform"]["tiers"]) + "</li>")
     warn_html = (
         "<h2>Warnings</h2>\n<p>Results marked (!) cannot show what their policy does; the policy's "
         "<code>activations</code> count how often its periodic work ran.</p>\n<ul class=\"warnings\">"
@@ -305,16 +408,20 @@ th {{ background: #f3f3f3; }} td:first-child, td:nth-child(2) {{ text-align: lef
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 100%; }}
 code {{ background: #f5f5f5; padding: 0 0.2em; }}
 ul.warnings li {{ color: #8a4b00; }}
+p.verdict {{ font-size: 1.05em; border-left: 3px solid #4a7; padding-left: 0.6em; }}
 </style></head><body>
 <h1>Tiering policies on {html.escape(plat)}</h1>
 <p>{len(flat)} runs, {flat['trace'].nunique()} trace(s), {flat['policy'].nunique()} policies,
-{html.escape(str(flat['timing'].iloc[0]))} timing model, tierkit {html.escape(str(cfg.get('tierkit_version', '')))}.</p>
+{html.escape(timing)} timing model, tierkit {html.escape(str(cfg.get('tierkit_version', '')))}.</p>
+{verdict_html}
 <h2>Tiers</h2>
-<ul>{''.join(f"<li>{html.escape(t['name'])}: {t['capacity_pages'] if t['capacity_pages'] is not None else 'unlimited'} pages</li>" for t in tiers)}</ul>
-<h2>Results</h2>
-{table.to_html(index=False, float_format=lambda v: f"{v:,.6g}", border=0)}
+<ul>{tiers_html}</ul>
+<h2>Results ({html.escape(timing)} timing, sorted by {html.escape(sort)})</h2>
+{table.to_html(index=False, float_format=lambda v: f"{v:,.4g}", border=0)}
 {warn_html}
+{bd_html}
 <h2>Plots</h2>
+{legend_html}
 {imgs}
 <h2>Reproduce</h2>
 <p>Trace digests (BLAKE3): {"; ".join(f"<code>{html.escape(k)}</code> {html.escape(str(v))}" for k, v in digests.items())}.

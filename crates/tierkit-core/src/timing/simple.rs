@@ -260,14 +260,20 @@ impl Timing for SimpleTiming {
         let loaded = self.loaded.then(|| self.loaded_fixed_point(&lat[..n], &busy[..n], self.delay_ns + migration + self.halted_ns, floor, period));
         let mut latency = 0.0;
         let mut tiers = Vec::new();
+        // each tier's share of the latency (the runtime's breakdown in reports)
+        let mut tier_latency = Vec::with_capacity(n);
         for i in 0..n {
             match &loaded {
                 Some((_, u)) => {
                     let f = loaded_latency_factor(&self.curves[i], u[i]);
                     latency += lat[i] * f;
+                    tier_latency.push(lat[i] * f);
                     tiers.push(json!({ "utilization": u[i], "latency_factor": f, "busy_ns": busy[i], "latency_ns": lat[i] * f }));
                 }
-                None => latency += lat[i],
+                None => {
+                    latency += lat[i];
+                    tier_latency.push(lat[i]);
+                }
             }
         }
         latency += self.delay_ns;
@@ -279,6 +285,7 @@ impl Timing for SimpleTiming {
             "halting_charges_ns": self.halted_ns, "background_charges_ns": self.background_ns,
             "period_ns": period, "periods": c.periods,
             "bandwidth_floor_ns": floor, "busiest_tier": busiest, "queue_ns": queue,
+            "tier_latency_ns": tier_latency,
         });
         if let Some((at, _)) = loaded {
             detail["unloaded_latency_ns"] = json!(lat[..n].iter().sum::<f64>() + self.delay_ns);
