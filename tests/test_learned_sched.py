@@ -413,3 +413,27 @@ def test_fallback_on_the_shared_spec_traces(shared_traces):
         used, hist = m["scores"]["used"], m["scores"]["history"]
         assert used["class_mae"] <= hist["class_mae"], name
         assert used["scored"] == hist["scored"]
+
+
+def test_trained_predictions_are_reused_by_trace_digest_and_configuration(alternating_trace, cli, tmp_path, monkeypatch):
+    """Issue 21: `simulate kleio:...` trained its models again on every call; now predictions
+    are kept by the trace's digest and the training configuration, and reused."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("TIERKIT_CACHE", "on")
+    monkeypatch.setenv("TIERKIT_CACHE_DIR", str(tmp_path / "cache"))
+    args = dict(pages=1, period=40, history=4, fast_capacity=0.5, progress=False, epochs=20)
+    first = kleio.predictions(alternating_trace, "kleio", **args)
+    assert first.info["cached"] is False and first.info["train_seconds"] > 0
+    again = kleio.predictions(alternating_trace, "kleio", **args)
+    assert again.info["cached"] is True
+    assert kleio.file_digest(again.path) == first.info["predictions_sha256"]
+    # another seed is another configuration: trained
+    assert kleio.predictions(alternating_trace, "kleio", seed=1, **args).info["cached"] is False
+    # a damaged cached file is not used: trained again, and the same bytes come out
+    open(again.path, "a").write(" ")
+    fresh = kleio.predictions(alternating_trace, "kleio", **args)
+    assert fresh.info["cached"] is False and fresh.info["predictions_sha256"] == first.info["predictions_sha256"]
+    # the CLI reuses them too, with the same result as training
+    r1 = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,epochs=20")
+    r2 = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,epochs=20")
+    assert r1["runtime_ns"] == r2["runtime_ns"] and r2["config"]["models"]["cached"] is True

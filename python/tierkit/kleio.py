@@ -229,6 +229,17 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
             f"{policy}: {tr.trace}: {train_end} periods of {period} accesses to train on{held}, too few for "
             f"{history} periods of history: give a shorter period or history=")
     n_threads = learn.threads(threads)
+    # made before from the same traces and training configuration: reuse it (no file of the
+    # user's: those are always made afresh)
+    key = None
+    if out is None and not also_without_fallback and os.environ.get("TIERKIT_CACHE", "on") != "off":
+        key = _cache_key(policy=policy, pages=pages, period=int(period), bins=bins, fast_capacity=fast_capacity,
+                         history=history, hidden=hidden, epochs=epochs, tol=tol, seed=seed, holdout=holdout,
+                         fallback=bool(fallback), class_weight=class_weight, device=str(learn._device(learn._torch(), device)),
+                         threads=n_threads, digest=ev.digest, train_digest=None if train_trace is None else tr.digest)
+        hit = _cached(key)
+        if hit is not None:
+            return hit
     t0 = time.perf_counter()
     tr_sel = tr if train_end == tr.periods else _truncate(tr, train_end)
     misplaced, _ = select_pages(tr_sel, fast_pages(tr, fast_capacity))
@@ -324,6 +335,9 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
 
     write_text(path, json.dumps(doc, sort_keys=True))
     info["predictions_sha256"] = file_digest(path)
+    info["cached"] = False
+    if key is not None:
+        _store(key, path, info)
     if also_without_fallback:
         # the same models' predictions with every page kept (what fallback=off would write)
         alt = path[:-5] + "-nofallback.json" if path.endswith(".json") else path + "-nofallback"
@@ -344,6 +358,55 @@ def _truncate(c: Counts, periods: int) -> Counts:
 
 
 _tmp_dir: Optional[str] = None
+
+
+def cache_dir() -> str:
+    """Where trained predictions are kept for reuse: $TIERKIT_CACHE_DIR, else
+    $XDG_CACHE_HOME/tierkit, else ~/.cache/tierkit (a `predictions/` folder in it);
+    TIERKIT_CACHE=off neither reads nor writes it."""
+    base = os.environ.get("TIERKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tierkit")
+    return os.path.join(base, "predictions")
+
+
+def _cache_key(**cfg: Any) -> str:
+    import hashlib
+
+    cfg["tierkit_version"] = _core.__version__
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _cached(key: str) -> Optional[Made]:
+    """The predictions made before under `key`, if their file is whole (its digest matches)."""
+    d = cache_dir()
+    path, meta = os.path.join(d, f"{key}.json"), os.path.join(d, f"{key}.info.json")
+    try:
+        with open(meta) as f:
+            info = json.load(f)
+        if file_digest(path) != info.get("predictions_sha256"):
+            return None
+    except (OSError, ValueError):
+        return None
+    info["cached"] = True
+    return Made(path, info)
+
+
+def _store(key: str, path: str, info: dict) -> None:
+    """Keep a copy of the predictions and how they were made; a cache that cannot be written
+    is no error (the next run trains again)."""
+    import shutil
+
+    d = cache_dir()
+    try:
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f".{key}.{os.getpid()}")
+        shutil.copyfile(path, tmp + ".json")
+        with open(tmp + ".info.json", "w") as f:
+            json.dump(info, f, default=str)
+        os.replace(tmp + ".json", os.path.join(d, f"{key}.json"))
+        os.replace(tmp + ".info.json", os.path.join(d, f"{key}.info.json"))
+    except OSError:
+        pass
 
 
 def _tmp_path(policy: str) -> str:
