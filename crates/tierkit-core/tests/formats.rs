@@ -21,7 +21,6 @@ const RAMULATOR: &str = "0 9618752\n3 89528192 140734746854976\n\n12 0x1000\n";
 const HMA4: &str = "10 140733193388032 4198400 1\n0 140733193388096 4198405 2\n7 140733193392128 4198410 1\n";
 const LACKEY: &str = "==4242== Lackey, an example Valgrind tool\n==4242== Command: ./a.out\nI  0023C790,2\n S 04222CAC,4\nI  0023C792,5\n L 0025F9B8,8\n M 0421FC08,4\n==4242== Counted 1 call to main()\n";
 const DRAMSIM3: &str = "0x12345680 READ 121\n0x12345700 WRITE 130\n0x1f READ 200\n";
-
 fn samples() -> [(Format, &'static str); 5] {
     [(Format::Hex, HEX), (Format::Ramulator, RAMULATOR), (Format::Hma4, HMA4), (Format::Lackey, LACKEY), (Format::Dramsim3, DRAMSIM3)]
 }
@@ -103,11 +102,41 @@ fn every_importer_reads_its_sample_field_by_field() {
         assert_eq!(m.provenance.source_file.as_deref(), Some(format!("{format}.txt").as_str()));
         assert_eq!(src.digest().unwrap(), blake3::hash(text.as_bytes()).to_hex().to_string());
     }
-    // DRAMsim3 with a stated clock: cycles become ns
+    // DRAMsim3 with a stated clock: cycles become ns, by name (--format dramsim3:tck_ps=N) or
+    // by the library call
     let p = write(dir.path(), "d3.txt", DRAMSIM3);
-    let mut src = text::open_dramsim3(&p, 1000).unwrap();
-    assert!(src.meta().time_ns);
-    assert_eq!(rows(src.as_mut()).iter().map(|a| a.ns).collect::<Vec<_>>(), vec![121, 130, 200]);
+    let named = TraceInput::new(&p).with_format(Some(Format::parse("--format", "dramsim3:tck_ps=1000").unwrap()));
+    for mut src in [text::open_dramsim3(&p, 1000).unwrap(), named.open().unwrap()] {
+        assert!(src.meta().time_ns);
+        assert_eq!(src.meta().notes["dramsim3.tck_ps"], "1000");
+        assert_eq!(src.meta().provenance.source_format.as_deref(), Some("dramsim3"));
+        assert_eq!(rows(src.as_mut()).iter().map(|a| a.ns).collect::<Vec<_>>(), vec![121, 130, 200]);
+    }
+}
+
+#[test]
+fn format_names_read_back_and_dramsim3_takes_its_clock() {
+    for f in Format::ALL.iter().copied().chain([Format::Dramsim3Clock { tck_ps: 625 }]) {
+        assert_eq!(Format::parse("--format", &f.spec()).unwrap(), f, "{f}");
+        assert_eq!(Format::parse("--format", &f.spec().to_uppercase()).unwrap(), f, "{f}");
+        // a result's recorded configuration holds the same string
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(json, format!("\"{}\"", f.spec()));
+        assert_eq!(serde_json::from_str::<Format>(&json).unwrap(), f);
+    }
+    assert_eq!(Format::parse("--format", " dramsim3 : tck_ps=1250 ").unwrap(), Format::Dramsim3Clock { tck_ps: 1250 });
+    assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.to_string(), "dramsim3:tck_ps=625");
+    assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.name(), "dramsim3");
+    for bad in ["dramsim3:tck_ps=0", "dramsim3:tck_ps=", "dramsim3:tck_ps=-5", "dramsim3:tck=625", "dramsim3:tck_ps=1.5", "dramsim3:tck_ps=99999999999999999999"] {
+        let e = Format::parse("--format", bad).unwrap_err().to_string();
+        assert!(e.starts_with("--format: ") && e.contains("dramsim3:tck_ps=N"), "{bad}: {e}");
+    }
+    let e = Format::parse("--format", "perf-script").unwrap_err().to_string();
+    assert!(e.contains("unknown trace format") && e.contains("dramsim3:tck_ps=N"), "{e}");
+    // never detected: a dramsim3 file is dramsim3, its clock unknown
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "d.txt", DRAMSIM3);
+    assert_eq!(detect(&p).unwrap(), Format::Dramsim3);
 }
 
 #[test]

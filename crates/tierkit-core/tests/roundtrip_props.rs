@@ -1145,9 +1145,14 @@ mod text_props {
             let tck = 1 + items.first().map(|i| i.c % 5000).unwrap_or(624);
             let (text, want) = render(format, items, crlf, Some(tck));
             let p = write_text(d, "clocked.txt", &text, gz);
-            let mut src = text::open_dramsim3(&p, tck).unwrap();
+            // as --format dramsim3:tck_ps=N names it
+            let named = Format::parse("--format", &format!("dramsim3:tck_ps={tck}")).unwrap();
+            prop_assert_eq!(named, Format::Dramsim3Clock { tck_ps: tck });
+            let mut src = TraceInput::new(&p).with_format(Some(named)).open().unwrap();
             prop_assert!(src.meta().time_ns);
-            prop_assert_eq!(accesses(&read_recs(src.as_mut())), want);
+            prop_assert_eq!(accesses(&read_recs(src.as_mut())), want.clone());
+            // the library call reads the same
+            prop_assert_eq!(accesses(&read_recs(text::open_dramsim3(&p, tck).unwrap().as_mut())), want);
         }
         // native and back
         let t1 = d.join("t1.tkt");

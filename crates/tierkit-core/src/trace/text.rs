@@ -4,7 +4,8 @@
 //!
 //! Formats (syntax and meaning in `docs/trace-format.md`): `hex` (one address per line),
 //! `ramulator` (Ramulator CPU traces), `hma4` (the adaptive-migration Ramulator fork),
-//! `lackey` (Valgrind lackey `--trace-mem=yes`) and `dramsim3`. Parsers never panic on input:
+//! `lackey` (Valgrind lackey `--trace-mem=yes`) and `dramsim3` (with `dramsim3:tck_ps=N`, its
+//! cycles as time). Parsers never panic on input:
 //! every number is parsed with overflow checks and every bad line is an error that says what
 //! was expected.
 
@@ -133,15 +134,20 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
         Format::Hma4 => Box::new(TextSource::open(path, Hma4Parser::default(), format)?),
         Format::Lackey => Box::new(TextSource::open(path, LackeyParser::default(), format)?),
         Format::Dramsim3 => Box::new(TextSource::open(path, Dramsim3Parser::default(), format)?),
+        Format::Dramsim3Clock { tck_ps } => {
+            let parser = Dramsim3Parser::with_clock(tck_ps).map_err(|msg| Error::config("--format", msg))?;
+            Box::new(TextSource::open(path, parser, format)?)
+        }
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
     })
 }
 
 /// Open a DRAMsim3 trace whose cycles are converted to nanoseconds with a memory-clock period
-/// of `tck_ps` picoseconds (e.g. 625 for DDR4-3200). Without a period, [`open`] drops the cycles.
+/// of `tck_ps` picoseconds (e.g. 625 for DDR4-3200): `--format dramsim3:tck_ps=N`. Without a
+/// period, [`open`] drops the cycles.
 pub fn open_dramsim3(path: &Path, tck_ps: u64) -> Result<Box<dyn RecordSource>> {
     let parser = Dramsim3Parser::with_clock(tck_ps).map_err(|msg| Error::config("tck_ps", msg))?;
-    Ok(Box::new(TextSource::open(path, parser, Format::Dramsim3)?))
+    Ok(Box::new(TextSource::open(path, parser, Format::Dramsim3Clock { tck_ps })?))
 }
 
 /// A fresh parser for a text format (`None` for the native format).
@@ -153,6 +159,7 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
         Format::Hma4 => Box::new(Hma4Parser::default()),
         Format::Lackey => Box::new(LackeyParser::default()),
         Format::Dramsim3 => Box::new(Dramsim3Parser::default()),
+        Format::Dramsim3Clock { tck_ps } => Box::new(Dramsim3Parser::with_clock(tck_ps).ok()?),
         Format::Tkt => return None,
     })
 }
