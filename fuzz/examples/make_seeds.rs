@@ -108,6 +108,7 @@ fn text() {
         ("text_hma4", "hma.trace", "5 0x7f3a00 0x400a10 1\n0 0x7f3a40 0x400a14 2\n12 8323072 4196884 1\n"),
         ("text_lackey", "lackey.out", "==1234== Lackey, an example Valgrind tool\nI  0108f0a0,3\n L 1ffefff8e0,8\n S 1ffefff8d8,8\n M 0030d048,4\nI  0108f0a3,5\n"),
         ("text_dramsim3", "dramsim3.trace", "0x1000 READ 12\n0x1040 WRITE 20\n0x2000 read 31\n0x2040 P_MEM_WR 40\n"),
+        ("text_ramulator2", "loadstore.trace", "LD 0x1234abcd\nST 0X1234ABCE\nLD 305441741\n# comment\n\nST 0100\n"),
     ];
     for (target, name, text) in files {
         let bytes = text.as_bytes();

@@ -21,8 +21,17 @@ const RAMULATOR: &str = "0 9618752\n3 89528192 140734746854976\n\n12 0x1000\n";
 const HMA4: &str = "10 140733193388032 4198400 1\n0 140733193388096 4198405 2\n7 140733193392128 4198410 1\n";
 const LACKEY: &str = "==4242== Lackey, an example Valgrind tool\n==4242== Command: ./a.out\nI  0023C790,2\n S 04222CAC,4\nI  0023C792,5\n L 0025F9B8,8\n M 0421FC08,4\n==4242== Counted 1 call to main()\n";
 const DRAMSIM3: &str = "0x12345680 READ 121\n0x12345700 WRITE 130\n0x1f READ 200\n";
-fn samples() -> [(Format, &'static str); 5] {
-    [(Format::Hex, HEX), (Format::Ramulator, RAMULATOR), (Format::Hma4, HMA4), (Format::Lackey, LACKEY), (Format::Dramsim3, DRAMSIM3)]
+/// Ramulator 2's LoadStoreTrace, every spelling it reads (docs/trace-format.md section 21).
+const RAMULATOR2: &str = "LD 0x1234abcd\nST 0x1234abce\nLD 305441741\nST 0X7FFE0000\n";
+fn samples() -> [(Format, &'static str); 6] {
+    [
+        (Format::Hex, HEX),
+        (Format::Ramulator, RAMULATOR),
+        (Format::Hma4, HMA4),
+        (Format::Lackey, LACKEY),
+        (Format::Dramsim3, DRAMSIM3),
+        (Format::Ramulator2, RAMULATOR2),
+    ]
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -75,7 +84,7 @@ fn detects_every_format_plain_and_gzipped() {
 fn every_importer_reads_its_sample_field_by_field() {
     let dir = tempfile::tempdir().unwrap();
     let acc = |addr, write, insn, size, pc| Access { addr, write, insn, ns: 0, size, tid: 0, pc };
-    let want: [(Format, Vec<Access>); 5] = [
+    let want: [(Format, Vec<Access>); 6] = [
         (Format::Hex, vec![acc(0x7f0000001000, false, 0, 64, 0), acc(0x7f0000001040, true, 0, 64, 0), acc(0x7f0000002000, false, 0, 64, 0)]),
         (
             Format::Ramulator,
@@ -90,6 +99,7 @@ fn every_importer_reads_its_sample_field_by_field() {
             vec![acc(0x04222CAC, true, 1, 4, 0x0023C790), acc(0x0025F9B8, false, 2, 8, 0x0023C792), acc(0x0421FC08, false, 2, 4, 0x0023C792), acc(0x0421FC08, true, 2, 4, 0x0023C792)],
         ),
         (Format::Dramsim3, vec![acc(0x12345680, false, 0, 64, 0), acc(0x12345700, true, 0, 64, 0), acc(0x1f, false, 0, 64, 0)]),
+        (Format::Ramulator2, vec![acc(0x1234abcd, false, 0, 64, 0), acc(0x1234abce, true, 0, 64, 0), acc(305441741, false, 0, 64, 0), acc(0x7ffe0000, true, 0, 64, 0)]),
     ];
     for (format, expect) in want {
         let text = samples().iter().find(|s| s.0 == format).unwrap().1;
@@ -132,11 +142,31 @@ fn format_names_read_back_and_dramsim3_takes_its_clock() {
         assert!(e.starts_with("--format: ") && e.contains("dramsim3:tck_ps=N"), "{bad}: {e}");
     }
     let e = Format::parse("--format", "perf-script").unwrap_err().to_string();
-    assert!(e.contains("unknown trace format") && e.contains("dramsim3:tck_ps=N"), "{e}");
+    assert!(e.contains("unknown trace format") && e.contains("ramulator2") && e.contains("dramsim3:tck_ps=N"), "{e}");
     // never detected: a dramsim3 file is dramsim3, its clock unknown
     let dir = tempfile::tempdir().unwrap();
     let p = write(dir.path(), "d.txt", DRAMSIM3);
     assert_eq!(detect(&p).unwrap(), Format::Dramsim3);
+}
+
+#[test]
+fn the_new_formats_leave_detection_of_the_others_as_it_was() {
+    // every format's sample is detected as itself (above), the vendored Ramulator trace is
+    // still ramulator, and lines of the new formats fit nothing else
+    assert_eq!(detect(&vendored_gcc()).unwrap(), Format::Ramulator);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, want) in [
+        ("rw.txt", "R 0,0,1,2,33,4\nW 0,0,1,2,33,5\n", None),
+        ("ld-lower.txt", "ld 0x10\n", None),
+        ("hex-rw.txt", "0x10 R\n0x20 W\n", Some(Format::Hex)),
+        ("ramulator2-decimal.txt", "LD 4096\nST 8192\n", Some(Format::Ramulator2)),
+    ] {
+        let p = write(dir.path(), name, text);
+        match want {
+            Some(f) => assert_eq!(detect(&p).unwrap(), f, "{name}"),
+            None => assert!(detect(&p).is_err(), "{name}"),
+        }
+    }
 }
 
 #[test]
@@ -291,13 +321,14 @@ fn exports_through_native_keep_summaries() {
 #[test]
 fn bad_lines_are_errors_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let bad: [(Format, &str, u64); 6] = [
+    let bad: [(Format, &str, u64); 7] = [
         (Format::Hex, "0x10\n\n0x20 Q\n", 3),
         (Format::Ramulator, "0 10\n# c\n1 20\nx 30\n", 4),
         (Format::Hma4, "1 2 3 1\n1 2 3 3\n", 2),
         (Format::Lackey, "==1== x\nI  10,2\n L 10\n", 3),
         (Format::Dramsim3, "0x10 READ 1\n0x20 ERASE 2\n", 2),
         (Format::Ramulator, "0 10\n\u{ff}\n", 2),
+        (Format::Ramulator2, "LD 0x10\n\nST 0x20 0x30\n", 3),
     ];
     for (format, text, line) in bad {
         let p = write(dir.path(), &format!("bad-{format}.txt.gz"), text);
@@ -336,11 +367,14 @@ const SEEDS: &[&str] = &[
     "0x12345680 READ 121",
     "12345700 WRITE 18446744073709551615",
     "18446744073709551615 18446744073709551615 18446744073709551615",
+    "LD 0x1234abcd",
+    "ST 305441741",
 ];
 
 const ALPHABET: &[&str] = &[
     "0", "1", "2", "9", "a", "F", "x", "0x", " ", "\t", ",", "R", "W", "I", "L", "S", "M", "SB", "==", "--", "-", "+", "é", "\u{0}",
     "READ", "WRITE", "18446744073709551615", "18446744073709551616", "99999999999999999999999", "ffffffffffffffffff",
+    "LD", "ST",
 ];
 
 fn mutate(rng: &mut ChaCha8Rng, line: &str) -> String {

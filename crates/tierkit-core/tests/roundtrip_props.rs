@@ -1083,6 +1083,17 @@ mod text_props {
                     want.push(Access { ns, ..acc(it.a, k >= 4, 0, 64, 0) });
                     format!("{}{s}{}{s}{cycle}", hex(it.a, it.style, true), ops[k])
                 }
+                Format::Ramulator2 => {
+                    let write = it.kind & 1 == 1;
+                    want.push(acc(it.a, write, 0, 64, 0));
+                    let addr = match it.style & 3 {
+                        0 => it.a.to_string(),
+                        1 => format!("{:020}", it.a), // base 10 in Ramulator 2: leading zeros are not octal
+                        2 => format!("0x{}", hex(it.a, it.style & !3, false)),
+                        _ => format!("0X{}", hex(it.a, it.style & !3, false)),
+                    };
+                    format!("{}{s}{addr}", if write { "ST" } else { "LD" })
+                }
                 _ => unreachable!(),
             };
             // leading and trailing blanks are ignored
@@ -1109,7 +1120,7 @@ mod text_props {
         p
     }
 
-    const TEXT_FORMATS: [Format; 5] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    const TEXT_FORMATS: [Format; 6] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2];
 
     fn check_text(format: Format, items: &[Item], crlf: bool, gz: bool) -> Result<(), TestCaseError> {
         let dir = scratch();
@@ -1126,7 +1137,7 @@ mod text_props {
         prop_assert_eq!(&m.provenance.tool, &format!("import:{format}"));
         prop_assert_eq!(m.provenance.source_format.as_deref(), Some(format.name()));
         let (time_insn, has_pc, post_cache) = match format {
-            Format::Hex | Format::Dramsim3 => (false, false, true),
+            Format::Hex | Format::Dramsim3 | Format::Ramulator2 => (false, false, true),
             Format::Ramulator => (true, false, true),
             _ => (true, true, false),
         };

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2`).
 /// A format is written and read as its [`spec`](Format::spec) string, in results' recorded
 /// configurations too, so that a replay reads the trace the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,11 +33,14 @@ pub enum Format {
     /// The same files with their cycles kept as time: `ns = floor(cycle * tck_ps / 1000)`.
     /// Never detected; named as `dramsim3:tck_ps=N`.
     Dramsim3Clock { tck_ps: u64 },
+    /// Ramulator 2's `LoadStoreTrace` memory traces: `LD <addr>` / `ST <addr>`.
+    Ramulator2,
 }
 
 impl Format {
     /// Every format a name alone selects (`dramsim3:tck_ps=N` takes a value; see [`Format::parse`]).
-    pub const ALL: [Format; 7] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    pub const ALL: [Format; 8] =
+        [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2];
 
     /// The format's name; `dramsim3:tck_ps=N` is named `dramsim3` (its source format), and
     /// [`Format::spec`] says it in full.
@@ -50,6 +53,7 @@ impl Format {
             Format::Hma4 => "hma4",
             Format::Lackey => "lackey",
             Format::Dramsim3 | Format::Dramsim3Clock { .. } => "dramsim3",
+            Format::Ramulator2 => "ramulator2",
         }
     }
 
@@ -122,7 +126,7 @@ pub fn is_gzip(head: &[u8]) -> bool {
 }
 
 /// Read the first bytes of a file, decompressing gzip.
-fn head(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn head(path: &Path) -> Result<Vec<u8>> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut raw = vec![0u8; SNIFF_BYTES];
     let mut n = 0;

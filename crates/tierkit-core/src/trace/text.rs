@@ -4,8 +4,9 @@
 //!
 //! Formats (syntax and meaning in `docs/trace-format.md`): `hex` (one address per line),
 //! `ramulator` (Ramulator CPU traces), `hma4` (the adaptive-migration Ramulator fork),
-//! `lackey` (Valgrind lackey `--trace-mem=yes`) and `dramsim3` (with `dramsim3:tck_ps=N`, its
-//! cycles as time). Parsers never panic on input:
+//! `lackey` (Valgrind lackey `--trace-mem=yes`), `dramsim3` (with `dramsim3:tck_ps=N`, its
+//! cycles as time) and `ramulator2` (Ramulator 2's `LoadStoreTrace` memory traces). Parsers
+//! never panic on input:
 //! every number is parsed with overflow checks and every bad line is an error that says what
 //! was expected.
 
@@ -138,6 +139,7 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
             let parser = Dramsim3Parser::with_clock(tck_ps).map_err(|msg| Error::config("--format", msg))?;
             Box::new(TextSource::open(path, parser, format)?)
         }
+        Format::Ramulator2 => Box::new(TextSource::open(path, Ramulator2Parser, format)?),
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
     })
 }
@@ -160,6 +162,7 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
         Format::Lackey => Box::new(LackeyParser::default()),
         Format::Dramsim3 => Box::new(Dramsim3Parser::default()),
         Format::Dramsim3Clock { tck_ps } => Box::new(Dramsim3Parser::with_clock(tck_ps).ok()?),
+        Format::Ramulator2 => Box::new(Ramulator2Parser),
         Format::Tkt => return None,
     })
 }
@@ -172,9 +175,9 @@ const SNIFF_LINES: usize = 200;
 ///
 /// A format fits when its parser accepts every one of the first non-blank, non-comment lines
 /// and they hold at least one access (a lackey head of banner lines alone fits nothing). The
-/// five syntaxes are disjoint (one hex token and an optional R/W; 2-3 numbers; 4 numbers ending
-/// in 1 or 2; lackey's `I`/`L`/`S`/`M` lines; an address, an operation word and a cycle), so a
-/// well-formed file fits one; should a future format overlap, the error lists every candidate.
+/// six syntaxes are disjoint (one hex token and an optional R/W; 2-3 numbers; 4 numbers ending
+/// in 1 or 2; lackey's `I`/`L`/`S`/`M` lines; an address, an operation word and a cycle; `LD` or
+/// `ST` and an address), so a well-formed file fits one; should a future format overlap, the error lists every candidate.
 pub fn sniff(head: &[u8]) -> std::result::Result<Format, String> {
     let text = String::from_utf8_lossy(head);
     // (line number, text) of the lines a parser would see
@@ -522,6 +525,56 @@ impl LineParser for Dramsim3Parser {
     }
 }
 
+const RAMULATOR2_SYNTAX: &str = "LD|ST <address>";
+
+/// Ramulator 2's memory traces, as its `LoadStoreTrace` frontend reads them: `LD <address>`
+/// (a read) or `ST <address>` (a write), one request per line, the address decimal or
+/// hexadecimal with `0x`/`0X`. Ramulator 2 sends each line to the memory system as it is, so
+/// the stream is post-cache; it has no time column: the accesses are in order, like `hex`.
+///
+/// Ramulator 2 takes the words in capitals only and reads a decimal address in base 10 (a
+/// leading zero is not octal there), and so does this parser. Its `ReadWriteTrace` frontend's
+/// `R`/`W` lines hold DRAM address vectors, not addresses, and are refused with a message
+/// that says so.
+#[derive(Default)]
+pub struct Ramulator2Parser;
+
+impl LineParser for Ramulator2Parser {
+    fn parse(&mut self, line: &str, out: &mut Batch) -> std::result::Result<(), String> {
+        let (f, n) = fields::<2>(line).map_err(|extra| format!("unexpected third field '{extra}' (format: {RAMULATOR2_SYNTAX})"))?;
+        let write = match f[0] {
+            "LD" => false,
+            "ST" => true,
+            "R" | "W" => {
+                return Err(format!(
+                    "'{}' is how Ramulator 2's ReadWriteTrace starts a line (R|W <DRAM address vector>), which holds no addresses; expected {RAMULATOR2_SYNTAX}",
+                    f[0]
+                ))
+            }
+            w if w.eq_ignore_ascii_case("ld") || w.eq_ignore_ascii_case("st") => {
+                return Err(format!("expected LD or ST in capitals (as Ramulator 2 reads them), found '{w}'"))
+            }
+            w => return Err(format!("expected LD (load) or ST (store), found '{w}' (format: {RAMULATOR2_SYNTAX})")),
+        };
+        if n < 2 {
+            return Err(format!("expected {RAMULATOR2_SYNTAX}, found {n} field(s)"));
+        }
+        let addr = if f[1].starts_with("0x") || f[1].starts_with("0X") {
+            parse_hex(f[1])?
+        } else if f[1].bytes().all(|b| b.is_ascii_digit()) {
+            f[1].parse::<u64>().map_err(|_| format!("the address '{}' does not fit in 64 bits", f[1]))?
+        } else {
+            let hint = if f[1].bytes().all(|b| b.is_ascii_hexdigit()) { " (hexadecimal needs a 0x prefix)" } else { "" };
+            return Err(format!("expected an address (decimal, or hexadecimal with 0x), found '{}'{hint}", f[1]));
+        };
+        out.push(&Access { addr, write, size: 64, ..Default::default() });
+        Ok(())
+    }
+    fn meta(&self) -> TraceMeta {
+        TraceMeta { post_cache: true, ..Default::default() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,8 +749,38 @@ mod tests {
     }
 
     #[test]
+    fn ramulator2_lines() {
+        // Ramulator 2's LoadStoreTrace: LD/ST, then 0x/0X hexadecimal or decimal (base 10,
+        // a leading zero included)
+        let mut p = Ramulator2Parser;
+        let got = parse_all(&mut p, &["LD 0x1234abcd", "ST 0X1234ABCE", "LD 305441741", "ST\t0100", "  LD   0x0  "]).unwrap();
+        let rows: Vec<(u64, bool)> = got.iter().map(|x| (x.addr, x.write)).collect();
+        assert_eq!(rows, vec![(0x1234abcd, false), (0x1234abce, true), (305441741, false), (100, true), (0, false)]);
+        assert!(got.iter().all(|x| x.insn == 0 && x.ns == 0 && x.size == 64 && x.pc == 0 && x.tid == 0));
+        let m = p.meta();
+        assert!(m.post_cache && !m.time_insn && !m.time_ns && !m.has_pc);
+        for (line, expect) in [
+            ("LD", "found 1 field"),
+            ("LD 0x10 0x20", "unexpected third field '0x20'"),
+            ("ld 0x10", "in capitals"),
+            ("St 0x10", "in capitals"),
+            ("LOAD 0x10", "expected LD (load) or ST (store), found 'LOAD'"),
+            ("R 0,0,1,2,33,4", "ReadWriteTrace"),
+            ("W 7", "ReadWriteTrace"),
+            ("LD ff00", "needs a 0x prefix"),
+            ("LD -5", "expected an address"),
+            ("LD 0x", "hexadecimal"),
+            ("LD 0x10000000000000000", "hexadecimal"),
+            ("ST 99999999999999999999", "does not fit in 64 bits"),
+        ] {
+            let e = Ramulator2Parser.parse(line, &mut Batch::default()).unwrap_err();
+            assert!(e.contains(expect), "{line:?}: {e}");
+        }
+    }
+
+    #[test]
     fn sniff_picks_the_one_format_that_fits() {
-        let cases: [(&str, Format); 7] = [
+        let cases: [(&str, Format); 9] = [
             ("0x7f001000\n0x7f001040 W\n# comment\n\n", Format::Hex),
             ("4096\n8192\n", Format::Hex),
             ("0 9618752\n3 89528192 140734746854976\n", Format::Ramulator),
@@ -705,6 +788,8 @@ mod tests {
             ("==1== Lackey\nI  0023C790,2\n S 04222CAC,4\n", Format::Lackey),
             ("0x12345680 READ 121\n0x12345700 WRITE 130\n", Format::Dramsim3),
             ("12345680 P_MEM_RD 121\n", Format::Dramsim3),
+            ("LD 0x1234abcd\nST 0x1234abce\n", Format::Ramulator2),
+            ("ST 4096\n", Format::Ramulator2),
         ];
         for (text, want) in cases {
             assert_eq!(sniff(text.as_bytes()), Ok(want), "{text:?}");
