@@ -1015,6 +1015,7 @@ mod text_props {
         let mut lines: Vec<String> = Vec::new();
         let mut want = Vec::new();
         let (mut insn, mut pc) = (0u64, 0u64);
+        let (mut perf_us, mut perf_first) = (1_000_000u64, None);
         let acc = |addr, write, insn, size, pc| Access { addr, write, insn, size, pc, ..Default::default() };
         for it in items {
             match it.before {
@@ -1094,6 +1095,41 @@ mod text_props {
                     };
                     format!("{}{s}{addr}", if write { "ST" } else { "LD" })
                 }
+                Format::Perf => {
+                    // [tid] [cpu] time: [period] event: addr [data_src decoding], times in µs or ns
+                    perf_us += it.c % 2_000_000;
+                    let first = *perf_first.get_or_insert(perf_us);
+                    let mut toks: Vec<String> = Vec::new();
+                    let tid = if it.style & 2 != 0 { (it.b % 4_000_000) as u32 } else { 0 };
+                    if it.style & 2 != 0 {
+                        toks.push(if it.style & 4 != 0 { format!("{}/{tid}", it.b % 7) } else { tid.to_string() });
+                    }
+                    if it.style & 8 != 0 {
+                        toks.push(format!("[{:03}]", it.b % 256));
+                    }
+                    let (secs, us) = (perf_us / 1_000_000, perf_us % 1_000_000);
+                    toks.push(if it.style & 1 != 0 { format!("{secs}.{:09}:", us * 1000) } else { format!("{secs}.{us:06}:") });
+                    if it.style & 16 != 0 {
+                        toks.push((it.b % 100_000 + 1).to_string());
+                    }
+                    let (event, decode, write) = match it.kind % 6 {
+                        0 => ("cpu/mem-loads,ldlat=30/P", None, Some(false)),
+                        1 => ("cpu/mem-stores/P", None, Some(true)),
+                        2 => ("ibs_op//", Some("|OP LOAD|LVL L1 hit|SNP N/A|TLB L1 or L2 hit|LCK No|BLK  N/A"), Some(false)),
+                        3 => ("memory", Some("|OP STORE|LVL L1 miss|SNP N/A|TLB Walker hit|LCK No|BLK  N/A"), Some(true)),
+                        4 => ("cpu/mem-loads,ldlat=30/P", Some("|OP PFETCH|LVL N/A"), None),
+                        _ => ("cpu/mem-stores/P", Some("|OP N/A|LVL N/A|SNP N/A"), Some(true)),
+                    };
+                    toks.push(format!("{event:>24}:"));
+                    toks.push(format!("{:16x}", it.a));
+                    if let Some(d) = decode {
+                        toks.push(format!("{:16x} {d}", it.b));
+                    }
+                    if let Some(write) = write.filter(|_| it.a != 0) {
+                        want.push(Access { ns: (perf_us - first) * 1000, tid, ..acc(it.a, write, 0, 64, 0) });
+                    }
+                    toks.join(s)
+                }
                 _ => unreachable!(),
             };
             // leading and trailing blanks are ignored
@@ -1120,7 +1156,7 @@ mod text_props {
         p
     }
 
-    const TEXT_FORMATS: [Format; 6] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2];
+    const TEXT_FORMATS: [Format; 7] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2, Format::Perf];
 
     fn check_text(format: Format, items: &[Item], crlf: bool, gz: bool) -> Result<(), TestCaseError> {
         let dir = scratch();
@@ -1136,12 +1172,16 @@ mod text_props {
         prop_assert_eq!((m.page_size, m.line_size), (4096, 64));
         prop_assert_eq!(&m.provenance.tool, &format!("import:{format}"));
         prop_assert_eq!(m.provenance.source_format.as_deref(), Some(format.name()));
-        let (time_insn, has_pc, post_cache) = match format {
-            Format::Hex | Format::Dramsim3 | Format::Ramulator2 => (false, false, true),
-            Format::Ramulator => (true, false, true),
-            _ => (true, true, false),
+        let (time_insn, time_ns, has_pc, post_cache) = match format {
+            Format::Hex | Format::Dramsim3 | Format::Ramulator2 => (false, false, false, true),
+            Format::Ramulator => (true, false, false, true),
+            Format::Perf => (false, true, false, false),
+            _ => (true, false, true, false),
         };
-        prop_assert_eq!((m.time_insn, m.time_ns, m.has_pc, m.post_cache), (time_insn, false, has_pc, post_cache));
+        prop_assert_eq!((m.time_insn, m.time_ns, m.has_pc, m.post_cache), (time_insn, time_ns, has_pc, post_cache));
+        if format == Format::Perf {
+            prop_assert!(m.notes["sampled"].starts_with("yes"));
+        }
         if !want.is_empty() {
             prop_assert_eq!(TraceInput::new(&p).resolved_format().unwrap(), format, "detection");
         }

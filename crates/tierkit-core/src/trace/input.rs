@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf`).
 /// A format is written and read as its [`spec`](Format::spec) string, in results' recorded
 /// configurations too, so that a replay reads the trace the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,12 +35,14 @@ pub enum Format {
     Dramsim3Clock { tck_ps: u64 },
     /// Ramulator 2's `LoadStoreTrace` memory traces: `LD <addr>` / `ST <addr>`.
     Ramulator2,
+    /// `perf script` output of `perf mem record` samples (a sampled trace).
+    Perf,
 }
 
 impl Format {
     /// Every format a name alone selects (`dramsim3:tck_ps=N` takes a value; see [`Format::parse`]).
-    pub const ALL: [Format; 8] =
-        [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2];
+    pub const ALL: [Format; 9] =
+        [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2, Format::Perf];
 
     /// The format's name; `dramsim3:tck_ps=N` is named `dramsim3` (its source format), and
     /// [`Format::spec`] says it in full.
@@ -54,6 +56,7 @@ impl Format {
             Format::Lackey => "lackey",
             Format::Dramsim3 | Format::Dramsim3Clock { .. } => "dramsim3",
             Format::Ramulator2 => "ramulator2",
+            Format::Perf => "perf",
         }
     }
 
