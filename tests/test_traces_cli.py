@@ -99,3 +99,33 @@ def test_the_committed_sqlite3_trace_has_its_documented_counts(cli):
     assert (i["records"], i["accesses"], i["reads"], i["writes"]) == (3_341_914, 1_819_849, 1_079_355, 740_494)
     assert (i["pages"], i["allocation_sites"], i["allocs"], i["frees"], i["markers"]) == (7_854, 70, 762_697, 759_170, 53)
     assert i["meta"]["provenance"]["tool"] == "tierkit-valgrind" and i["meta"]["post_cache"]
+
+
+def test_trace_info_reads_ramulator2_perf_and_clocked_dramsim3(cli, tmp_path):
+    # docs/trace-format.md sections 21 (ramulator2), 22 (perf) and 17 (dramsim3:tck_ps=N)
+    r2 = tmp_path / "loadstore.trace"
+    r2.write_text("LD 0x1234abcd\nST 0x1234abce\nLD 305441741\n")
+    perf = tmp_path / "prog.perf"
+    perf.write_text(
+        "# ========\n"
+        "# event : name = cpu/mem-loads,ldlat=30/P, , id = { 11 }, type = 4, size = 136, config = 0x1cd, "
+        "{ sample_period, sample_freq } = 4000, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC, freq = 1\n"
+        "# ========\n"
+        "   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None\n"
+        "   4243  3678.073400:         cpu/mem-stores/P:           601040          5080144 |OP STORE|LVL L1 hit|SNP N/A\n"
+    )
+    d3 = tmp_path / "dram.trace"
+    d3.write_text("0x1000 READ 100\n0x2040 WRITE 1700\n")
+    for path, fmt, want in [(r2, None, "ramulator2"), (perf, None, "perf"), (d3, "dramsim3:tck_ps=625", "dramsim3:tck_ps=625")]:
+        rc, out, err = cli("trace", "info", path, "--json", *(["--format", fmt] if fmt else []))
+        assert rc == 0, err
+        info = json.loads(out)
+        assert info["format"] == want
+        assert info["accesses"] == (3 if path == r2 else 2)
+    assert info["meta"]["time_ns"] and info["duration_ns"] == 1000  # (1700 - 100) cycles × 0.625 ns
+    rc, out, err = cli("trace", "info", perf, "--json")
+    meta = json.loads(out)["meta"]
+    assert meta["notes"]["sampled"].startswith("yes") and "4000 samples per second" in meta["notes"]["perf.sampling"]
+    assert json.loads(out)["threads"] == 2 and json.loads(out)["duration_ns"] == 1_000_000
+    rc, out, err = cli("trace", "info", d3, "--format", "dramsim3:tck_ps=0")
+    assert rc == 2 and "--format" in err and "dramsim3:tck_ps=N" in err

@@ -108,6 +108,8 @@ fn text() {
         ("text_hma4", "hma.trace", "5 0x7f3a00 0x400a10 1\n0 0x7f3a40 0x400a14 2\n12 8323072 4196884 1\n"),
         ("text_lackey", "lackey.out", "==1234== Lackey, an example Valgrind tool\nI  0108f0a0,3\n L 1ffefff8e0,8\n S 1ffefff8d8,8\n M 0030d048,4\nI  0108f0a3,5\n"),
         ("text_dramsim3", "dramsim3.trace", "0x1000 READ 12\n0x1040 WRITE 20\n0x2000 read 31\n0x2040 P_MEM_WR 40\n"),
+        ("text_ramulator2", "loadstore.trace", "LD 0x1234abcd\nST 0X1234ABCE\nLD 305441741\n# comment\n\nST 0100\n"),
+        ("text_perf", "perf-mem.txt", PERF_SCRIPT),
     ];
     for (target, name, text) in files {
         let bytes = text.as_bytes();
@@ -120,6 +122,19 @@ fn text() {
     std::io::Write::write_all(&mut gz, b"3 20734016\n1 20846400 20734016\n10 0x13c7840\n").unwrap();
     put("text_ramulator", "cpu.trace.gz", &gz.finish().unwrap());
 }
+
+/// `perf script --header -F tid,time,event,addr,data_src` after `perf mem record`, shortened
+/// (docs/trace-format.md section 22).
+const PERF_SCRIPT: &str = "# ========
+# cmdline : /usr/bin/perf mem record -- ./a.out
+# event : name = cpu/mem-loads,ldlat=30/P, , id = { 11 }, type = 4, size = 136, config = 0x1cd, { sample_period, sample_freq } = 4000, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC, freq = 1, precise_ip = 3
+# event : name = cpu/mem-stores/P, , id = { 12 }, type = 4, size = 136, config = 0x82d0, { sample_period, sample_freq } = 10007, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC, precise_ip = 3
+# ========
+   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A
+4242/4243 [003]  3678.072410123: 10007 cpu/mem-stores/P:           601040          5080144 |OP STORE|LVL L1 hit|SNP N/A|TLB N/A|LCK N/A|BLK  N/A
+   4243  3678.073400: cpu/mem-loads,ldlat=30/P:                0         68100142 |OP LOAD|LVL N/A
+  3678.073500:         ibs_op//:     7f0000001000 1a0000042 |OP PFETCH|LVL L1 hit
+";
 
 fn platforms() {
     for (name, toml_text) in PRESETS {

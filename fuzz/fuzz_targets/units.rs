@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = p.describe();
     }
     if let Some(f) = ok(Format::parse("--format", s)) {
-        assert_eq!(Format::parse("--format", f.name()).ok(), Some(f));
+        assert_eq!(Format::parse("--format", &f.spec()).ok(), Some(f));
     }
     if let Some(t) = ok(TimingKind::parse(s)) {
         assert_eq!(TimingKind::parse(t.name()).ok(), Some(t));

@@ -80,7 +80,7 @@ impl TraceOpener for TraceInput {
         self.display()
     }
     fn format_name(&self) -> String {
-        self.resolved_format().map(|f| f.name().to_string()).unwrap_or_default()
+        self.resolved_format().map(|f| f.spec()).unwrap_or_default()
     }
     fn incomplete(&self) -> Option<String> {
         // the summary is at the end of the file: one seek, not a pass

@@ -21,9 +21,32 @@ const RAMULATOR: &str = "0 9618752\n3 89528192 140734746854976\n\n12 0x1000\n";
 const HMA4: &str = "10 140733193388032 4198400 1\n0 140733193388096 4198405 2\n7 140733193392128 4198410 1\n";
 const LACKEY: &str = "==4242== Lackey, an example Valgrind tool\n==4242== Command: ./a.out\nI  0023C790,2\n S 04222CAC,4\nI  0023C792,5\n L 0025F9B8,8\n M 0421FC08,4\n==4242== Counted 1 call to main()\n";
 const DRAMSIM3: &str = "0x12345680 READ 121\n0x12345700 WRITE 130\n0x1f READ 200\n";
+/// Ramulator 2's LoadStoreTrace, every spelling it reads (docs/trace-format.md section 21).
+const RAMULATOR2: &str = "LD 0x1234abcd\nST 0x1234abce\nLD 305441741\nST 0X7FFE0000\n";
+/// `perf script --header -F tid,time,event,addr,data_src` after `perf mem record` (section 22).
+const PERF: &str = "# ========
+# captured on    : Fri Nov 27 08:00:00 2026
+# cmdline : /usr/bin/perf mem record -- ./a.out
+# event : name = cpu/mem-loads,ldlat=30/P, , id = { 11, 12 }, type = 4 (PERF_TYPE_RAW), size = 136, config = 0x1cd, { sample_period, sample_freq } = 4000, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC|WEIGHT_STRUCT, read_format = ID, disabled = 1, inherit = 1, freq = 1, precise_ip = 3
+# event : name = cpu/mem-stores/P, , id = { 13, 14 }, type = 4 (PERF_TYPE_RAW), size = 136, config = 0x82d0, { sample_period, sample_freq } = 4000, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC|WEIGHT_STRUCT, read_format = ID, disabled = 1, inherit = 1, freq = 1, precise_ip = 3
+# ========
+#
+   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A
+   4242  3678.072410:         cpu/mem-stores/P:           601040          5080144 |OP STORE|LVL L1 hit|SNP N/A|TLB N/A|LCK N/A|BLK  N/A
+   4243  3678.073400: cpu/mem-loads,ldlat=30/P:                0         68100142 |OP LOAD|LVL N/A|SNP N/A|TLB N/A|LCK N/A|BLK  N/A
+   4243  3678.073410: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c80         68100842 |OP LOAD|LVL LFB/MAB hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A
+";
 
-fn samples() -> [(Format, &'static str); 5] {
-    [(Format::Hex, HEX), (Format::Ramulator, RAMULATOR), (Format::Hma4, HMA4), (Format::Lackey, LACKEY), (Format::Dramsim3, DRAMSIM3)]
+fn samples() -> [(Format, &'static str); 7] {
+    [
+        (Format::Hex, HEX),
+        (Format::Ramulator, RAMULATOR),
+        (Format::Hma4, HMA4),
+        (Format::Lackey, LACKEY),
+        (Format::Dramsim3, DRAMSIM3),
+        (Format::Ramulator2, RAMULATOR2),
+        (Format::Perf, PERF),
+    ]
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -76,7 +99,7 @@ fn detects_every_format_plain_and_gzipped() {
 fn every_importer_reads_its_sample_field_by_field() {
     let dir = tempfile::tempdir().unwrap();
     let acc = |addr, write, insn, size, pc| Access { addr, write, insn, ns: 0, size, tid: 0, pc };
-    let want: [(Format, Vec<Access>); 5] = [
+    let want: [(Format, Vec<Access>); 7] = [
         (Format::Hex, vec![acc(0x7f0000001000, false, 0, 64, 0), acc(0x7f0000001040, true, 0, 64, 0), acc(0x7f0000002000, false, 0, 64, 0)]),
         (
             Format::Ramulator,
@@ -91,6 +114,16 @@ fn every_importer_reads_its_sample_field_by_field() {
             vec![acc(0x04222CAC, true, 1, 4, 0x0023C790), acc(0x0025F9B8, false, 2, 8, 0x0023C792), acc(0x0421FC08, false, 2, 4, 0x0023C792), acc(0x0421FC08, true, 2, 4, 0x0023C792)],
         ),
         (Format::Dramsim3, vec![acc(0x12345680, false, 0, 64, 0), acc(0x12345700, true, 0, 64, 0), acc(0x1f, false, 0, 64, 0)]),
+        (Format::Ramulator2, vec![acc(0x1234abcd, false, 0, 64, 0), acc(0x1234abce, true, 0, 64, 0), acc(305441741, false, 0, 64, 0), acc(0x7ffe0000, true, 0, 64, 0)]),
+        (
+            // ns after the first sample line, thread ids; the sample without a data address is skipped
+            Format::Perf,
+            vec![
+                Access { ns: 0, tid: 4242, ..acc(0x7ffd1a2b3c40, false, 0, 64, 0) },
+                Access { ns: 10_000, tid: 4242, ..acc(0x601040, true, 0, 64, 0) },
+                Access { ns: 1_010_000, tid: 4243, ..acc(0x7ffd1a2b3c80, false, 0, 64, 0) },
+            ],
+        ),
     ];
     for (format, expect) in want {
         let text = samples().iter().find(|s| s.0 == format).unwrap().1;
@@ -103,11 +136,80 @@ fn every_importer_reads_its_sample_field_by_field() {
         assert_eq!(m.provenance.source_file.as_deref(), Some(format!("{format}.txt").as_str()));
         assert_eq!(src.digest().unwrap(), blake3::hash(text.as_bytes()).to_hex().to_string());
     }
-    // DRAMsim3 with a stated clock: cycles become ns
+    // DRAMsim3 with a stated clock: cycles become ns, by name (--format dramsim3:tck_ps=N) or
+    // by the library call
     let p = write(dir.path(), "d3.txt", DRAMSIM3);
-    let mut src = text::open_dramsim3(&p, 1000).unwrap();
-    assert!(src.meta().time_ns);
-    assert_eq!(rows(src.as_mut()).iter().map(|a| a.ns).collect::<Vec<_>>(), vec![121, 130, 200]);
+    let named = TraceInput::new(&p).with_format(Some(Format::parse("--format", "dramsim3:tck_ps=1000").unwrap()));
+    for mut src in [text::open_dramsim3(&p, 1000).unwrap(), named.open().unwrap()] {
+        assert!(src.meta().time_ns);
+        assert_eq!(src.meta().notes["dramsim3.tck_ps"], "1000");
+        assert_eq!(src.meta().provenance.source_format.as_deref(), Some("dramsim3"));
+        assert_eq!(rows(src.as_mut()).iter().map(|a| a.ns).collect::<Vec<_>>(), vec![121, 130, 200]);
+    }
+    // perf: a sampled trace, its sampling rate from the header perf script --header prints
+    let p = write(dir.path(), "a.perf", PERF);
+    let src = text::open(&p, Format::Perf).unwrap();
+    let m = src.meta();
+    assert!(m.time_ns && !m.time_insn && !m.post_cache && !m.has_pc);
+    assert!(m.notes["sampled"].starts_with("yes: each record stands for one sample"), "{:?}", m.notes);
+    assert_eq!(
+        m.notes["perf.sampling"],
+        "cpu/mem-loads,ldlat=30/P: about 4000 samples per second (frequency mode: the period varies); cpu/mem-stores/P: about 4000 samples per second (frequency mode: the period varies)"
+    );
+    assert_eq!(m.notes["perf.cmdline"], "/usr/bin/perf mem record -- ./a.out");
+    assert!(m.notes["perf.dropped"].contains("skipped"));
+    // without the header, the rate is unknown and the note says how to record it
+    let p = write(dir.path(), "bare.perf", &PERF.lines().filter(|l| !l.starts_with('#')).map(|l| format!("{l}\n")).collect::<String>());
+    let m = text::open(&p, Format::Perf).unwrap().meta().clone();
+    assert!(m.notes["perf.sampling"].starts_with("unknown") && m.notes["perf.sampling"].contains("--header"), "{:?}", m.notes);
+    assert!(!m.notes.contains_key("perf.cmdline"));
+}
+
+#[test]
+fn format_names_read_back_and_dramsim3_takes_its_clock() {
+    for f in Format::ALL.iter().copied().chain([Format::Dramsim3Clock { tck_ps: 625 }]) {
+        assert_eq!(Format::parse("--format", &f.spec()).unwrap(), f, "{f}");
+        assert_eq!(Format::parse("--format", &f.spec().to_uppercase()).unwrap(), f, "{f}");
+        // a result's recorded configuration holds the same string
+        let json = serde_json::to_string(&f).unwrap();
+        assert_eq!(json, format!("\"{}\"", f.spec()));
+        assert_eq!(serde_json::from_str::<Format>(&json).unwrap(), f);
+    }
+    assert_eq!(Format::parse("--format", " dramsim3 : tck_ps=1250 ").unwrap(), Format::Dramsim3Clock { tck_ps: 1250 });
+    assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.to_string(), "dramsim3:tck_ps=625");
+    assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.name(), "dramsim3");
+    for bad in ["dramsim3:tck_ps=0", "dramsim3:tck_ps=", "dramsim3:tck_ps=-5", "dramsim3:tck=625", "dramsim3:tck_ps=1.5", "dramsim3:tck_ps=99999999999999999999"] {
+        let e = Format::parse("--format", bad).unwrap_err().to_string();
+        assert!(e.starts_with("--format: ") && e.contains("dramsim3:tck_ps=N"), "{bad}: {e}");
+    }
+    let e = Format::parse("--format", "perf-script").unwrap_err().to_string();
+    assert!(e.contains("unknown trace format") && e.contains("ramulator2") && e.contains("perf") && e.contains("dramsim3:tck_ps=N"), "{e}");
+    // never detected: a dramsim3 file is dramsim3, its clock unknown
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "d.txt", DRAMSIM3);
+    assert_eq!(detect(&p).unwrap(), Format::Dramsim3);
+}
+
+#[test]
+fn the_new_formats_leave_detection_of_the_others_as_it_was() {
+    // every format's sample is detected as itself (above), the vendored Ramulator trace is
+    // still ramulator, and lines of the new formats fit nothing else
+    assert_eq!(detect(&vendored_gcc()).unwrap(), Format::Ramulator);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, want) in [
+        ("rw.txt", "R 0,0,1,2,33,4\nW 0,0,1,2,33,5\n", None),
+        ("ld-lower.txt", "ld 0x10\n", None),
+        ("hex-rw.txt", "0x10 R\n0x20 W\n", Some(Format::Hex)),
+        ("perf-default.txt", "  a.out  4242 [003] 3678.072400:      10007 cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40  4005d6 main+0x16 (/tmp/a.out)\n", None),
+        ("ramulator2-decimal.txt", "LD 4096\nST 8192\n", Some(Format::Ramulator2)),
+        ("perf-minimal.txt", "1.000001: mem-loads: 40\n", Some(Format::Perf)),
+    ] {
+        let p = write(dir.path(), name, text);
+        match want {
+            Some(f) => assert_eq!(detect(&p).unwrap(), f, "{name}"),
+            None => assert!(detect(&p).is_err(), "{name}"),
+        }
+    }
 }
 
 #[test]
@@ -262,13 +364,16 @@ fn exports_through_native_keep_summaries() {
 #[test]
 fn bad_lines_are_errors_naming_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let bad: [(Format, &str, u64); 6] = [
+    let bad: [(Format, &str, u64); 9] = [
         (Format::Hex, "0x10\n\n0x20 Q\n", 3),
         (Format::Ramulator, "0 10\n# c\n1 20\nx 30\n", 4),
         (Format::Hma4, "1 2 3 1\n1 2 3 3\n", 2),
         (Format::Lackey, "==1== x\nI  10,2\n L 10\n", 3),
         (Format::Dramsim3, "0x10 READ 1\n0x20 ERASE 2\n", 2),
         (Format::Ramulator, "0 10\n\u{ff}\n", 2),
+        (Format::Ramulator2, "LD 0x10\n\nST 0x20 0x30\n", 3),
+        (Format::Perf, "# ========\n3678.07: mem-loads: 7f00\n3678.08: mem-loads 7f40\n", 3),
+        (Format::Perf, "3678.07: mem-loads: 7f00\n3678.06: mem-loads: 7f40\n", 2),
     ];
     for (format, text, line) in bad {
         let p = write(dir.path(), &format!("bad-{format}.txt.gz"), text);
@@ -307,11 +412,16 @@ const SEEDS: &[&str] = &[
     "0x12345680 READ 121",
     "12345700 WRITE 18446744073709551615",
     "18446744073709551615 18446744073709551615 18446744073709551615",
+    "LD 0x1234abcd",
+    "ST 305441741",
+    "   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None",
+    "4242/4243 [003] 3678.072400123: 10007 cpu/mem-stores/P: 601040",
 ];
 
 const ALPHABET: &[&str] = &[
     "0", "1", "2", "9", "a", "F", "x", "0x", " ", "\t", ",", "R", "W", "I", "L", "S", "M", "SB", "==", "--", "-", "+", "é", "\u{0}",
     "READ", "WRITE", "18446744073709551615", "18446744073709551616", "99999999999999999999999", "ffffffffffffffffff",
+    "LD", "ST", ".", ":", "/", "[", "]", "|OP ", "LOAD", "STORE", "N/A", "mem-loads", "mem-stores",
 ];
 
 fn mutate(rng: &mut ChaCha8Rng, line: &str) -> String {

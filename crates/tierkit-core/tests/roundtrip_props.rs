@@ -1015,6 +1015,7 @@ mod text_props {
         let mut lines: Vec<String> = Vec::new();
         let mut want = Vec::new();
         let (mut insn, mut pc) = (0u64, 0u64);
+        let (mut perf_us, mut perf_first) = (1_000_000u64, None);
         let acc = |addr, write, insn, size, pc| Access { addr, write, insn, size, pc, ..Default::default() };
         for it in items {
             match it.before {
@@ -1083,6 +1084,52 @@ mod text_props {
                     want.push(Access { ns, ..acc(it.a, k >= 4, 0, 64, 0) });
                     format!("{}{s}{}{s}{cycle}", hex(it.a, it.style, true), ops[k])
                 }
+                Format::Ramulator2 => {
+                    let write = it.kind & 1 == 1;
+                    want.push(acc(it.a, write, 0, 64, 0));
+                    let addr = match it.style & 3 {
+                        0 => it.a.to_string(),
+                        1 => format!("{:020}", it.a), // base 10 in Ramulator 2: leading zeros are not octal
+                        2 => format!("0x{}", hex(it.a, it.style & !3, false)),
+                        _ => format!("0X{}", hex(it.a, it.style & !3, false)),
+                    };
+                    format!("{}{s}{addr}", if write { "ST" } else { "LD" })
+                }
+                Format::Perf => {
+                    // [tid] [cpu] time: [period] event: addr [data_src decoding], times in µs or ns
+                    perf_us += it.c % 2_000_000;
+                    let first = *perf_first.get_or_insert(perf_us);
+                    let mut toks: Vec<String> = Vec::new();
+                    let tid = if it.style & 2 != 0 { (it.b % 4_000_000) as u32 } else { 0 };
+                    if it.style & 2 != 0 {
+                        toks.push(if it.style & 4 != 0 { format!("{}/{tid}", it.b % 7) } else { tid.to_string() });
+                    }
+                    if it.style & 8 != 0 {
+                        toks.push(format!("[{:03}]", it.b % 256));
+                    }
+                    let (secs, us) = (perf_us / 1_000_000, perf_us % 1_000_000);
+                    toks.push(if it.style & 1 != 0 { format!("{secs}.{:09}:", us * 1000) } else { format!("{secs}.{us:06}:") });
+                    if it.style & 16 != 0 {
+                        toks.push((it.b % 100_000 + 1).to_string());
+                    }
+                    let (event, decode, write) = match it.kind % 6 {
+                        0 => ("cpu/mem-loads,ldlat=30/P", None, Some(false)),
+                        1 => ("cpu/mem-stores/P", None, Some(true)),
+                        2 => ("ibs_op//", Some("|OP LOAD|LVL L1 hit|SNP N/A|TLB L1 or L2 hit|LCK No|BLK  N/A"), Some(false)),
+                        3 => ("memory", Some("|OP STORE|LVL L1 miss|SNP N/A|TLB Walker hit|LCK No|BLK  N/A"), Some(true)),
+                        4 => ("cpu/mem-loads,ldlat=30/P", Some("|OP PFETCH|LVL N/A"), None),
+                        _ => ("cpu/mem-stores/P", Some("|OP N/A|LVL N/A|SNP N/A"), Some(true)),
+                    };
+                    toks.push(format!("{event:>24}:"));
+                    toks.push(format!("{:16x}", it.a));
+                    if let Some(d) = decode {
+                        toks.push(format!("{:16x} {d}", it.b));
+                    }
+                    if let Some(write) = write.filter(|_| it.a != 0) {
+                        want.push(Access { ns: (perf_us - first) * 1000, tid, ..acc(it.a, write, 0, 64, 0) });
+                    }
+                    toks.join(s)
+                }
                 _ => unreachable!(),
             };
             // leading and trailing blanks are ignored
@@ -1109,7 +1156,7 @@ mod text_props {
         p
     }
 
-    const TEXT_FORMATS: [Format; 5] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    const TEXT_FORMATS: [Format; 7] = [Format::Hex, Format::Ramulator, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2, Format::Perf];
 
     fn check_text(format: Format, items: &[Item], crlf: bool, gz: bool) -> Result<(), TestCaseError> {
         let dir = scratch();
@@ -1125,12 +1172,16 @@ mod text_props {
         prop_assert_eq!((m.page_size, m.line_size), (4096, 64));
         prop_assert_eq!(&m.provenance.tool, &format!("import:{format}"));
         prop_assert_eq!(m.provenance.source_format.as_deref(), Some(format.name()));
-        let (time_insn, has_pc, post_cache) = match format {
-            Format::Hex | Format::Dramsim3 => (false, false, true),
-            Format::Ramulator => (true, false, true),
-            _ => (true, true, false),
+        let (time_insn, time_ns, has_pc, post_cache) = match format {
+            Format::Hex | Format::Dramsim3 | Format::Ramulator2 => (false, false, false, true),
+            Format::Ramulator => (true, false, false, true),
+            Format::Perf => (false, true, false, false),
+            _ => (true, false, true, false),
         };
-        prop_assert_eq!((m.time_insn, m.time_ns, m.has_pc, m.post_cache), (time_insn, false, has_pc, post_cache));
+        prop_assert_eq!((m.time_insn, m.time_ns, m.has_pc, m.post_cache), (time_insn, time_ns, has_pc, post_cache));
+        if format == Format::Perf {
+            prop_assert!(m.notes["sampled"].starts_with("yes"));
+        }
         if !want.is_empty() {
             prop_assert_eq!(TraceInput::new(&p).resolved_format().unwrap(), format, "detection");
         }
@@ -1145,9 +1196,14 @@ mod text_props {
             let tck = 1 + items.first().map(|i| i.c % 5000).unwrap_or(624);
             let (text, want) = render(format, items, crlf, Some(tck));
             let p = write_text(d, "clocked.txt", &text, gz);
-            let mut src = text::open_dramsim3(&p, tck).unwrap();
+            // as --format dramsim3:tck_ps=N names it
+            let named = Format::parse("--format", &format!("dramsim3:tck_ps={tck}")).unwrap();
+            prop_assert_eq!(named, Format::Dramsim3Clock { tck_ps: tck });
+            let mut src = TraceInput::new(&p).with_format(Some(named)).open().unwrap();
             prop_assert!(src.meta().time_ns);
-            prop_assert_eq!(accesses(&read_recs(src.as_mut())), want);
+            prop_assert_eq!(accesses(&read_recs(src.as_mut())), want.clone());
+            // the library call reads the same
+            prop_assert_eq!(accesses(&read_recs(text::open_dramsim3(&p, tck).unwrap().as_mut())), want);
         }
         // native and back
         let t1 = d.join("t1.tkt");

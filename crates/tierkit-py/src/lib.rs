@@ -120,7 +120,7 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
             }
             (meta, b.finish())
         };
-        Ok(serde_json::json!({ "path": path, "format": fmt.name(), "meta": meta, "summary": summary }).to_string())
+        Ok(serde_json::json!({ "path": path, "format": fmt.spec(), "meta": meta, "summary": summary }).to_string())
     })
 }
 

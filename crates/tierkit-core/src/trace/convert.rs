@@ -50,7 +50,7 @@ pub fn convert(input: &TraceInput, out: &Path, to: Option<Format>, force: bool, 
     let mut src = input.open()?;
     let mut report = ConvertReport {
         input: input.display(),
-        input_format: in_format.name().to_string(),
+        input_format: in_format.spec(),
         output: out.display().to_string(),
         output_format: to.name().to_string(),
         summary: Summary::default(),

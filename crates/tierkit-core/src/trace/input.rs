@@ -9,9 +9,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf`).
+/// A format is written and read as its [`spec`](Format::spec) string, in results' recorded
+/// configurations too, so that a replay reads the trace the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(into = "String", try_from = "String")]
 pub enum Format {
     /// tierkit's native binary format.
     Tkt,
@@ -21,19 +23,29 @@ pub enum Format {
     Ramulator,
     /// The same files read without their writeback addresses: one read per line, as
     /// GTkernel/cori-sim's hex traces hold them. Never detected; named explicitly.
-    #[serde(rename = "ramulator-nowb")]
     RamulatorNoWb,
     /// The adaptive-migration Ramulator fork: `<bubble-count> <addr> <pc> <1=R|2=W>`.
     Hma4,
     /// Valgrind lackey `--trace-mem=yes` output.
     Lackey,
-    /// DRAMsim3 trace: `<hex-addr> <READ|WRITE> <cycle>`.
+    /// DRAMsim3 trace: `<hex-addr> <READ|WRITE> <cycle>`, cycles dropped.
     Dramsim3,
+    /// The same files with their cycles kept as time: `ns = floor(cycle * tck_ps / 1000)`.
+    /// Never detected; named as `dramsim3:tck_ps=N`.
+    Dramsim3Clock { tck_ps: u64 },
+    /// Ramulator 2's `LoadStoreTrace` memory traces: `LD <addr>` / `ST <addr>`.
+    Ramulator2,
+    /// `perf script` output of `perf mem record` samples (a sampled trace).
+    Perf,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    /// Every format a name alone selects (`dramsim3:tck_ps=N` takes a value; see [`Format::parse`]).
+    pub const ALL: [Format; 9] =
+        [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2, Format::Perf];
 
+    /// The format's name; `dramsim3:tck_ps=N` is named `dramsim3` (its source format), and
+    /// [`Format::spec`] says it in full.
     pub fn name(&self) -> &'static str {
         match self {
             Format::Tkt => "tkt",
@@ -42,24 +54,67 @@ impl Format {
             Format::RamulatorNoWb => "ramulator-nowb",
             Format::Hma4 => "hma4",
             Format::Lackey => "lackey",
-            Format::Dramsim3 => "dramsim3",
+            Format::Dramsim3 | Format::Dramsim3Clock { .. } => "dramsim3",
+            Format::Ramulator2 => "ramulator2",
+            Format::Perf => "perf",
         }
     }
 
+    /// What `--format` takes to select this format: the name, with its value for
+    /// `dramsim3:tck_ps=N`. [`Format::parse`] reads it back.
+    pub fn spec(&self) -> String {
+        match self {
+            Format::Dramsim3Clock { tck_ps } => format!("dramsim3:tck_ps={tck_ps}"),
+            f => f.name().to_string(),
+        }
+    }
+
+    /// The names `--format` knows, for messages.
+    pub fn known() -> String {
+        let mut names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        names.insert(names.iter().position(|n| *n == "dramsim3").map_or(names.len(), |i| i + 1), "dramsim3:tck_ps=N");
+        names.join("|")
+    }
+
     pub fn parse(key: &str, s: &str) -> Result<Format> {
+        let t = s.trim();
+        if let Some((name, arg)) = t.split_once(':') {
+            if name.trim().eq_ignore_ascii_case("dramsim3") {
+                let arg = arg.trim();
+                let value = arg.get(..7).filter(|k| k.eq_ignore_ascii_case("tck_ps=")).and_then(|_| arg.get(7..)).map(str::trim);
+                return match value.and_then(|v| if v.bytes().all(|b| b.is_ascii_digit()) { v.parse::<u64>().ok() } else { None }) {
+                    Some(tck_ps) if tck_ps > 0 => Ok(Format::Dramsim3Clock { tck_ps }),
+                    _ => Err(Error::config(
+                        key,
+                        format!("'{s}': give the memory-clock period in whole picoseconds, at least 1: dramsim3:tck_ps=N (e.g. 625 for DDR4-3200)"),
+                    )),
+                };
+            }
+        }
         Format::ALL
             .iter()
             .copied()
-            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| {
-                Error::config(key, format!("unknown trace format '{s}' (known: {})", Format::ALL.map(|f| f.name()).join(", ")))
-            })
+            .find(|f| f.name().eq_ignore_ascii_case(t))
+            .ok_or_else(|| Error::config(key, format!("unknown trace format '{s}' (known: {})", Format::known().replace('|', ", "))))
+    }
+}
+
+impl From<Format> for String {
+    fn from(f: Format) -> String {
+        f.spec()
+    }
+}
+
+impl TryFrom<String> for Format {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Format, String> {
+        Format::parse("format", &s).map_err(|e| e.to_string())
     }
 }
 
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.spec())
     }
 }
 
@@ -74,7 +129,7 @@ pub fn is_gzip(head: &[u8]) -> bool {
 }
 
 /// Read the first bytes of a file, decompressing gzip.
-fn head(path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn head(path: &Path) -> Result<Vec<u8>> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut raw = vec![0u8; SNIFF_BYTES];
     let mut n = 0;
@@ -112,7 +167,10 @@ pub fn detect(path: &Path) -> Result<Format> {
         return Ok(Format::Tkt);
     }
     text::sniff(&h).map_err(|why| {
-        Error::trace(&path.display().to_string(), format!("cannot detect the trace format ({why}); say it with --format {}", Format::ALL.map(|f| f.name()).join("|")))
+        // the hint first and the names last: a long list of reasons is shortened in its middle
+        // (error.rs, and the command line's one_line)
+        let names: Vec<&str> = Format::ALL.iter().filter(|&&f| f != Format::RamulatorNoWb).map(|f| f.name()).collect();
+        Error::trace(&path.display().to_string(), format!("cannot detect the trace format; say it with --format ({why}); formats: {}", names.join("|")))
     })
 }
 

@@ -4,7 +4,9 @@
 //!
 //! Formats (syntax and meaning in `docs/trace-format.md`): `hex` (one address per line),
 //! `ramulator` (Ramulator CPU traces), `hma4` (the adaptive-migration Ramulator fork),
-//! `lackey` (Valgrind lackey `--trace-mem=yes`) and `dramsim3`. Parsers never panic on input:
+//! `lackey` (Valgrind lackey `--trace-mem=yes`), `dramsim3` (with `dramsim3:tck_ps=N`, its
+//! cycles as time), `ramulator2` (Ramulator 2's `LoadStoreTrace` memory traces) and `perf`
+//! (`perf script` output of `perf mem record` samples). Parsers never panic on input:
 //! every number is parsed with overflow checks and every bad line is an error that says what
 //! was expected.
 
@@ -133,18 +135,30 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
         Format::Hma4 => Box::new(TextSource::open(path, Hma4Parser::default(), format)?),
         Format::Lackey => Box::new(TextSource::open(path, LackeyParser::default(), format)?),
         Format::Dramsim3 => Box::new(TextSource::open(path, Dramsim3Parser::default(), format)?),
+        Format::Dramsim3Clock { tck_ps } => {
+            let parser = Dramsim3Parser::with_clock(tck_ps).map_err(|msg| Error::config("--format", msg))?;
+            Box::new(TextSource::open(path, parser, format)?)
+        }
+        Format::Ramulator2 => Box::new(TextSource::open(path, Ramulator2Parser, format)?),
+        Format::Perf => {
+            // the sampling settings are in the header `perf script --header` prints first
+            let head = super::input::head(path)?;
+            Box::new(TextSource::open(path, PerfParser::with_header(&String::from_utf8_lossy(&head)), format)?)
+        }
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
     })
 }
 
 /// Open a DRAMsim3 trace whose cycles are converted to nanoseconds with a memory-clock period
-/// of `tck_ps` picoseconds (e.g. 625 for DDR4-3200). Without a period, [`open`] drops the cycles.
+/// of `tck_ps` picoseconds (e.g. 625 for DDR4-3200): `--format dramsim3:tck_ps=N`. Without a
+/// period, [`open`] drops the cycles.
 pub fn open_dramsim3(path: &Path, tck_ps: u64) -> Result<Box<dyn RecordSource>> {
     let parser = Dramsim3Parser::with_clock(tck_ps).map_err(|msg| Error::config("tck_ps", msg))?;
-    Ok(Box::new(TextSource::open(path, parser, Format::Dramsim3)?))
+    Ok(Box::new(TextSource::open(path, parser, Format::Dramsim3Clock { tck_ps })?))
 }
 
-/// A fresh parser for a text format (`None` for the native format).
+/// A fresh parser for a text format (`None` for the native format). A `perf` parser made here
+/// has not read the file's header, so its header says the sampling rate is unknown.
 pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
     Some(match format {
         Format::Hex => Box::new(HexParser),
@@ -153,6 +167,9 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
         Format::Hma4 => Box::new(Hma4Parser::default()),
         Format::Lackey => Box::new(LackeyParser::default()),
         Format::Dramsim3 => Box::new(Dramsim3Parser::default()),
+        Format::Dramsim3Clock { tck_ps } => Box::new(Dramsim3Parser::with_clock(tck_ps).ok()?),
+        Format::Ramulator2 => Box::new(Ramulator2Parser),
+        Format::Perf => Box::new(PerfParser::default()),
         Format::Tkt => return None,
     })
 }
@@ -165,8 +182,9 @@ const SNIFF_LINES: usize = 200;
 ///
 /// A format fits when its parser accepts every one of the first non-blank, non-comment lines
 /// and they hold at least one access (a lackey head of banner lines alone fits nothing). The
-/// five syntaxes are disjoint (one hex token and an optional R/W; 2-3 numbers; 4 numbers ending
-/// in 1 or 2; lackey's `I`/`L`/`S`/`M` lines; an address, an operation word and a cycle), so a
+/// seven syntaxes are disjoint (one hex token and an optional R/W; 2-3 numbers; 4 numbers ending
+/// in 1 or 2; lackey's `I`/`L`/`S`/`M` lines; an address, an operation word and a cycle; `LD` or
+/// `ST` and an address; perf's `<seconds>.<fraction>:` time token before an event name), so a
 /// well-formed file fits one; should a future format overlap, the error lists every candidate.
 pub fn sniff(head: &[u8]) -> std::result::Result<Format, String> {
     let text = String::from_utf8_lossy(head);
@@ -515,6 +533,286 @@ impl LineParser for Dramsim3Parser {
     }
 }
 
+const RAMULATOR2_SYNTAX: &str = "LD|ST <address>";
+
+/// Ramulator 2's memory traces, as its `LoadStoreTrace` frontend reads them: `LD <address>`
+/// (a read) or `ST <address>` (a write), one request per line, the address decimal or
+/// hexadecimal with `0x`/`0X`. Ramulator 2 sends each line to the memory system as it is, so
+/// the stream is post-cache; it has no time column: the accesses are in order, like `hex`.
+///
+/// Ramulator 2 takes the words in capitals only and reads a decimal address in base 10 (a
+/// leading zero is not octal there), and so does this parser. Its `ReadWriteTrace` frontend's
+/// `R`/`W` lines hold DRAM address vectors, not addresses, and are refused with a message
+/// that says so.
+#[derive(Default)]
+pub struct Ramulator2Parser;
+
+impl LineParser for Ramulator2Parser {
+    fn parse(&mut self, line: &str, out: &mut Batch) -> std::result::Result<(), String> {
+        let (f, n) = fields::<2>(line).map_err(|extra| format!("unexpected third field '{extra}' (format: {RAMULATOR2_SYNTAX})"))?;
+        let write = match f[0] {
+            "LD" => false,
+            "ST" => true,
+            "R" | "W" => {
+                return Err(format!(
+                    "'{}' is how Ramulator 2's ReadWriteTrace starts a line (R|W <DRAM address vector>), which holds no addresses; expected {RAMULATOR2_SYNTAX}",
+                    f[0]
+                ))
+            }
+            w if w.eq_ignore_ascii_case("ld") || w.eq_ignore_ascii_case("st") => {
+                return Err(format!("expected LD or ST in capitals (as Ramulator 2 reads them), found '{w}'"))
+            }
+            w => return Err(format!("expected LD (load) or ST (store), found '{w}' (format: {RAMULATOR2_SYNTAX})")),
+        };
+        if n < 2 {
+            return Err(format!("expected {RAMULATOR2_SYNTAX}, found {n} field(s)"));
+        }
+        let addr = if f[1].starts_with("0x") || f[1].starts_with("0X") {
+            parse_hex(f[1])?
+        } else if f[1].bytes().all(|b| b.is_ascii_digit()) {
+            f[1].parse::<u64>().map_err(|_| format!("the address '{}' does not fit in 64 bits", f[1]))?
+        } else {
+            let hint = if f[1].bytes().all(|b| b.is_ascii_hexdigit()) { " (hexadecimal needs a 0x prefix)" } else { "" };
+            return Err(format!("expected an address (decimal, or hexadecimal with 0x), found '{}'{hint}", f[1]));
+        };
+        out.push(&Access { addr, write, size: 64, ..Default::default() });
+        Ok(())
+    }
+    fn meta(&self) -> TraceMeta {
+        TraceMeta { post_cache: true, ..Default::default() }
+    }
+}
+
+const PERF_SYNTAX: &str = "[<tid>] [[<cpu>]] <seconds>.<fraction>: [<period>] <event>: <hex-address> [<data_src> |OP ...]";
+
+/// How an event of a `perf record` session was sampled, from the header `perf script
+/// --header` prints (`# event : name = ..., { sample_period, sample_freq } = N, ..., freq = 1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PerfSampling {
+    /// One sample every `N` events (`perf record -c N`).
+    Period(u64),
+    /// About `N` samples a second, the kernel adjusting the period (`perf record -F N`, and
+    /// perf's default).
+    Frequency(u64),
+    /// The header names the event but not its sampling.
+    Unknown,
+}
+
+/// What a `perf script --header` header says about the recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PerfHeader {
+    /// Each sampled event's name and sampling, in the header's order.
+    pub events: Vec<(String, PerfSampling)>,
+    /// The recording's command line (`# cmdline : ...`).
+    pub cmdline: Option<String>,
+}
+
+impl PerfHeader {
+    /// Read the header lines (`# ...`) of `text`, the start of a `perf script --header` output;
+    /// other lines are ignored. Never fails: what it cannot read it leaves out.
+    pub fn parse(text: &str) -> PerfHeader {
+        let mut h = PerfHeader::default();
+        for line in text.lines() {
+            let Some(rest) = line.trim_start().strip_prefix('#') else { continue };
+            let rest = rest.trim();
+            if let Some(cmd) = rest.strip_prefix("cmdline :") {
+                h.cmdline = Some(cmd.trim().to_string()).filter(|c| !c.is_empty());
+            } else if let Some(desc) = rest.strip_prefix("event :") {
+                let desc = desc.trim();
+                let Some(after) = desc.strip_prefix("name = ") else { continue };
+                // the name may hold commas (cpu/mem-loads,ldlat=30/P) but not ", "
+                let end = [", , ", ", id = ", ", type = ", ", size = ", ", config = ", ", { sample_period", ", sample_type = "]
+                    .iter()
+                    .filter_map(|m| after.find(m))
+                    .min()
+                    .unwrap_or_else(|| after.find(", ").unwrap_or(after.len()));
+                let name = after[..end].trim().trim_end_matches(',').to_string();
+                if name.is_empty() || name.starts_with("dummy") {
+                    continue; // perf's side-band events sample nothing
+                }
+                let value = ["{ sample_period, sample_freq } = ", "sample_period = ", "sample_freq = "].iter().find_map(|k| {
+                    let v = &after[after.find(k)? + k.len()..];
+                    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+                    v[..digits].parse::<u64>().ok()
+                });
+                let freq = after.contains(", freq = 1") || after.contains(" sample_freq = ");
+                let sampling = match value {
+                    Some(v) if v > 0 && freq => PerfSampling::Frequency(v),
+                    Some(v) if v > 0 => PerfSampling::Period(v),
+                    _ => PerfSampling::Unknown,
+                };
+                h.events.push((name, sampling));
+            }
+        }
+        h
+    }
+
+    /// The sampling of every event, in words (the note `perf.sampling`).
+    pub fn describe_sampling(&self) -> String {
+        if self.events.is_empty() {
+            return "unknown: the file has no perf header (record it with perf script --header)".into();
+        }
+        self.events
+            .iter()
+            .map(|(name, s)| match s {
+                PerfSampling::Period(n) => format!("{name}: one sample every {n} events"),
+                PerfSampling::Frequency(n) => format!("{name}: about {n} samples per second (frequency mode: the period varies)"),
+                PerfSampling::Unknown => format!("{name}: unknown"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// `perf script` output of `perf mem record` samples: one line per sampled load or store,
+/// as `perf script -F tid,time,event,addr,data_src` prints it (`docs/trace-format.md`
+/// section 22 names the accepted fields):
+///
+/// ```text
+///    4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|...
+/// ```
+///
+/// The thread id (optional; `pid/tid` also), the cpu (optional), the time (seconds and a
+/// fraction of 1 to 9 digits: perf's microseconds, or nanoseconds with `--ns`), the period
+/// (optional), the event name and the data address (hexadecimal), then optionally the
+/// `data_src` field (its value and its decoding). A sample is a load or a store by its
+/// `data_src` operation (`|OP LOAD|`, `|OP STORE|`) or else by its event's name (`mem-loads`,
+/// `mem-stores`); a sample with a data address of 0, or whose `data_src` names another
+/// operation, is not an access and is skipped. Times become ns after the first sample line.
+///
+/// The trace is *sampled*: each record stands for one sample, not for every access, and
+/// the header's notes say so, with the sampling rate when the file starts with the header
+/// `perf script --header` prints ([`PerfParser::with_header`]).
+#[derive(Default)]
+pub struct PerfParser {
+    first_ns: Option<u64>,
+    header: PerfHeader,
+}
+
+impl PerfParser {
+    /// A parser whose trace header records what the perf header at the start of `head` says.
+    pub fn with_header(head: &str) -> PerfParser {
+        PerfParser { first_ns: None, header: PerfHeader::parse(head) }
+    }
+}
+
+/// `<seconds>.<fraction>:` as perf prints a sample's time, in ns.
+fn perf_time(tok: &str) -> Option<std::result::Result<u64, String>> {
+    let t = tok.strip_suffix(':')?;
+    let (s, f) = t.split_once('.')?;
+    if s.is_empty() || f.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || !f.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    if f.len() > 9 {
+        return Some(Err(format!("the time '{t}' has more than 9 digits after the point")));
+    }
+    let ns = s
+        .parse::<u64>()
+        .ok()
+        .and_then(|secs| secs.checked_mul(1_000_000_000))
+        .and_then(|ns| ns.checked_add(f.parse::<u64>().ok()? * 10u64.pow(9 - f.len() as u32)));
+    Some(ns.ok_or_else(|| format!("the time '{t}' is beyond 2^64 ns")))
+}
+
+/// Load (false) or store (true) by a perf event's name: Intel's and POWER's `mem-loads` and
+/// `mem-stores` (`cpu/mem-loads,ldlat=30/P`, `cpu_core/mem-stores/P`...).
+fn perf_event_direction(name: &str) -> Option<bool> {
+    if name.contains("mem-stores") {
+        Some(true)
+    } else if name.contains("mem-loads") && !name.contains("mem-loads-aux") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+impl LineParser for PerfParser {
+    fn parse(&mut self, line: &str, out: &mut Batch) -> std::result::Result<(), String> {
+        let mut it = line.split_whitespace();
+        let bad = |tok: &str| format!("expected a perf script sample line ({PERF_SYNTAX}), found '{tok}'");
+        // before the time: the thread id (or pid/tid), then the cpu, both optional
+        let mut tid = 0u32;
+        let mut seen = 0; // 1: a thread id, 2: a cpu
+        let ns = loop {
+            let tok = it.next().ok_or("expected the sample's time (<seconds>.<fraction>:), found the end of the line")?;
+            if let Some(t) = perf_time(tok) {
+                break t?;
+            }
+            let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            if seen == 0 && (is_digits(tok) || tok.split_once('/').is_some_and(|(p, t)| is_digits(p) && is_digits(t))) {
+                let t = tok.rsplit('/').next().unwrap_or(tok);
+                tid = t.parse::<u32>().map_err(|_| format!("the thread id '{t}' does not fit in 32 bits"))?;
+                seen = 1;
+            } else if seen < 2 && tok.len() > 2 && tok.starts_with('[') && tok.ends_with(']') && is_digits(&tok[1..tok.len() - 1]) {
+                seen = 2;
+            } else {
+                return Err(bad(tok));
+            }
+        };
+        // the period (optional), then the event
+        let mut tok = it.next().ok_or("expected the event name after the time (perf script -F needs event and addr)")?;
+        if tok.bytes().all(|b| b.is_ascii_digit()) {
+            tok = it.next().ok_or("expected the event name after the period")?;
+        }
+        let event = match tok.strip_suffix(':') {
+            Some(e) if !e.is_empty() => e,
+            _ => return Err(format!("expected the event name and a colon after the time, found '{tok}'")),
+        };
+        let a = it.next().ok_or("expected the data address after the event (perf script -F needs addr)")?;
+        let addr = parse_hex(a).map_err(|_| format!("expected the data address (hexadecimal) after the event, found '{a}'"))?;
+        // data_src: its value, then its decoding, which runs to the end of the line
+        let mut op = None;
+        if let Some(d) = it.next() {
+            parse_hex(d).map_err(|_| format!("unexpected '{d}' after the data address (perf script -F may add data_src there, nothing else)"))?;
+            let rest_at = d.as_ptr() as usize - line.as_ptr() as usize + d.len();
+            let decode = line[rest_at..].trim_start();
+            if !decode.starts_with('|') {
+                return Err(format!("expected the decoding of data_src ('|OP ...|LVL ...') after '{d}', found '{}'", decode.split_whitespace().next().unwrap_or("")));
+            }
+            op = decode.find("|OP ").map(|i| decode[i + 4..].split(['|', ' ']).find(|w| !w.is_empty()).unwrap_or(""));
+        }
+        let first = *self.first_ns.get_or_insert(ns);
+        let ns = ns.checked_sub(first).ok_or_else(|| {
+            format!("this sample's time is {} ns before the first sample's; perf script prints samples in time order (was --deltatime used?)", first - ns)
+        })?;
+        let write = match op {
+            Some("LOAD") => Some(false),
+            Some("STORE") => Some(true),
+            Some("PFETCH") | Some("EXEC") => return Ok(()), // a prefetch or an instruction fetch
+            _ => perf_event_direction(event),                // N/A, No, or no data_src
+        };
+        if addr == 0 {
+            return Ok(()); // no data address: not an access
+        }
+        let Some(write) = write else {
+            return Err(match op {
+                Some(o) => format!("cannot tell a load from a store: data_src's operation is '{o}' and event '{event}' is neither mem-loads nor mem-stores"),
+                None => format!("cannot tell a load from a store: event '{event}' is neither mem-loads nor mem-stores and the line has no data_src (add it to perf script -F)"),
+            });
+        };
+        out.push(&Access { addr, write, ns, tid, size: 64, ..Default::default() });
+        Ok(())
+    }
+    fn meta(&self) -> TraceMeta {
+        let mut m = TraceMeta { time_ns: true, post_cache: false, ..Default::default() };
+        m.notes.insert("address_space".into(), "virtual".into());
+        m.notes.insert(
+            "sampled".into(),
+            "yes: each record stands for one sample (a load or store perf sampled), not for every access the program made".into(),
+        );
+        m.notes.insert("perf.sampling".into(), self.header.describe_sampling());
+        m.notes.insert("perf.time".into(), "perf's timestamps, as ns after the first sample line".into());
+        m.notes.insert(
+            "perf.dropped".into(),
+            "kept per sample: thread id, time, data address, load or store; dropped: cpu, period, event, data_src levels, access size (64 assumed); samples without a data address or not a load or store are skipped".into(),
+        );
+        if let Some(c) = &self.header.cmdline {
+            m.notes.insert("perf.cmdline".into(), c.clone());
+        }
+        m
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,8 +987,129 @@ mod tests {
     }
 
     #[test]
+    fn ramulator2_lines() {
+        // Ramulator 2's LoadStoreTrace: LD/ST, then 0x/0X hexadecimal or decimal (base 10,
+        // a leading zero included)
+        let mut p = Ramulator2Parser;
+        let got = parse_all(&mut p, &["LD 0x1234abcd", "ST 0X1234ABCE", "LD 305441741", "ST\t0100", "  LD   0x0  "]).unwrap();
+        let rows: Vec<(u64, bool)> = got.iter().map(|x| (x.addr, x.write)).collect();
+        assert_eq!(rows, vec![(0x1234abcd, false), (0x1234abce, true), (305441741, false), (100, true), (0, false)]);
+        assert!(got.iter().all(|x| x.insn == 0 && x.ns == 0 && x.size == 64 && x.pc == 0 && x.tid == 0));
+        let m = p.meta();
+        assert!(m.post_cache && !m.time_insn && !m.time_ns && !m.has_pc);
+        for (line, expect) in [
+            ("LD", "found 1 field"),
+            ("LD 0x10 0x20", "unexpected third field '0x20'"),
+            ("ld 0x10", "in capitals"),
+            ("St 0x10", "in capitals"),
+            ("LOAD 0x10", "expected LD (load) or ST (store), found 'LOAD'"),
+            ("R 0,0,1,2,33,4", "ReadWriteTrace"),
+            ("W 7", "ReadWriteTrace"),
+            ("LD ff00", "needs a 0x prefix"),
+            ("LD -5", "expected an address"),
+            ("LD 0x", "hexadecimal"),
+            ("LD 0x10000000000000000", "hexadecimal"),
+            ("ST 99999999999999999999", "does not fit in 64 bits"),
+        ] {
+            let e = Ramulator2Parser.parse(line, &mut Batch::default()).unwrap_err();
+            assert!(e.contains(expect), "{line:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn perf_lines() {
+        // perf script -F tid,time,event,addr,data_src, and the variants section 22 accepts
+        let lines = [
+            "   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A",
+            "   4243  3678.072401:         cpu/mem-stores/P:         601040         5080144 |OP STORE|LVL L1 hit|SNP N/A|TLB N/A|LCK N/A|BLK  N/A",
+            "3678.072500123: cpu/mem-loads,ldlat=30/P: 601080",
+            "4242/4244 [003] 3678.073: 10007 cpu/mem-stores/P: 6010c0",
+            "[001] 3678.0735: ibs_op//: 7f0000001000 1a0000042 |OP STORE|LVL L1 hit|SNP N/A|TLB L1 or L2 hit|LCK No|BLK  N/A       35",
+            // skipped: no data address; a prefetch; an operation the data source does not name on an IBS event
+            "3678.074: cpu/mem-loads,ldlat=30/P: 0",
+            "3678.0741: ibs_op//: 7f00 0 |OP PFETCH|LVL N/A",
+            "3678.0742: ibs_op//: 0 0 |OP N/A|LVL N/A",
+            // N/A falls back to the event's name; an older perf prints no |OP
+            "3678.0743: cpu/mem-stores/P: 7f40 0 |OP N/A|LVL N/A",
+            "3678.0744: cpu/mem-loads,ldlat=30/P: 7f80 68100142 |LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No",
+        ];
+        let mut p = PerfParser::default();
+        let got = parse_all(&mut p, &lines).unwrap();
+        let rows: Vec<(u64, bool, u64, u32)> = got.iter().map(|x| (x.addr, x.write, x.ns, x.tid)).collect();
+        assert_eq!(
+            rows,
+            vec![
+                (0x7ffd1a2b3c40, false, 0, 4242),
+                (0x601040, true, 1_000, 4243),
+                (0x601080, false, 100_123, 0),
+                (0x6010c0, true, 600_000, 4244),
+                (0x7f0000001000, true, 1_100_000, 0),
+                (0x7f40, true, 1_900_000, 0),
+                (0x7f80, false, 2_000_000, 0),
+            ]
+        );
+        assert!(got.iter().all(|x| x.insn == 0 && x.size == 64 && x.pc == 0));
+        let m = p.meta();
+        assert!(m.time_ns && !m.time_insn && !m.has_pc && !m.post_cache);
+        assert!(m.notes["sampled"].starts_with("yes"), "{:?}", m.notes);
+        assert!(m.notes["perf.sampling"].starts_with("unknown"));
+        assert_eq!(m.notes["address_space"], "virtual");
+        for (line, expect) in [
+            ("prog 4242 3678.072400: mem-loads: 7f00", "found 'prog'"),
+            ("4242", "found the end of the line"),
+            ("4242 4243 3678.07: mem-loads: 7f00", "found '4243'"),
+            ("[001] 4242 3678.07: mem-loads: 7f00", "found '4242'"),
+            ("3678.07:", "expected the event name"),
+            ("3678.07: mem-loads", "expected the event name and a colon"),
+            ("3678.07: mem-loads:", "expected the data address"),
+            ("3678.07: mem-loads: zz", "expected the data address (hexadecimal)"),
+            ("3678.07: mem-loads: 7f00 4005d6 main+0x16", "expected the decoding of data_src"),
+            ("3678.07: mem-loads: 7f00 main", "unexpected 'main' after the data address"),
+            ("3678.0712345678: mem-loads: 7f00", "more than 9 digits"),
+            ("99999999999.5: mem-loads: 7f00", "beyond 2^64 ns"),
+            ("3678.07: cycles:u: 7f00", "cannot tell a load from a store: event 'cycles:u'"),
+            ("3678.07: ibs_op//: 7f00 0 |OP N/A|LVL N/A", "data_src's operation is 'N/A'"),
+            ("99999999999 3678.07: mem-loads: 7f00", "does not fit in 32 bits"),
+        ] {
+            let e = PerfParser::default().parse(line, &mut Batch::default()).unwrap_err();
+            assert!(e.contains(expect), "{line:?}: {e}");
+        }
+        // times are after the first sample line; one before it is an error, not a wrap
+        let mut p = PerfParser::default();
+        p.parse("10.5: mem-loads: 40", &mut Batch::default()).unwrap();
+        assert!(p.parse("10.4: mem-loads: 40", &mut Batch::default()).unwrap_err().contains("100000000 ns before the first"));
+    }
+
+    #[test]
+    fn perf_header_gives_the_sampling() {
+        let head = "# ========\n# captured on    : Fri Nov 27 08:00:00 2026\n# cmdline : /usr/bin/perf record -e cpu/mem-loads,ldlat=30/P -e cpu/mem-stores/P -c 10007 -- ./a.out 5\n\
+# event : name = cpu/mem-loads,ldlat=30/P, , id = { 11, 12 }, type = 4 (PERF_TYPE_RAW), size = 136, config = 0x1cd, { sample_period, sample_freq } = 4000, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC|WEIGHT_STRUCT, read_format = ID, freq = 1, precise_ip = 3\n\
+# event : name = cpu/mem-stores/P, , id = { 13 }, type = 4, size = 136, config = 0x82d0, { sample_period, sample_freq } = 10007, sample_type = IP|TID|TIME|ADDR|PERIOD|DATA_SRC, precise_ip = 3\n\
+# event : name = dummy:u, , id = { 14 }, type = 1, { sample_period, sample_freq } = 1\n\
+# event : name = ibs_op//, type = 11, size = 136\n# ========\n#\n   4242  3678.072400: cpu/mem-loads,ldlat=30/P: 7f00\n";
+        let h = PerfHeader::parse(head);
+        assert_eq!(
+            h.events,
+            vec![
+                ("cpu/mem-loads,ldlat=30/P".to_string(), PerfSampling::Frequency(4000)),
+                ("cpu/mem-stores/P".to_string(), PerfSampling::Period(10007)),
+                ("ibs_op//".to_string(), PerfSampling::Unknown),
+            ]
+        );
+        assert_eq!(h.cmdline.as_deref(), Some("/usr/bin/perf record -e cpu/mem-loads,ldlat=30/P -e cpu/mem-stores/P -c 10007 -- ./a.out 5"));
+        let m = PerfParser::with_header(head).meta();
+        assert_eq!(
+            m.notes["perf.sampling"],
+            "cpu/mem-loads,ldlat=30/P: about 4000 samples per second (frequency mode: the period varies); cpu/mem-stores/P: one sample every 10007 events; ibs_op//: unknown"
+        );
+        assert!(m.notes["perf.cmdline"].contains("-c 10007"));
+        // no header: unknown, and said how to record it
+        assert!(PerfHeader::parse("3678.07: mem-loads: 7f00\n").describe_sampling().contains("perf script --header"));
+    }
+
+    #[test]
     fn sniff_picks_the_one_format_that_fits() {
-        let cases: [(&str, Format); 7] = [
+        let cases: [(&str, Format); 11] = [
             ("0x7f001000\n0x7f001040 W\n# comment\n\n", Format::Hex),
             ("4096\n8192\n", Format::Hex),
             ("0 9618752\n3 89528192 140734746854976\n", Format::Ramulator),
@@ -698,6 +1117,10 @@ mod tests {
             ("==1== Lackey\nI  0023C790,2\n S 04222CAC,4\n", Format::Lackey),
             ("0x12345680 READ 121\n0x12345700 WRITE 130\n", Format::Dramsim3),
             ("12345680 P_MEM_RD 121\n", Format::Dramsim3),
+            ("LD 0x1234abcd\nST 0x1234abce\n", Format::Ramulator2),
+            ("ST 4096\n", Format::Ramulator2),
+            ("# ========\n#\n   4242  3678.072400: cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40\n", Format::Perf),
+            ("3678.072400: mem-stores: 4096\n", Format::Perf),
         ];
         for (text, want) in cases {
             assert_eq!(sniff(text.as_bytes()), Ok(want), "{text:?}");
