@@ -330,6 +330,8 @@ def trace_info(
     ]
     if s.get("incomplete"):
         rows.append(("incomplete", s["incomplete"]))
+    if s.get("import_losses"):
+        rows.append(("not imported", ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in s["import_losses"].items())))
     if prov.get("tool"):
         rows.append(("made by", prov["tool"] + (f" from {prov['source_file']}" if prov.get("source_file") else "")))
     if prov.get("program"):
@@ -356,6 +358,8 @@ def trace_convert(
     dropped = {k: v for k, v in r.get("dropped", {}).items() if v}
     if dropped:
         msg += "; not expressible in the output format: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())
+    if s.get("import_losses"):
+        msg += "; not imported from the input: " + ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in s["import_losses"].items())
     print(msg)
     for n in r.get("notes", []):
         print(f"note: {n}")

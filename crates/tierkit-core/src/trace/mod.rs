@@ -361,6 +361,13 @@ pub trait RecordSource: Send {
     fn digest(&self) -> Option<String> {
         None
     }
+    /// Records of the input that the source read but could not express as tierkit records,
+    /// counted by kind (e.g. a drmemtrace trace's `instruction_fetches`): what an importer of
+    /// a richer format leaves out, never silently (docs/trace-format.md, per format). Complete
+    /// once the source is exhausted; empty for sources that drop nothing.
+    fn import_losses(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
+    }
     /// The name of the input, for messages.
     fn name(&self) -> &str;
 }
