@@ -28,6 +28,7 @@ fn put(target: &str, name: &str, bytes: &[u8]) {
 fn main() {
     native();
     text();
+    champsim();
     platforms();
     policies();
     small();
@@ -143,6 +144,32 @@ fn policies() {
     }
     put("policy_spec", "list.txt", b"\x01history:period=10ms,bins=8,oracle;otf:algorithm=2,first-touch");
     put("policy_spec", "guided-then.txt", b"\x00guided:guidance=g.json,then=otf,then.algorithm=1");
+}
+
+/// ChampSim records of both layouts (first byte: the target's mode): straight-line code with
+/// loads and stores.
+fn champsim() {
+    let champ = |ip: u64, branch: bool, load: u64, store: u64| {
+        let mut r = vec![0u8; 64];
+        r[..8].copy_from_slice(&ip.to_le_bytes());
+        r[8] = branch as u8;
+        r[16..24].copy_from_slice(&store.to_le_bytes());
+        r[32..40].copy_from_slice(&load.to_le_bytes());
+        r
+    };
+    let recs: Vec<u8> = (0..12u64).flat_map(|i| champ(0x401000 + 4 * i, i % 4 == 3, if i % 2 == 0 { 0x7ffe0000 + 64 * i } else { 0 }, if i % 3 == 0 { 0x601000 + 8 * i } else { 0 })).collect();
+    put("champsim", "input_instr", &[&[0u8][..], &recs].concat());
+    put("champsim", "input_instr-gz", &[&[2u8][..], &recs].concat());
+    let cloud = |ip: u64, load: u64, store: u64| {
+        let mut r = vec![0u8; 96];
+        r[..8].copy_from_slice(&ip.to_le_bytes());
+        r[24..32].copy_from_slice(&store.to_le_bytes());
+        r[56..64].copy_from_slice(&load.to_le_bytes());
+        r[88] = 1;
+        r
+    };
+    let recs: Vec<u8> = (0..8u64).flat_map(|i| cloud(0x10000 + 4 * i, 0x20000 + 64 * i, if i % 2 == 1 { 0x30000 + 64 * i } else { 0 })).collect();
+    put("champsim", "cloudsuite_instr", &[&[1u8][..], &recs].concat());
 }
 
 fn small() {

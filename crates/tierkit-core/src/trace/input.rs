@@ -1,15 +1,15 @@
 //! Opening a trace by path: format detection, decompression, the optional cache filter.
 
 use super::summary::{self, Summary};
-use super::{text, tkt, RecordSource};
+use super::stream::{self, Compression};
+use super::{champsim, text, tkt, RecordSource};
 use crate::cache::{CacheFilter, CacheSpec};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|champsim|champsim-cloudsuite`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
@@ -29,10 +29,25 @@ pub enum Format {
     Lackey,
     /// DRAMsim3 trace: `<hex-addr> <READ|WRITE> <cycle>`.
     Dramsim3,
+    /// ChampSim trace: 64-byte `input_instr` records, plain, gzip or xz.
+    Champsim,
+    /// ChampSim's CloudSuite traces: 96-byte `cloudsuite_instr` records.
+    #[serde(rename = "champsim-cloudsuite")]
+    ChampsimCloudsuite,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3];
+    pub const ALL: [Format; 9] = [
+        Format::Tkt,
+        Format::Hex,
+        Format::Ramulator,
+        Format::RamulatorNoWb,
+        Format::Hma4,
+        Format::Lackey,
+        Format::Dramsim3,
+        Format::Champsim,
+        Format::ChampsimCloudsuite,
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -43,7 +58,14 @@ impl Format {
             Format::Hma4 => "hma4",
             Format::Lackey => "lackey",
             Format::Dramsim3 => "dramsim3",
+            Format::Champsim => "champsim",
+            Format::ChampsimCloudsuite => "champsim-cloudsuite",
         }
+    }
+
+    /// A text format (one record per line)?
+    pub fn is_text(&self) -> bool {
+        matches!(self, Format::Hex | Format::Ramulator | Format::RamulatorNoWb | Format::Hma4 | Format::Lackey | Format::Dramsim3)
     }
 
     pub fn parse(key: &str, s: &str) -> Result<Format> {
@@ -73,47 +95,59 @@ pub fn is_gzip(head: &[u8]) -> bool {
     head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
-/// Read the first bytes of a file, decompressing gzip.
-fn head(path: &Path) -> Result<Vec<u8>> {
+/// The first bytes of a file, decompressed (gzip or xz), and whether they are all of it.
+fn head(path: &Path) -> Result<(Vec<u8>, Compression, bool)> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut raw = vec![0u8; SNIFF_BYTES];
-    let mut n = 0;
-    while n < raw.len() {
-        let k = f.read(&mut raw[n..]).map_err(|e| Error::io(path, e))?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
+    let n = stream::read_full(&mut f, &mut raw).map_err(|e| Error::io(path, e))?;
     raw.truncate(n);
-    if is_gzip(&raw) {
-        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut d = flate2::read::MultiGzDecoder::new(f);
-        let mut out = vec![0u8; SNIFF_BYTES];
-        let mut n = 0;
-        while n < out.len() {
-            match d.read(&mut out[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) => return Err(Error::at_offset(&path.display().to_string(), 0, format!("corrupt gzip data: {e}"))),
-            }
-        }
-        out.truncate(n);
-        return Ok(out);
+    let c = Compression::of(&raw);
+    if c == Compression::None {
+        return Ok((raw, c, n < SNIFF_BYTES));
     }
-    Ok(raw)
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut d = stream::decoder(std::io::BufReader::new(f), c);
+    // one byte more than sniffed tells whether the head is the whole content
+    let mut out = vec![0u8; SNIFF_BYTES + 1];
+    let n = stream::read_full(&mut d, &mut out).map_err(|e| stream::read_error(&path.display().to_string(), c, 0, e))?;
+    out.truncate(n.min(SNIFF_BYTES));
+    Ok((out, c, n <= SNIFF_BYTES))
+}
+
+/// Does the head hold binary data rather than text: a NUL byte, or bytes that are not UTF-8
+/// (apart from a character cut at the head's end)?
+pub fn looks_binary(head: &[u8]) -> bool {
+    if head.contains(&0) {
+        return true;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => false,
+        Err(e) => e.error_len().is_some() || head.len() < SNIFF_BYTES,
+    }
 }
 
 /// Detect the format of a trace file. Fails with an error that asks for `--format` when the
 /// content is ambiguous or unrecognised.
+///
+/// In order, on the decompressed head: the native magic number; binary data (a NUL byte or not
+/// UTF-8) must be ChampSim records of exactly one layout (`champsim::plausible`), and is never
+/// tried as text; text must fit exactly one text format (`text::sniff`).
 pub fn detect(path: &Path) -> Result<Format> {
-    let h = head(path)?;
+    let shown = path.display().to_string();
+    // "--format" first: a long reason is cut in its middle (error.rs), the start stays
+    let ask = |why: String| Error::trace(&shown, format!("cannot detect the trace format; say it with --format: {why} (formats: {})", Format::ALL.map(|f| f.name()).join("|")));
+    let (h, compression, complete) = head(path)?;
     if tkt::sniff(&h) {
         return Ok(Format::Tkt);
     }
-    text::sniff(&h).map_err(|why| {
-        Error::trace(&path.display().to_string(), format!("cannot detect the trace format ({why}); say it with --format {}", Format::ALL.map(|f| f.name()).join("|")))
-    })
+    if looks_binary(&h) {
+        return champsim::sniff(&h, complete).map_err(|why| ask(format!("binary data of no known format: {why}")));
+    }
+    let f = text::sniff(&h).map_err(ask)?;
+    if compression == Compression::Xz {
+        return Err(Error::trace(&shown, format!("an xz-compressed {f} trace: text traces are read plain or gzip-compressed (xz -dc FILE | gzip > FILE.gz)")));
+    }
+    Ok(f)
 }
 
 /// A trace as the user named it: path, optional format, optional cache filter. It can be
@@ -159,6 +193,7 @@ impl TraceInput {
         let fmt = self.resolved_format()?;
         let src: Box<dyn RecordSource> = match fmt {
             Format::Tkt => Box::new(tkt::TktReader::open(&self.path)?),
+            Format::Champsim | Format::ChampsimCloudsuite => Box::new(champsim::ChampsimSource::open(&self.path, fmt)?),
             other => text::open(&self.path, other)?,
         };
         Ok(match &self.cache {

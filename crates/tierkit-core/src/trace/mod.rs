@@ -7,11 +7,13 @@
 //! arrays; events are rare and handled between accesses.
 
 
+pub mod champsim;
 pub mod convert;
 pub mod export;
 pub mod input;
 pub mod raw;
 pub mod repeat;
+pub mod stream;
 pub mod summary;
 pub mod synth;
 pub mod text;
