@@ -34,7 +34,7 @@ from .workloads_cli import workloads_app  # noqa: E402
 
 app.add_typer(workloads_app, name="workloads")
 
-FORMATS = "tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|champsim|champsim-cloudsuite"
+FORMATS = "tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|champsim|champsim-cloudsuite|drmemtrace"
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help=f"input trace format ({FORMATS}); detected when unambiguous")]
 CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="filter a raw trace through a cache hierarchy: 'L1:32K:8,L2:1M:16', a preset (default, small, knl, skylake-sp) or 'none'")]
 PlatformOpt = Annotated[str, typer.Option("--platform", "-p", help="preset name (see 'tierkit platforms') or a .toml/.yaml/.json platform file")]

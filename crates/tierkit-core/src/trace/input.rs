@@ -2,14 +2,14 @@
 
 use super::summary::{self, Summary};
 use super::stream::{self, Compression};
-use super::{champsim, text, tkt, RecordSource};
+use super::{champsim, drmemtrace, text, tkt, RecordSource};
 use crate::cache::{CacheFilter, CacheSpec};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|champsim|champsim-cloudsuite`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|champsim|champsim-cloudsuite|drmemtrace`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
@@ -34,10 +34,12 @@ pub enum Format {
     /// ChampSim's CloudSuite traces: 96-byte `cloudsuite_instr` records.
     #[serde(rename = "champsim-cloudsuite")]
     ChampsimCloudsuite,
+    /// DynamoRIO drmemtrace offline trace (after raw2trace): a thread file or a directory of them.
+    Drmemtrace,
 }
 
 impl Format {
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::Tkt,
         Format::Hex,
         Format::Ramulator,
@@ -47,6 +49,7 @@ impl Format {
         Format::Dramsim3,
         Format::Champsim,
         Format::ChampsimCloudsuite,
+        Format::Drmemtrace,
     ];
 
     pub fn name(&self) -> &'static str {
@@ -60,6 +63,7 @@ impl Format {
             Format::Dramsim3 => "dramsim3",
             Format::Champsim => "champsim",
             Format::ChampsimCloudsuite => "champsim-cloudsuite",
+            Format::Drmemtrace => "drmemtrace",
         }
     }
 
@@ -126,19 +130,37 @@ pub fn looks_binary(head: &[u8]) -> bool {
     }
 }
 
-/// Detect the format of a trace file. Fails with an error that asks for `--format` when the
-/// content is ambiguous or unrecognised.
+/// Detect the format of a trace file or directory. Fails with an error that asks for
+/// `--format` when the content is ambiguous or unrecognised.
 ///
-/// In order, on the decompressed head: the native magic number; binary data (a NUL byte or not
-/// UTF-8) must be ChampSim records of exactly one layout (`champsim::plausible`), and is never
-/// tried as text; text must fit exactly one text format (`text::sniff`).
+/// In order: a directory is a drmemtrace trace (its thread files); a zip archive is a
+/// drmemtrace thread file; then, on the decompressed head: the native magic number; a
+/// drmemtrace header record (or the refusal of a raw drmemtrace file); binary data (a NUL byte
+/// or not UTF-8) must be ChampSim records of exactly one layout (`champsim::plausible`), and is
+/// never tried as text; text must fit exactly one text format (`text::sniff`).
 pub fn detect(path: &Path) -> Result<Format> {
     let shown = path.display().to_string();
     // "--format" first: a long reason is cut in its middle (error.rs), the start stays
     let ask = |why: String| Error::trace(&shown, format!("cannot detect the trace format; say it with --format: {why} (formats: {})", Format::ALL.map(|f| f.name()).join("|")));
+    if path.is_dir() {
+        drmemtrace::thread_files(path)?;
+        return Ok(Format::Drmemtrace);
+    }
     let (h, compression, complete) = head(path)?;
+    if compression == Compression::None && (h.starts_with(b"PK\x03\x04") || h.starts_with(b"PK\x05\x06")) {
+        return match drmemtrace::sniff_file(path) {
+            Ok(true) => Ok(Format::Drmemtrace),
+            Ok(false) => Err(ask("a zip archive, but not a drmemtrace thread file".into())),
+            Err(why) => Err(Error::trace(&shown, why)),
+        };
+    }
     if tkt::sniff(&h) {
         return Ok(Format::Tkt);
+    }
+    match drmemtrace::sniff(&h) {
+        Ok(true) => return Ok(Format::Drmemtrace),
+        Ok(false) => {}
+        Err(why) => return Err(Error::trace(&shown, why)),
     }
     if looks_binary(&h) {
         return champsim::sniff(&h, complete).map_err(|why| ask(format!("binary data of no known format: {why}")));
@@ -179,7 +201,7 @@ impl TraceInput {
         if !self.path.exists() {
             return Err(Error::trace(&self.display(), "no such file"));
         }
-        if self.path.is_dir() {
+        if self.path.is_dir() && !matches!(self.format, None | Some(Format::Drmemtrace)) {
             return Err(Error::trace(&self.display(), "is a directory, not a trace"));
         }
         match self.format {
@@ -194,6 +216,7 @@ impl TraceInput {
         let src: Box<dyn RecordSource> = match fmt {
             Format::Tkt => Box::new(tkt::TktReader::open(&self.path)?),
             Format::Champsim | Format::ChampsimCloudsuite => Box::new(champsim::ChampsimSource::open(&self.path, fmt)?),
+            Format::Drmemtrace => Box::new(drmemtrace::DrmemtraceSource::open(&self.path)?),
             other => text::open(&self.path, other)?,
         };
         Ok(match &self.cache {

@@ -9,6 +9,7 @@
 
 pub mod champsim;
 pub mod convert;
+pub mod drmemtrace;
 pub mod export;
 pub mod input;
 pub mod raw;

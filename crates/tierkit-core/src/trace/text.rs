@@ -134,7 +134,7 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
         Format::Lackey => Box::new(TextSource::open(path, LackeyParser::default(), format)?),
         Format::Dramsim3 => Box::new(TextSource::open(path, Dramsim3Parser::default(), format)?),
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
-        Format::Champsim | Format::ChampsimCloudsuite => return Err(Error::config("--format", format!("{format} is a binary format, not a text format"))),
+        Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => return Err(Error::config("--format", format!("{format} is a binary format, not a text format"))),
     })
 }
 
@@ -154,7 +154,7 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
         Format::Hma4 => Box::new(Hma4Parser::default()),
         Format::Lackey => Box::new(LackeyParser::default()),
         Format::Dramsim3 => Box::new(Dramsim3Parser::default()),
-        Format::Tkt | Format::Champsim | Format::ChampsimCloudsuite => return None,
+        Format::Tkt | Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => return None,
     })
 }
 
