@@ -28,6 +28,8 @@ fn put(target: &str, name: &str, bytes: &[u8]) {
 fn main() {
     native();
     text();
+    champsim();
+    drmemtrace();
     platforms();
     policies();
     small();
@@ -158,6 +160,78 @@ fn policies() {
     }
     put("policy_spec", "list.txt", b"\x01history:period=10ms,bins=8,oracle;otf:algorithm=2,first-touch");
     put("policy_spec", "guided-then.txt", b"\x00guided:guidance=g.json,then=otf,then.algorithm=1");
+}
+
+/// ChampSim records of both layouts (first byte: the target's mode): straight-line code with
+/// loads and stores.
+fn champsim() {
+    let champ = |ip: u64, branch: bool, load: u64, store: u64| {
+        let mut r = vec![0u8; 64];
+        r[..8].copy_from_slice(&ip.to_le_bytes());
+        r[8] = branch as u8;
+        r[16..24].copy_from_slice(&store.to_le_bytes());
+        r[32..40].copy_from_slice(&load.to_le_bytes());
+        r
+    };
+    let recs: Vec<u8> = (0..12u64).flat_map(|i| champ(0x401000 + 4 * i, i % 4 == 3, if i % 2 == 0 { 0x7ffe0000 + 64 * i } else { 0 }, if i % 3 == 0 { 0x601000 + 8 * i } else { 0 })).collect();
+    put("champsim", "input_instr", &[&[0u8][..], &recs].concat());
+    put("champsim", "input_instr-gz", &[&[2u8][..], &recs].concat());
+    let cloud = |ip: u64, load: u64, store: u64| {
+        let mut r = vec![0u8; 96];
+        r[..8].copy_from_slice(&ip.to_le_bytes());
+        r[24..32].copy_from_slice(&store.to_le_bytes());
+        r[56..64].copy_from_slice(&load.to_le_bytes());
+        r[88] = 1;
+        r
+    };
+    let recs: Vec<u8> = (0..8u64).flat_map(|i| cloud(0x10000 + 4 * i, 0x20000 + 64 * i, if i % 2 == 1 { 0x30000 + 64 * i } else { 0 })).collect();
+    put("champsim", "cloudsuite_instr", &[&[1u8][..], &recs].concat());
+}
+
+/// drmemtrace records in each of the target's containers (first byte): two threads with
+/// timestamps, instructions, loads, stores, a prefetch, markers and an encoding.
+fn drmemtrace() {
+    let e = |ty: u16, size: u16, addr: u64| tierkit_core::trace::drmemtrace::Entry { ty, size, addr }.bytes();
+    let thread = |tid: u64, ts: [u64; 2], pc: u64| -> Vec<u8> {
+        [
+            e(25, 0, 5),
+            e(28, 12, 5),
+            e(28, 9, 0x240),
+            e(22, 4, tid),
+            e(24, 4, 100),
+            e(28, 10, 64),
+            e(28, 20, 10_000_000),
+            e(28, 2, ts[0]),
+            e(28, 3, 1),
+            e(10, 4, pc),
+            e(0, 8, 0x7f00 + tid),
+            e(10, 3, pc + 4),
+            e(1, 4, 0x7f40 + tid),
+            e(3, 64, 0x8000),
+            e(28, 2, ts[1]),
+            e(47, 4, 0xc3),
+            e(12, 2, pc + 7),
+            e(0, 16, 0x9000 + tid),
+            e(26, 0, 0),
+        ]
+        .concat()
+    };
+    let a = thread(101, [1000, 3000], 0x401000);
+    let b = thread(102, [2000, 4000], 0x402000);
+    put("drmemtrace", "plain", &[&[0u8][..], &a].concat());
+    // an archive as raw2trace writes it: two chunks, deflated
+    let zip_of = |chunks: &[&[u8]]| -> Vec<u8> {
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (i, c) in chunks.iter().enumerate() {
+            let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+            z.start_file(format!("chunk.{i:04}"), o).unwrap();
+            std::io::Write::write_all(&mut z, c).unwrap();
+        }
+        z.finish().unwrap().into_inner()
+    };
+    put("drmemtrace", "archive", &[&[1u8][..], &zip_of(&[&a[..12 * 9], &a[12 * 9..]])].concat());
+    put("drmemtrace", "chunked", &[&[2u8, 0x80 | 7][..], &a].concat());
+    put("drmemtrace", "two-threads", &[&[3u8, 19][..], &a, &b].concat());
 }
 
 fn small() {

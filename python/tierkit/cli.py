@@ -51,7 +51,7 @@ from .workloads_cli import workloads_app  # noqa: E402
 
 app.add_typer(workloads_app, name="workloads")
 
-FORMATS = "tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf"
+FORMATS = "tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf|champsim|champsim-cloudsuite|drmemtrace"
 FormatOpt = Annotated[Optional[str], typer.Option("--format", help=f"input trace format ({FORMATS}); detected when unambiguous")]
 CacheOpt = Annotated[Optional[str], typer.Option("--cache", help="filter a raw trace through a cache hierarchy: 'L1:32K:8,L2:1M:16', a preset (default, small, knl, skylake-sp) or 'none'")]
 PlatformOpt = Annotated[str, typer.Option("--platform", "-p", help="preset name (see 'tierkit platforms') or a .toml/.yaml/.json platform file")]
@@ -371,6 +371,8 @@ def trace_info(
     notes = m.get("notes") or {}
     if "sampled" in notes:  # a sampled trace (perf): its records are samples, not every access
         rows.append(("sampled", notes["sampled"] + (f"; sampling: {notes['perf.sampling']}" if notes.get("perf.sampling") else "")))
+    if s.get("import_losses"):
+        rows.append(("not imported", ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in s["import_losses"].items())))
     if prov.get("tool"):
         rows.append(("made by", prov["tool"] + (f" from {prov['source_file']}" if prov.get("source_file") else "")))
     if prov.get("program"):
@@ -397,6 +399,8 @@ def trace_convert(
     dropped = {k: v for k, v in r.get("dropped", {}).items() if v}
     if dropped:
         msg += "; not expressible in the output format: " + ", ".join(f"{v:,} {k}" for k, v in dropped.items())
+    if s.get("import_losses"):
+        msg += "; not imported from the input: " + ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in s["import_losses"].items())
     print(msg)
     for n in r.get("notes", []):
         print(f"note: {n}")

@@ -349,6 +349,10 @@ impl RecordSource for CacheFilter {
         self.inner.digest()
     }
 
+    fn import_losses(&self) -> std::collections::BTreeMap<String, u64> {
+        self.inner.import_losses()
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -118,7 +118,9 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
                     return Err(Error::Interrupted);
                 }
             }
-            (meta, b.finish())
+            let mut s = b.finish();
+            s.import_losses = src.import_losses();
+            (meta, s)
         };
         Ok(serde_json::json!({ "path": path, "format": fmt.spec(), "meta": meta, "summary": summary }).to_string())
     })

@@ -70,6 +70,7 @@ pub fn convert(input: &TraceInput, out: &Path, to: Option<Format>, force: bool, 
                     }
                 }
             }
+            w.set_import_losses(src.import_losses());
             report.summary = w.finish()?;
         }
         Format::Ramulator | Format::Hex => {
@@ -79,6 +80,7 @@ pub fn convert(input: &TraceInput, out: &Path, to: Option<Format>, force: bool, 
                 super::export::to_hex_with_progress(src.as_mut(), out, force, progress)?
             };
             report.summary = r.input_summary.clone();
+            report.summary.import_losses = src.import_losses();
             report.dropped = r.losses();
             report.notes = r.notes.clone();
         }

@@ -1,15 +1,15 @@
 //! Opening a trace by path: format detection, decompression, the optional cache filter.
 
 use super::summary::{self, Summary};
-use super::{text, tkt, RecordSource};
+use super::stream::{self, Compression};
+use super::{champsim, drmemtrace, text, tkt, RecordSource};
 use crate::cache::{CacheFilter, CacheSpec};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The trace formats tierkit reads. Names are part of the command-line contract
-/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf`).
+/// (`--format tkt|hex|ramulator|ramulator-nowb|hma4|lackey|dramsim3|dramsim3:tck_ps=N|ramulator2|perf|champsim|champsim-cloudsuite|drmemtrace`).
 /// A format is written and read as its [`spec`](Format::spec) string, in results' recorded
 /// configurations too, so that a replay reads the trace the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,12 +37,30 @@ pub enum Format {
     Ramulator2,
     /// `perf script` output of `perf mem record` samples (a sampled trace).
     Perf,
+    /// ChampSim trace: 64-byte `input_instr` records, plain, gzip or xz.
+    Champsim,
+    /// ChampSim's CloudSuite traces: 96-byte `cloudsuite_instr` records.
+    ChampsimCloudsuite,
+    /// DynamoRIO drmemtrace offline trace (after raw2trace): a thread file or a directory of them.
+    Drmemtrace,
 }
 
 impl Format {
     /// Every format a name alone selects (`dramsim3:tck_ps=N` takes a value; see [`Format::parse`]).
-    pub const ALL: [Format; 9] =
-        [Format::Tkt, Format::Hex, Format::Ramulator, Format::RamulatorNoWb, Format::Hma4, Format::Lackey, Format::Dramsim3, Format::Ramulator2, Format::Perf];
+    pub const ALL: [Format; 12] = [
+        Format::Tkt,
+        Format::Hex,
+        Format::Ramulator,
+        Format::RamulatorNoWb,
+        Format::Hma4,
+        Format::Lackey,
+        Format::Dramsim3,
+        Format::Ramulator2,
+        Format::Perf,
+        Format::Champsim,
+        Format::ChampsimCloudsuite,
+        Format::Drmemtrace,
+    ];
 
     /// The format's name; `dramsim3:tck_ps=N` is named `dramsim3` (its source format), and
     /// [`Format::spec`] says it in full.
@@ -57,6 +75,9 @@ impl Format {
             Format::Dramsim3 | Format::Dramsim3Clock { .. } => "dramsim3",
             Format::Ramulator2 => "ramulator2",
             Format::Perf => "perf",
+            Format::Champsim => "champsim",
+            Format::ChampsimCloudsuite => "champsim-cloudsuite",
+            Format::Drmemtrace => "drmemtrace",
         }
     }
 
@@ -74,6 +95,14 @@ impl Format {
         let mut names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         names.insert(names.iter().position(|n| *n == "dramsim3").map_or(names.len(), |i| i + 1), "dramsim3:tck_ps=N");
         names.join("|")
+    }
+
+    /// A text format (one record per line)?
+    pub fn is_text(&self) -> bool {
+        matches!(
+            self,
+            Format::Hex | Format::Ramulator | Format::RamulatorNoWb | Format::Hma4 | Format::Lackey | Format::Dramsim3 | Format::Dramsim3Clock { .. } | Format::Ramulator2 | Format::Perf
+        )
     }
 
     pub fn parse(key: &str, s: &str) -> Result<Format> {
@@ -128,50 +157,77 @@ pub fn is_gzip(head: &[u8]) -> bool {
     head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b
 }
 
-/// Read the first bytes of a file, decompressing gzip.
-pub(crate) fn head(path: &Path) -> Result<Vec<u8>> {
+/// The first bytes of a file, decompressed (gzip or xz), and whether they are all of it.
+pub(crate) fn head(path: &Path) -> Result<(Vec<u8>, Compression, bool)> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut raw = vec![0u8; SNIFF_BYTES];
-    let mut n = 0;
-    while n < raw.len() {
-        let k = f.read(&mut raw[n..]).map_err(|e| Error::io(path, e))?;
-        if k == 0 {
-            break;
-        }
-        n += k;
-    }
+    let n = stream::read_full(&mut f, &mut raw).map_err(|e| Error::io(path, e))?;
     raw.truncate(n);
-    if is_gzip(&raw) {
-        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut d = flate2::read::MultiGzDecoder::new(f);
-        let mut out = vec![0u8; SNIFF_BYTES];
-        let mut n = 0;
-        while n < out.len() {
-            match d.read(&mut out[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) => return Err(Error::at_offset(&path.display().to_string(), 0, format!("corrupt gzip data: {e}"))),
-            }
-        }
-        out.truncate(n);
-        return Ok(out);
+    let c = Compression::of(&raw);
+    if c == Compression::None {
+        return Ok((raw, c, n < SNIFF_BYTES));
     }
-    Ok(raw)
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut d = stream::decoder(std::io::BufReader::new(f), c);
+    // one byte more than sniffed tells whether the head is the whole content
+    let mut out = vec![0u8; SNIFF_BYTES + 1];
+    let n = stream::read_full(&mut d, &mut out).map_err(|e| stream::read_error(&path.display().to_string(), c, 0, e))?;
+    out.truncate(n.min(SNIFF_BYTES));
+    Ok((out, c, n <= SNIFF_BYTES))
 }
 
-/// Detect the format of a trace file. Fails with an error that asks for `--format` when the
-/// content is ambiguous or unrecognised.
+/// Does the head hold binary data rather than text: a NUL byte, or bytes that are not UTF-8
+/// (apart from a character cut at the head's end)?
+pub fn looks_binary(head: &[u8]) -> bool {
+    if head.contains(&0) {
+        return true;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => false,
+        Err(e) => e.error_len().is_some() || head.len() < SNIFF_BYTES,
+    }
+}
+
+/// Detect the format of a trace file or directory. Fails with an error that asks for
+/// `--format` when the content is ambiguous or unrecognised.
+///
+/// In order: a directory is a drmemtrace trace (its thread files); a zip archive is a
+/// drmemtrace thread file; then, on the decompressed head: the native magic number; a
+/// drmemtrace header record (or the refusal of a raw drmemtrace file); binary data (a NUL byte
+/// or not UTF-8) must be ChampSim records of exactly one layout (`champsim::plausible`), and is
+/// never tried as text; text must fit exactly one text format (`text::sniff`).
 pub fn detect(path: &Path) -> Result<Format> {
-    let h = head(path)?;
+    let shown = path.display().to_string();
+    // "--format" first: a long reason is cut in its middle (error.rs), the start stays
+    let ask = |why: String| Error::trace(&shown, format!("cannot detect the trace format; say it with --format: {why} (formats: {})", Format::ALL.map(|f| f.name()).join("|")));
+    if path.is_dir() {
+        drmemtrace::thread_files(path)?;
+        return Ok(Format::Drmemtrace);
+    }
+    let (h, compression, complete) = head(path)?;
+    if compression == Compression::None && (h.starts_with(b"PK\x03\x04") || h.starts_with(b"PK\x05\x06")) {
+        return match drmemtrace::sniff_file(path) {
+            Ok(true) => Ok(Format::Drmemtrace),
+            Ok(false) => Err(ask("a zip archive, but not a drmemtrace thread file".into())),
+            Err(why) => Err(Error::trace(&shown, why)),
+        };
+    }
     if tkt::sniff(&h) {
         return Ok(Format::Tkt);
     }
-    text::sniff(&h).map_err(|why| {
-        // the hint first and the names last: a long list of reasons is shortened in its middle
-        // (error.rs, and the command line's one_line)
-        let names: Vec<&str> = Format::ALL.iter().filter(|&&f| f != Format::RamulatorNoWb).map(|f| f.name()).collect();
-        Error::trace(&path.display().to_string(), format!("cannot detect the trace format; say it with --format ({why}); formats: {}", names.join("|")))
-    })
+    match drmemtrace::sniff(&h) {
+        Ok(true) => return Ok(Format::Drmemtrace),
+        Ok(false) => {}
+        Err(why) => return Err(Error::trace(&shown, why)),
+    }
+    if looks_binary(&h) {
+        return champsim::sniff(&h, complete).map_err(|why| ask(format!("binary data of no known format: {why}")));
+    }
+    let f = text::sniff(&h).map_err(ask)?;
+    if compression == Compression::Xz {
+        return Err(Error::trace(&shown, format!("an xz-compressed {f} trace: text traces are read plain or gzip-compressed (xz -dc FILE | gzip > FILE.gz)")));
+    }
+    Ok(f)
 }
 
 /// A trace as the user named it: path, optional format, optional cache filter. It can be
@@ -203,7 +259,7 @@ impl TraceInput {
         if !self.path.exists() {
             return Err(Error::trace(&self.display(), "no such file"));
         }
-        if self.path.is_dir() {
+        if self.path.is_dir() && !matches!(self.format, None | Some(Format::Drmemtrace)) {
             return Err(Error::trace(&self.display(), "is a directory, not a trace"));
         }
         match self.format {
@@ -217,6 +273,8 @@ impl TraceInput {
         let fmt = self.resolved_format()?;
         let src: Box<dyn RecordSource> = match fmt {
             Format::Tkt => Box::new(tkt::TktReader::open(&self.path)?),
+            Format::Champsim | Format::ChampsimCloudsuite => Box::new(champsim::ChampsimSource::open(&self.path, fmt)?),
+            Format::Drmemtrace => Box::new(drmemtrace::DrmemtraceSource::open(&self.path)?),
             other => text::open(&self.path, other)?,
         };
         Ok(match &self.cache {

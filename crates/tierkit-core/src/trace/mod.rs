@@ -7,11 +7,14 @@
 //! arrays; events are rare and handled between accesses.
 
 
+pub mod champsim;
 pub mod convert;
+pub mod drmemtrace;
 pub mod export;
 pub mod input;
 pub mod raw;
 pub mod repeat;
+pub mod stream;
 pub mod summary;
 pub mod synth;
 pub mod text;
@@ -360,6 +363,13 @@ pub trait RecordSource: Send {
     /// exhausted. `None` for sources without input bytes (synthetic generators).
     fn digest(&self) -> Option<String> {
         None
+    }
+    /// Records of the input that the source read but could not express as tierkit records,
+    /// counted by kind (e.g. a drmemtrace trace's `instruction_fetches`): what an importer of
+    /// a richer format leaves out, never silently (docs/trace-format.md, per format). Complete
+    /// once the source is exhausted; empty for sources that drop nothing.
+    fn import_losses(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
     }
     /// The name of the input, for messages.
     fn name(&self) -> &str;

@@ -141,6 +141,11 @@ impl RecordSource for RepeatSource {
         }
     }
 
+    /// The losses of the pass being read (every pass reads the same records).
+    fn import_losses(&self) -> std::collections::BTreeMap<String, u64> {
+        self.cur.import_losses()
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -3,6 +3,7 @@
 
 use super::{Batch, EventKind, RecordSource};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use rustc_hash::FxHashSet as HashSet;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -36,6 +37,11 @@ pub struct Summary {
     /// [`TktWriter::set_incomplete`]: super::tkt::TktWriter::set_incomplete
     #[serde(skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// Records of the source trace that its importer left out, by kind
+    /// ([`RecordSource::import_losses`]): for a scan, the source's; in a native trace, those of
+    /// the import that made it. Absent when nothing was left out.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub import_losses: BTreeMap<String, u64>,
 }
 
 /// Accumulates a [`Summary`] batch by batch.
@@ -152,5 +158,7 @@ pub fn scan(src: &mut dyn RecordSource) -> crate::Result<Summary> {
     while src.next_batch(&mut batch)? {
         b.add_batch(&batch);
     }
-    Ok(b.finish())
+    let mut s = b.finish();
+    s.import_losses = src.import_losses();
+    Ok(s)
 }

@@ -142,10 +142,11 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
         Format::Ramulator2 => Box::new(TextSource::open(path, Ramulator2Parser, format)?),
         Format::Perf => {
             // the sampling settings are in the header `perf script --header` prints first
-            let head = super::input::head(path)?;
+            let (head, _, _) = super::input::head(path)?;
             Box::new(TextSource::open(path, PerfParser::with_header(&String::from_utf8_lossy(&head)), format)?)
         }
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
+        Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => return Err(Error::config("--format", format!("{format} is a binary format, not a text format"))),
     })
 }
 
@@ -170,7 +171,7 @@ pub fn parser_for(format: Format) -> Option<Box<dyn LineParser>> {
         Format::Dramsim3Clock { tck_ps } => Box::new(Dramsim3Parser::with_clock(tck_ps).ok()?),
         Format::Ramulator2 => Box::new(Ramulator2Parser),
         Format::Perf => Box::new(PerfParser::default()),
-        Format::Tkt => return None,
+        Format::Tkt | Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => return None,
     })
 }
 

@@ -23,6 +23,7 @@ pub struct ReadAhead {
     read: Arc<AtomicU64>,
     total: Option<u64>,
     digest: Arc<Mutex<Option<String>>>,
+    losses: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
     worker: Option<JoinHandle<()>>,
     done: bool,
 }
@@ -40,7 +41,8 @@ impl ReadAhead {
         }
         let read = Arc::new(AtomicU64::new(0));
         let digest = Arc::new(Mutex::new(None));
-        let (read2, digest2) = (read.clone(), digest.clone());
+        let losses = Arc::new(Mutex::new(Default::default()));
+        let (read2, digest2, losses2) = (read.clone(), digest.clone(), losses.clone());
         let worker = std::thread::Builder::new()
             .name("tierkit-read-ahead".into())
             .spawn(move || {
@@ -56,6 +58,7 @@ impl ReadAhead {
                         Ok(false) => {
                             read2.store(src.progress().bytes_read, Ordering::Relaxed);
                             *digest2.lock().unwrap() = src.digest();
+                            *losses2.lock().unwrap() = src.import_losses();
                             let _ = full_tx.send(Ok(None));
                             return;
                         }
@@ -67,7 +70,7 @@ impl ReadAhead {
                 }
             })
             .expect("spawning the read-ahead thread");
-        ReadAhead { meta, name, full, empty, read, total, digest, worker: Some(worker), done: false }
+        ReadAhead { meta, name, full, empty, read, total, digest, losses, worker: Some(worker), done: false }
     }
 }
 
@@ -107,6 +110,11 @@ impl RecordSource for ReadAhead {
 
     fn digest(&self) -> Option<String> {
         self.digest.lock().unwrap().clone()
+    }
+
+    /// The source's losses, once it has been read to its end (empty before).
+    fn import_losses(&self) -> std::collections::BTreeMap<String, u64> {
+        self.losses.lock().unwrap().clone()
     }
 
     fn name(&self) -> &str {

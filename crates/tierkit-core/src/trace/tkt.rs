@@ -310,6 +310,7 @@ pub struct TktWriter {
     offset: u64,
     compressor: zstd::bulk::Compressor<'static>,
     incomplete: Option<String>,
+    import_losses: std::collections::BTreeMap<String, u64>,
 }
 
 impl TktWriter {
@@ -332,6 +333,7 @@ impl TktWriter {
             offset: 0,
             compressor: zstd::bulk::Compressor::new(level).map_err(|e| Error::Invariant(format!("zstd: {e}")))?,
             incomplete: None,
+            import_losses: Default::default(),
         };
         w.enc.reset();
         w.enc.page_shift = w.meta.page_size.trailing_zeros();
@@ -365,6 +367,13 @@ impl TktWriter {
     /// summary's `incomplete` key. The records written are still a valid trace of what ran.
     pub fn set_incomplete(&mut self, reason: impl Into<String>) {
         self.incomplete = Some(reason.into());
+    }
+
+    /// Record what the import that produced these records left out (the source's
+    /// [`RecordSource::import_losses`](super::RecordSource::import_losses)); stored in the
+    /// summary's `import_losses` key.
+    pub fn set_import_losses(&mut self, losses: std::collections::BTreeMap<String, u64>) {
+        self.import_losses = losses;
     }
 
     /// The times a reader gets back: a time base the header does not declare is not stored,
@@ -440,6 +449,7 @@ impl TktWriter {
         self.flush_chunk()?;
         let mut summary = self.summary.finish();
         summary.incomplete = self.incomplete.take();
+        summary.import_losses = std::mem::take(&mut self.import_losses);
         let end_offset = self.offset;
         let json = serde_json::to_vec(&summary).map_err(|e| Error::Invariant(e.to_string()))?;
         self.write_chunk(CHUNK_END, 0, &json)?;
@@ -1132,6 +1142,30 @@ mod tests {
         assert!(!serde_json::to_string(&Summary::default()).unwrap().contains("incomplete"));
         let s: Summary = serde_json::from_str(r#"{"records": 3, "some_future_key": [1]}"#).unwrap();
         assert_eq!((s.records, s.incomplete), (3, None));
+    }
+
+    #[test]
+    fn import_losses_round_trip_and_are_absent_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("imported.tkt");
+        let mut w = TktWriter::create(&p, &sample_meta(), false).unwrap();
+        w.write_access(&Access { addr: 64, size: 64, ..Default::default() }).unwrap();
+        let losses = std::collections::BTreeMap::from([("prefetches".to_string(), 3), ("markers".to_string(), 1)]);
+        w.set_import_losses(losses.clone());
+        assert_eq!(w.finish().unwrap().import_losses, losses);
+        let (_, s) = TktReader::read_summary(&p).unwrap();
+        assert_eq!(s.import_losses, losses);
+        // a trace read to its end agrees with its end chunk (the losses are not checked)
+        let mut r = TktReader::open(&p).unwrap();
+        assert_eq!(read_all(&mut r).unwrap().len(), 1);
+        assert_eq!(r.summary().unwrap().import_losses, losses);
+        // nothing left out: no key; older summaries without it parse
+        assert!(!serde_json::to_string(&Summary::default()).unwrap().contains("import_losses"));
+        let s: Summary = serde_json::from_str(r#"{"records": 3}"#).unwrap();
+        assert!(s.import_losses.is_empty());
+        // sources drop nothing unless they say so
+        let src = crate::trace::VecSource::from_accesses(vec![Access::default()]);
+        assert!(src.import_losses().is_empty());
     }
 
     #[test]
