@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 
 import tierkit
-from tierkit import guide
-from tierkit import profile as prof
+from tierkit import guidance as guide
+from tierkit import profiling as prof
 
 ROOT = Path(__file__).resolve().parents[1]
 SQLITE = ROOT / "data" / "traces" / "sqlite3-orders.tkt"

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from tierkit import kleio
+from tierkit import learned as kleio
 
 
 def main() -> int:

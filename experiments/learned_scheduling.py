@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tierkit import cori, kleio, report, workloads
+from tierkit import cori, learned as kleio, report, workloads
 
 PLATFORM = "dram-pmem"
 FAST = 0.2

@@ -14,7 +14,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
-# trained predictions are cached between runs (tierkit.kleio.cache_dir): not in the tests, where
+# trained predictions are cached between runs (tierkit.learned.cache_dir): not in the tests, where
 # two trainings must each train (tests/test_learned_sched.py turns it on where it checks it)
 os.environ.setdefault("TIERKIT_CACHE", "off")
 SHARED_TRACES = ROOT.parent / "shared" / "traces"

@@ -1,11 +1,11 @@
-"""Profile-guided placement (tierkit.guide): strategies, tiers, per-phase arenas, files."""
+"""Profile-guided placement (tierkit.guidance): strategies, tiers, per-phase arenas, files."""
 import itertools
 import json
 
 import numpy as np
 import pytest
 
-from tierkit.guide import (
+from tierkit.guidance import (
     GuidanceError,
     assign_tiers,
     density_order,
@@ -222,7 +222,7 @@ def test_phase_markers_worked_example():
     allocation call nearest to it in instructions, from the phase runs on either side; one
     with no call on either side is unmarked. Eight slices of 1,000 instructions, phases
     0 0 1 1 0 0 1 0; allocation calls at 10, 20, 30 | 1950 | 2010 | - | 4700, 4800 | 5100 | - | -."""
-    from tierkit.guide import phase_markers
+    from tierkit.guidance import phase_markers
 
     p = profile_dict()
     p["totals"].update(insn=8000, alloc_calls=8)
@@ -322,7 +322,7 @@ def test_keyed_profiles_make_version_2_guidance():
 
 
 def read_guidance_dict(g):
-    from tierkit.guide import check_guidance
+    from tierkit.guidance import check_guidance
     return check_guidance(json.loads(json.dumps(g)))
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tierkit import TierkitError
 from tierkit import learn
-from tierkit import profile as prof
+from tierkit import profiling as prof
 from tierkit.learn import TrainConfig, class_count, count_class, group_patterns
 
 K = TrainConfig().history

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tierkit
-from tierkit import cori, kleio
+from tierkit import cori, learned as kleio
 from tierkit.api import write_trace
 
 PAGE = 4096

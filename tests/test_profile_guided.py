@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 import tierkit
-from tierkit import guide
-from tierkit import profile as prof
+from tierkit import guidance as guide
+from tierkit import profiling as prof
 
 from conftest import VENDORED
 

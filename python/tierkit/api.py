@@ -219,7 +219,7 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         policy, guidance = _expand_guided(label, spec, guide_from or trace, fast_capacity, format, cache, progress)
     learned = None
     if spec and spec["name"] in ("kleio", "kleoniki") and not any(k == "predictions" for k, _ in spec["args"]):
-        from . import kleio as _kleio
+        from . import learned as _kleio
 
         if repeat != 1:
             raise _core.TierkitError(f"--repeat: policy '{label}' predicts the periods of one pass of the trace; run it with --repeat 1")
@@ -300,8 +300,8 @@ def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, for
     import shutil
     import tempfile
 
-    from . import guide as _guide
-    from . import profile as _profile
+    from . import guidance as _guide
+    from . import profiling as _profile
 
     global _guidance_dir
     args = dict(spec["args"])
@@ -439,7 +439,7 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             rows.append(_row(r))
     _flag_identical(results, rows)
     df = pd.DataFrame(rows)
-    # null for a policy with no periodic work (see docs/usage.md, "Activations and warnings")
+    # null for a policy with no periodic work (see docs/policies.md, "Activations and warnings")
     df["activations"] = df["activations"].astype("Int64")
     if baseline:
         base = df[df["policy"] == baseline].set_index("trace")["runtime_ns"]
@@ -526,3 +526,232 @@ def platform(name_or_path: str) -> dict:
 
 def cache_presets() -> list[dict]:
     return json.loads(_core.cache_presets())
+
+
+# --- the rest of the command line: profiles and guidance, Cori, the learned schedulers,
+# heat maps, report directories (issue 21: the Python API at parity with the CLI) ---
+
+
+def _fractions(key: str, values: Union[float, str, Sequence[Union[float, str]]]) -> list[float]:
+    """Fractions in (0, 1]: one, a sequence, or a comma-separated string."""
+    items = [x for x in values.split(",") if x.strip()] if isinstance(values, str) else \
+        [values] if isinstance(values, (int, float)) else list(values)
+    out = []
+    for x in items:
+        try:
+            v = float(x)
+        except (TypeError, ValueError):
+            raise _core.TierkitError(f"{key}: {x!r} is not a number") from None
+        if not 0 < v <= 1:
+            raise _core.TierkitError(f"{key}: {x!r} is not a fraction in (0, 1]")
+        out.append(v)
+    if not out:
+        raise _core.TierkitError(f"{key}: give at least one fraction")
+    return out
+
+
+def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, slice: Optional[str] = None,
+            format: Optional[str] = None, cache: Optional[str] = None, out: Optional[PathLike] = None,
+            force: bool = False, progress: Optional[bool] = None, seed: int = 1) -> dict[str, Any]:
+    """Profile a trace by allocation site (``tierkit profile``): the profile as a dict, as the
+    file holds it (docs/guidance.md, "The profile file"); :func:`profile_sites` makes its sites
+    a DataFrame. ``out``: also write the profile file (refused if it exists, unless ``force``)."""
+    from . import profiling
+
+    if out is not None:
+        check_new_file(out, force)
+    if phases < 1:
+        raise _core.TierkitError(f"phases: {phases} must be at least 1")
+    p = profiling.profile(trace, context, phases, slice, format, cache, progress, seed)
+    if out is not None:
+        profiling.write(p, Path(out), force=force)
+    return p
+
+
+def profile_sites(profile: Union[Mapping[str, Any], PathLike]) -> pd.DataFrame:
+    """A profile's allocation sites as a DataFrame, hottest first: ``site``, ``peak_bytes``,
+    ``reads``, ``writes``, ``accesses_pct``, ``accesses_per_byte``, ... (the table ``tierkit
+    profile`` prints). ``profile``: a dict from :func:`profile` or a profile file."""
+    from . import guidance, profiling
+
+    p = guidance.read_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
+    return profiling.sites_frame(dict(p))
+
+
+def guide(profile: Union[Mapping[str, Any], PathLike], strategy: str = "thermos",
+          capacity: Union[float, int, str, Sequence[Union[float, int, str]]] = 0.125,
+          tiers: Optional[Sequence[str]] = None, per_phase: bool = False, out: Optional[PathLike] = None,
+          force: bool = False) -> dict[str, Any]:
+    """Choose each allocation site's tier from a profile (``tierkit guide``): the guidance as
+    a dict (docs/guidance.md, "The guidance file"). ``profile``: a dict from :func:`profile` or
+    a profile file. ``strategy``: ``knapsack``, ``hotset`` or ``thermos``. ``capacity``: one
+    per tier but the last: a fraction of the profile's peak live heap (0.125), bytes (an int)
+    or a size (``"64M"``). ``out``: also write the guidance file (a ``guided:guidance=FILE``
+    policy reads it); refused if it exists, unless ``force``."""
+    from . import guidance
+
+    if out is not None:
+        check_new_file(out, force)
+    p = guidance.read_profile(profile) if isinstance(profile, (str, os.PathLike)) else dict(profile)
+    caps = capacity if isinstance(capacity, (list, tuple)) else [capacity]
+    g = guidance.make_guidance(p, strategy, list(caps), tiers=None if tiers is None else list(tiers),
+                               per_phase=per_phase)
+    if out is not None:
+        guidance.write_guidance(g, Path(out), force=force)
+    return g
+
+
+def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem",
+         fast_capacity: Union[float, str] = 0.2, timing: str = "simple", bucket: int = 1000, grid: int = 50,
+         patience: int = 1, within: float = 0.03, seed: int = 0, sweep: bool = True,
+         format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None) -> dict[str, Any]:
+    """Cori (``tierkit tune``, 003 §3.3): a periodic scheduler's period chosen from the trace's
+    data reuse. Returns the reuse summary, the candidates, Cori's ``trials`` and
+    ``chosen_period``; with ``sweep``, the best period of the exhaustive sweep and, per method
+    (Cori and the baselines), its slowdown and trials to come within ``within`` of the best.
+    :func:`tune_trials` makes the trials a DataFrame."""
+    from . import cori
+
+    for key, v, low in (("bucket", bucket, 1), ("grid", grid, 1), ("patience", patience, 1)):
+        if not isinstance(v, int) or v < low:
+            raise _core.TierkitError(f"{key}: {v!r} must be a whole number >= {low}")
+    # the capacity as the command line gives it (a string), so that both record the same
+    return cori.tune(trace, scheduler, platform, _cap(fast_capacity), timing, bucket, grid, patience, within, seed, sweep,
+                     format, cache, progress)
+
+
+def tune_trials(result: Mapping[str, Any]) -> pd.DataFrame:
+    """The trials of a :func:`tune` result (``period``, ``runtime_ns``, ``fast_hit_ratio``,
+    ...) as a DataFrame, with ``chosen`` marking Cori's choice."""
+    import pandas as pd
+
+    df = pd.DataFrame(result["trials"])
+    df["chosen"] = df["period"] == result["chosen_period"] if len(df) else []
+    return df
+
+
+def _study_frame(r: dict) -> pd.DataFrame:
+    import pandas as pd
+
+    df = pd.DataFrame(r["rows"])
+    df.attrs["study"] = {k: v for k, v in r.items() if k != "rows"}
+    return df
+
+
+def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacity, timing, history, hidden, epochs,
+             tol, seed, train, holdout, weight, threads, format, cache, progress) -> dict:
+    from . import learned
+
+    fractions = _fractions("pages", pages)
+    cap = _fractions("fast_capacity", [fast_capacity])[0]
+    if not 0 <= holdout < 1:
+        raise _core.TierkitError(f"holdout: {holdout} is not a fraction in [0, 1)")
+    if threads is not None and threads < 1:
+        raise _core.TierkitError(f"threads: {threads} is not a whole number of threads >= 1")
+    if period is not None and period < 1:
+        raise _core.TierkitError(f"period: {period} must be at least 1 access")
+    return learned.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
+                         epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
+                         progress=progress, holdout=holdout, class_weight=weight, threads=threads)
+
+
+def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.02, 0.05, 0.1, 0.2),
+          period: Optional[int] = None, platform: str = "dram-pmem", fast_capacity: float = 0.2,
+          timing: str = "simple", history: int = 8, hidden: int = 16, epochs: int = 60, seed: int = 0,
+          train: Optional[PathLike] = None, holdout: float = 0.5, weight: str = "none",
+          threads: Optional[int] = None, format: Optional[str] = None, cache: Optional[str] = None,
+          progress: Optional[bool] = None) -> pd.DataFrame:
+    """Kleio (``tierkit kleio``, 003 §3.2): per-page LSTMs for the pages history misplaces,
+    for each fraction of the pages in ``pages``. One row per fraction (models, training time,
+    scores, ``runtime_ns``, ``gap_bridged_pct``, ...); ``df.attrs['study']`` holds the rest
+    (history's and the oracle's runtimes, the period, the trace's pages and periods). Needs
+    PyTorch (``pip install 'tierkit[ml]'``)."""
+    return _study_frame(_learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden,
+                                 epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress))
+
+
+def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05, 0.1, 0.2),
+             period: Optional[int] = None, tol: float = 0.5, platform: str = "dram-pmem",
+             fast_capacity: float = 0.2, timing: str = "simple", history: int = 8, hidden: int = 16,
+             epochs: int = 60, seed: int = 0, train: Optional[PathLike] = None, holdout: float = 0.5,
+             weight: str = "none", threads: Optional[int] = None, format: Optional[str] = None,
+             cache: Optional[str] = None, progress: Optional[bool] = None) -> pd.DataFrame:
+    """Kleoniki (``tierkit kleoniki``, 003 §4): Kleio with one model per group of pages with
+    the same per-period pattern, at Cori's period unless ``period`` is given. Rows and
+    ``df.attrs['study']`` as :func:`kleio`'s, with ``cori_period`` and ``period_chosen`` (how
+    the period was chosen) in the study. Needs PyTorch (``pip install 'tierkit[ml]'``)."""
+    from . import cori, learned
+
+    chosen = note = None
+    if period is None:
+        cap = _fractions("fast_capacity", [fast_capacity])[0]
+        t = cori.tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
+                      progress=progress)
+        chosen = t["chosen_period"]
+        period, note = learned.learned_period(int(t["accesses"]), chosen, history)
+    r = _learned("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol, seed,
+                 train, holdout, weight, threads, format, cache, progress)
+    r["cori_period"] = chosen
+    r["period_chosen"] = note
+    return _study_frame(r)
+
+
+def heatmap(trace: PathLike, period: Optional[int] = None, out: Optional[PathLike] = None, force: bool = False,
+            format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None) -> Any:
+    """The trace's heat map (``tierkit trace heatmap``; Cori's visualization, 003 §3.3): pages by
+    address × periods of ``period`` accesses (by default about 400 periods), accesses as colour.
+    Returns the matplotlib Figure; with ``out``, also writes it as a PNG (refused if the file
+    exists, unless ``force``)."""
+    from . import learned, report
+
+    if out is not None:
+        check_new_file(out, force)
+    if period is None:
+        period = learned.default_period(trace, format, cache)
+    if period < 1:
+        raise _core.TierkitError(f"period: {period} must be at least 1 access")
+    c = learned.counts(trace, period, format, cache, progress)
+    fig = report.heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods")
+    if out is not None:
+        import io
+
+        from .output import write_bytes
+
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        write_bytes(Path(out), buf.getvalue(), force)
+    return fig
+
+
+def load(directory: PathLike) -> pd.DataFrame:
+    """A report directory (``tierkit compare --out DIR``) read back: the comparison's
+    DataFrame as :func:`compare` returned it, with every run's full result in
+    ``df.attrs['results']``. An unfinished report (its ``INCOMPLETE`` marker) is refused."""
+    import pandas as pd
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise _core.TierkitError(f"{d}: not a report directory (from 'tierkit compare --out {d}')")
+    if (d / "INCOMPLETE").exists():
+        raise _core.TierkitError(f"{d / 'INCOMPLETE'}: this report was not finished; run its compare again with force")
+    for name in ("results.parquet", "results.jsonl"):
+        if not (d / name).is_file():
+            raise _core.TierkitError(f"{d / name}: missing: {d} is not a tierkit report directory")
+    try:
+        df = pd.read_parquet(d / "results.parquet")
+    except Exception as e:  # pyarrow's errors have no common base
+        raise _core.TierkitError(f"{d / 'results.parquet'}: unreadable: {e}") from None
+    results = []
+    with open(d / "results.jsonl", encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    results.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise _core.TierkitError(f"{d / 'results.jsonl'}:{i}: not JSON: {e.msg}") from None
+    if len(results) != len(df):
+        raise _core.TierkitError(f"{d}: results.jsonl has {len(results)} runs and results.parquet {len(df)} rows")
+    if "warnings" in df.columns:
+        df["warnings"] = [list(w) if w is not None else [] for w in df["warnings"]]
+    df.attrs["results"] = results
+    return df

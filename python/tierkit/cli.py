@@ -481,7 +481,7 @@ def profile_cmd(
 ) -> None:
     """Profile a trace by allocation site: capacity, post-cache reads and writes, accesses
     per byte, per phase."""
-    from . import profile as prof
+    from . import profiling as prof
 
     if out is None:
         stem = trace.name
@@ -526,7 +526,7 @@ def guide_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Choose the tier of each allocation site from a profile (knapsack, hotset, thermos)."""
-    from . import guide
+    from . import guidance as guide
 
     p = guide.read_profile(profile_file)
     caps = [c.strip() for c in capacity.split(",")]  # make_guidance reads fractions and sizes
@@ -624,7 +624,7 @@ def _learned_study(policy: str, trace: Path, pages: str, period: Optional[int], 
                    timing: str, history: int, hidden: int, epochs: int, tol: float, seed: int, train: Optional[Path],
                    format, cache, quiet: bool, holdout: float = 0.5, weight: str = "none",
                    threads: Optional[int] = None) -> dict:
-    from . import kleio
+    from . import learned as kleio
 
     fractions = [_fraction("--pages", x.strip()) for x in pages.split(",") if x.strip()]
     if not fractions:
@@ -734,7 +734,7 @@ def kleoniki_cmd(
     at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
     from . import cori
 
-    from . import kleio
+    from . import learned as kleio
 
     chosen = note = None
     if period is None:
@@ -766,7 +766,7 @@ def trace_heatmap(
 ) -> None:
     """Draw the trace's heat map: pages by address x periods, accesses as colour (Cori's
     visualization, 003 §3.3)."""
-    from . import kleio, report
+    from . import learned as kleio, report
 
     api.check_new_file(out, force)
     if period is None:

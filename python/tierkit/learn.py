@@ -570,12 +570,12 @@ def group_patterns(classes: np.ndarray, tol: float = 0.5, seed: int = 0) -> tupl
     representative series [G, T] uint8).
 
     Identical rows form one group; then similar groups merge: k-means (k-means++ seeding,
-    ``tierkit.profile.kmeans``) over the distinct rows weighted by how many pages have each,
+    ``tierkit.profiling.kmeans``) over the distinct rows weighted by how many pages have each,
     with the smallest k (doubling, then binary search) for which the mean over pages of the mean absolute
     per-period difference between a page's row and its group's representative is at most
     ``tol`` (in classes). The representative is the rounded weighted centroid. Groups are
     numbered by size, largest first, ties by first page. Deterministic for a seed."""
-    from .profile import kmeans
+    from .profiling import kmeans
 
     a = np.asarray(classes)
     if a.ndim != 2:

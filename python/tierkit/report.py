@@ -216,7 +216,7 @@ def heatmap_figure(c, title: str, max_rows: int = 512, max_cols: int = 512):
 def heatmap(trace, period: int, out: Path, force: bool = False, format=None, cache=None, progress=None) -> Path:
     """Write the heat map of ``trace`` at ``period`` accesses to the PNG ``out``."""
     from .api import check_new_file
-    from .kleio import counts
+    from .learned import counts
 
     out = Path(out)
     check_new_file(out, force)
@@ -331,7 +331,7 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         name = _timeseries_name(i, r["policy"])
         pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name} ({timing} timing)")))
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
-    from .kleio import counts, default_period
+    from .learned import counts, default_period
 
     for i, t in enumerate(dict.fromkeys(r["trace"] for r in results)):
         rs = [r for r in results if r["trace"] == t]

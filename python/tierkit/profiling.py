@@ -370,7 +370,7 @@ def plot(p: dict, path: PathLike, force: bool = False) -> None:
 
 
 def load(path: PathLike) -> dict[str, Any]:
-    """Read a profile file (checked by :func:`tierkit.guide.read_profile`)."""
-    from .guide import read_profile
+    """Read a profile file (checked by :func:`tierkit.guidance.read_profile`)."""
+    from .guidance import read_profile
 
     return read_profile(path)
