@@ -57,8 +57,11 @@ alloc: $(ALLOC_LIB)
 $(ALLOC_LIB): $(RUST_SRC)
 	cargo build --release -q -p tierkit-alloc
 
-py-test: $(VENV)/.built tracer $(ALLOC_LIB)
-	$(PY) -m pytest tests
+# the Python suite on every core (pytest-xdist; PYTEST_WORKERS=1 runs it in one process); the
+# workloads are built first, so that the workers' tests only find them built
+PYTEST_WORKERS ?= auto
+py-test: $(VENV)/.built tracer workloads $(ALLOC_LIB)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
 
 test: $(VENV)/.built tracer $(ALLOC_LIB) rust-test py-test test-vm fuzz-smoke
 
