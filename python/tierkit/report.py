@@ -147,26 +147,40 @@ def _plot_breakdown(bd: pd.DataFrame, title: str):
         ax.set_xlabel("ms")
         ax.set_title(t, fontsize="small")
         ax.grid(axis="x", alpha=0.3)
-    axes[0, 0].legend(fontsize="small", loc="lower right", ncol=min(3, len(parts)))
+    # the legend under the panels, where it covers no bar
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize="small", loc="lower center", ncol=len(parts), frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
     return fig
 
 
+#: Columns that are the time of a window: the x axis when a series has one.
+TIME_COLUMNS = ("time_ms", "time_ns", "time_s")
+
+
+def x_column(ts: pd.DataFrame) -> str:
+    """The x axis of a time series: its time column if it has one, else its first column (the
+    window's number)."""
+    return next((c for c in TIME_COLUMNS if c in ts.columns), ts.columns[0])
+
+
 def varying_columns(ts: pd.DataFrame) -> list:
-    """The time-series columns (after the first, the window) whose values change."""
-    return [c for c in ts.columns[1:] if ts[c].nunique(dropna=True) > 1]
+    """The time-series columns whose values change, other than the window's number (the first
+    column) and its time (the x axis)."""
+    x = x_column(ts)
+    return [c for c in ts.columns[1:] if c != x and ts[c].nunique(dropna=True) > 1]
 
 
 def _plot_timeseries(ts: pd.DataFrame, title: str):
-    """One panel per column that varies against the first (the window), like 001's Figures
-    3 and 6."""
+    """One panel per column that varies, against the window's time (or its number), like
+    001's Figures 3 and 6."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x, cols = ts.columns[0], varying_columns(ts)
+    x, cols = x_column(ts), varying_columns(ts)
     fig, axes = plt.subplots(len(cols), 1, figsize=(8, 1.6 * len(cols) + 0.8), sharex=True, squeeze=False)
     for ax, c in zip(axes[:, 0], cols):
         ax.plot(ts[x], ts[c], linewidth=0.9)
