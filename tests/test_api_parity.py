@@ -134,3 +134,27 @@ def test_annotations_name_the_returned_types():
     for f in (tierkit.profile, tierkit.guide, tierkit.tune):
         assert typing.get_origin(hints(f)["return"]) is dict, f.__name__
     assert tierkit.kleio.__doc__ and "003" in tierkit.kleio.__doc__
+
+
+def test_run_program_returns_the_live_report(tmp_path, capsys):
+    """tierkit.run_program is `tierkit run --json` (here on the host: its one node, first-touch,
+    no kernel setting changed): the report as a dict, the program's output passed through."""
+    import os
+    import shutil
+
+    from tierkit import workloads as wl
+
+    if not (shutil.which("make") and shutil.which(os.environ.get("CC", "cc"))):
+        pytest.skip("make or a C compiler is missing (the workloads are built from workloads/)")
+    bindir = wl.build()
+    r = tierkit.run_program(bindir / "rwmix", ["--size", "medium", "--work", "0.3"], interval="50ms",
+                            timeseries=tmp_path / "ts.csv")
+    assert r["exit_status"] == 0 and r["policy"] == "first-touch" and r["observations"] >= 1
+    assert r["timeseries_rows"] == len((tmp_path / "ts.csv").read_text().splitlines()) - 1
+    assert "checksum=" in capsys.readouterr().out  # rwmix's own output
+    with pytest.raises(tierkit.TierkitError, match=r"^fast_node: 4095: no NUMA node"):
+        tierkit.run_program("true", fast_node=4095)
+    with pytest.raises(tierkit.TierkitError, match="exists"):
+        tierkit.run_program("true", timeseries=tmp_path / "ts.csv")
+    with pytest.raises(tierkit.TierkitError, match="not both"):
+        tierkit.run_program("true", pid=1)

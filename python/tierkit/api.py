@@ -755,3 +755,50 @@ def load(directory: PathLike) -> pd.DataFrame:
         df["warnings"] = [list(w) if w is not None else [] for w in df["warnings"]]
     df.attrs["results"] = results
     return df
+
+
+def run_program(program: Optional[PathLike] = None, args: Sequence[Any] = (), policy: str = "first-touch",
+                fast_node: Optional[int] = None, slow_node: Optional[int] = None,
+                fast_capacity: Optional[str] = None, interval: Optional[str] = None,
+                timeseries: Optional[PathLike] = None, regions: Optional[PathLike] = None,
+                region_series: Optional[PathLike] = None, damon: Optional[str] = None,
+                guidance: Optional[PathLike] = None, thp: Optional[str] = None, pid: Optional[int] = None,
+                force: bool = False) -> dict[str, Any]:
+    """Run a program on a machine with a fast and a slow NUMA node and place its pages under
+    ``policy`` (``tierkit run``, docs/real-linux.md); or follow a running process (``pid``).
+    Returns the report ``tierkit run --json`` prints: ``exit_status`` (or ``signal``), pages
+    per node, ``migrations``, the daemon's cost, ``notes``. The program's output passes through
+    (its stdout to ``sys.stdout``); the keyword arguments are the command's options."""
+    import subprocess
+    import sys
+
+    if (program is None) == (pid is None):
+        raise _core.TierkitError("program, pid: give a program to run or the pid of a running process, not both")
+    argv = [sys.executable, "-m", "tierkit.cli", "run", "--json", "--policy", policy]
+    for opt, v in (("--fast-node", fast_node), ("--slow-node", slow_node), ("--fast-capacity", fast_capacity),
+                   ("--interval", interval), ("--timeseries", timeseries), ("--regions", regions),
+                   ("--region-series", region_series), ("--damon", damon), ("--guidance", guidance),
+                   ("--thp", thp), ("--pid", pid)):
+        if v is not None:
+            argv += [opt, os.fspath(v) if isinstance(v, os.PathLike) else str(v)]
+    if force:
+        argv.append("--force")
+    if program is not None:
+        argv += ["--", os.fspath(program), *map(str, args)]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = p.stdout.splitlines()
+    try:
+        report = json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        report = None
+    if not isinstance(report, dict):
+        # tierkit's own error: one line on stderr, exit status 2, no report
+        err = [l for l in p.stderr.splitlines() if l.startswith("tierkit: error: ")]
+        msg = err[-1].removeprefix("tierkit: error: ") if err else (p.stderr.strip().splitlines() or ["no report"])[-1]
+        raise _core.TierkitError(msg)
+    out = "\n".join(lines[:-1])
+    if out:
+        print(out, file=sys.stdout)
+    if p.stderr:
+        print(p.stderr, end="", file=sys.stderr)
+    return report
