@@ -138,7 +138,7 @@ SAMPLES = ROOT / "data" / "samples"
 
 @pytest.mark.parametrize("name, format, accesses", [
     ("sum.champsimtrace.xz", "champsim", 4096),
-    ("drmemtrace.sum.zip", "drmemtrace", 3),
+    ("drmemtrace.sum.4242.trace.zip", "drmemtrace", 4096),
     ("sum.ramulator2", "ramulator2", 4096),
     ("sum.perf", "perf", 256),
     ("sum.dramsim3.gz", "dramsim3", 4096),
@@ -150,8 +150,7 @@ def test_each_sample_file_is_detected_and_read(cli, name, format, accesses):
     assert rc == 0, err
     info = json.loads(out)
     assert info["format"] == format and info["accesses"] == accesses
-    if format != "drmemtrace":
-        assert info["pages"] == 48
+    assert info["pages"] == 48
     if format == "perf":
         assert "sampled" in out
 

@@ -5,8 +5,7 @@ format's documentation (docs/trace-format.md) rather than by the tool that norma
 
 The same small program is written in every format: a loop that reads two 64 KiB arrays `a` and
 `b` line by line and writes their sum to `c` (so 1,024 iterations, two loads and a store each),
-then reads `a` again. The drmemtrace sample is the fuzzing seed's archive (docs/trace-format.md
-section 25), written by fuzz/examples/make_seeds.rs: a few records in two chunks.
+then reads `a` again.
 
 Deterministic: the same files every time (the xz and gzip headers carry no time stamp)."""
 import gzip
@@ -14,6 +13,7 @@ import io
 import lzma
 import struct
 import sys
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -85,6 +85,30 @@ def champsim(acc):
     return b"".join(recs)
 
 
+def drmemtrace(acc):
+    """Section 25: one thread file after raw2trace, a zip archive whose `chunk.0000` holds
+    12-byte `trace_entry_t` records (u16 type, u16 size, u64 addr): the header (type 25,
+    trace version 6), the thread and process ids (22, 24), version, file type and timestamp
+    markers (28), then each instruction (10, INSTR, 4 bytes at its pc) followed by its memory
+    accesses (0 READ, 1 WRITE, 8 bytes), and the footer (26)."""
+    rec = lambda t, size, addr: struct.pack("<HHQ", t, size, addr)  # noqa: E731
+    tid = 4242
+    body = [rec(25, 0, 6), rec(22, 4, tid), rec(24, 4, tid), rec(28, 12, 6), rec(28, 9, 0x40), rec(28, 2, 13_000_000_000)]
+    by_insn = {}
+    for k, a, n, _ in acc:
+        by_insn.setdefault(n, []).append((k, a))
+    for n in range(1, max(by_insn) + 1):
+        body.append(rec(10, 4, PC + 4 * ((n - 1) % 4)))
+        body += [rec(0 if k == "R" else 1, 8, a) for k, a in by_insn.get(n, [])]
+    body.append(rec(26, 0, 0))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        info = zipfile.ZipInfo("chunk.0000", date_time=(2026, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        z.writestr(info, b"".join(body))
+    return buf.getvalue()
+
+
 def main(out: Path = HERE):
     out.mkdir(parents=True, exist_ok=True)
     acc = program()
@@ -96,8 +120,7 @@ def main(out: Path = HERE):
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as g:
         g.write(dramsim3(acc).encode())
     (out / "sum.dramsim3.gz").write_bytes(buf.getvalue())
-    seed = HERE.parent.parent / "fuzz" / "seeds" / "drmemtrace" / "archive"
-    (out / "drmemtrace.sum.zip").write_bytes(seed.read_bytes()[1:])  # the seed's first byte picks the fuzz case
+    (out / "drmemtrace.sum.4242.trace.zip").write_bytes(drmemtrace(acc))
 
 
 if __name__ == "__main__":
