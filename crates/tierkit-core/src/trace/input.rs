@@ -199,7 +199,8 @@ pub fn looks_binary(head: &[u8]) -> bool {
 pub fn detect(path: &Path) -> Result<Format> {
     let shown = path.display().to_string();
     // "--format" first: a long reason is cut in its middle (error.rs), the start stays
-    let ask = |why: String| Error::trace(&shown, format!("cannot detect the trace format; say it with --format: {why} (formats: {})", Format::ALL.map(|f| f.name()).join("|")));
+    // (the formats are listed by --format's help: with them, the reason would be cut)
+    let ask = |why: String| Error::trace(&shown, format!("cannot detect the trace format; say it with --format: {why}"));
     if path.is_dir() {
         drmemtrace::thread_files(path)?;
         return Ok(Format::Drmemtrace);
