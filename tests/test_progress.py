@@ -57,3 +57,46 @@ def test_unknown_totals_and_bytes(monkeypatch):
         clock.t += 7
         bar.callback(3 << 20, None)
     assert err.getvalue().splitlines()[0] == "tierkit: reading x.tkt: 3.0 MiB, 7 s"
+
+
+def test_a_watch_reports_what_a_silent_step_has_written(monkeypatch):
+    """A recording reports nothing itself: Watch reads the size of the trace being written
+    every second and prints plain lines, on a terminal too (the program shares it)."""
+    import threading
+
+    err = io.StringIO()
+    err.isatty = lambda: True
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(progress, "LINE_FIRST_S", 0.0)
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 0.5)
+    size = [0]
+    seen = threading.Event()
+
+    def amount():
+        size[0] += 3 << 20
+        if size[0] >= 6 << 20:
+            seen.set()
+        return size[0]
+
+    with progress.Watch("recording app", amount) as w:
+        assert w.bar.mode == "lines"
+        assert seen.wait(10)
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith("tierkit: recording app: 0 B, 0 s")
+    assert any(l.startswith("tierkit: recording app: 3.0 MiB") for l in lines), lines
+    assert lines[-1].startswith("tierkit: recording app: done")
+    quiet = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with progress.Watch("recording app", amount, enabled=False):
+        pass
+    assert quiet.getvalue() == ""
+
+
+@pytest.mark.skipif(__import__("shutil").which("valgrind") is None, reason="recording needs Valgrind")
+def test_a_recording_speaks_unless_quiet(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONUNBUFFERED", "1")
+    rc, _, err = cli("trace", "record", "-o", tmp_path / "s.tkt", "--", "sleep", "6")
+    assert rc == 0, err
+    assert "tierkit: recording sleep (trace written so far): " in err, err
+    rc, _, err = cli("trace", "record", "-q", "-o", tmp_path / "q.tkt", "--", "sleep", "6")
+    assert rc == 0 and "recording sleep" not in err, err

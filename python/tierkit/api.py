@@ -138,7 +138,7 @@ def _ensure_tracer() -> Path:
 
 def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] = None, cache: Optional[str] = "default",
            context: int = 4, slice: Union[None, int, str] = None, force: bool = False,
-           kill_after: Optional[float] = None) -> dict:
+           kill_after: Optional[float] = None, progress: Optional[bool] = None) -> dict:
     """Run an unmodified program under tierkit's Valgrind tool and write its native trace.
 
     ``cache``: the in-band cache hierarchy (a spec such as ``"L1:32K:8,L2:1M:16"`` or a preset
@@ -160,16 +160,28 @@ def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] 
     ``signal``, ``incomplete`` (why the trace stops short, or None), ``interrupted_by`` (the
     signal passed on, or None), ``killed_after_grace``,
     ``forks`` (children are not traced), ``instructions``, ``raw_loads``, ``raw_stores``,
-    ``cache`` (per-level counts), ``path`` and the trace's ``summary``."""
+    ``cache`` (per-level counts), ``path`` and the trace's ``summary``.
+
+    ``progress``: plain lines on stderr while the program runs (after 5 s, then every 15 s:
+    the trace written so far and the time), on a terminal too, where the program's own output
+    shares the screen; False silences them."""
+    from .progress import Watch
+
     prog = os.fspath(program)
     if out is None:
         out = Path.cwd() / (Path(prog).name + ".tkt")
     tool = _ensure_tracer()
+    partial = Path(os.fspath(out) + ".partial")  # where the trace grows (outfile.rs)
+
+    def written() -> int:
+        return partial.stat().st_size if partial.exists() else 0
+
     # the core handles SIGTERM, SIGINT and SIGHUP while the program runs (passing them on)
-    r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args], os.fspath(out),
-                           os.fspath(tool), "default" if cache is None else str(cache), int(context),
-                           None if slice is None else str(slice), force, None,
-                           None if kill_after is None else float(kill_after))
+    with Watch(f"recording {Path(prog).name} (trace written so far)", written, progress):
+        r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args],
+                               os.fspath(out), os.fspath(tool), "default" if cache is None else str(cache), int(context),
+                               None if slice is None else str(slice), force, None,
+                               None if kill_after is None else float(kill_after))
     return json.loads(r)
 
 

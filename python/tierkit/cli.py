@@ -436,6 +436,7 @@ def trace_record(
     slice_insn: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every N instructions (e.g. 10M)")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
     kill_after: Annotated[float, typer.Option("--kill-after", help="seconds the program may take to end after a SIGTERM, SIGINT or SIGHUP sent to tierkit is passed on to it; then it is killed")] = 2.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress lines while recording")] = False,
 ) -> None:
     """Run an unmodified program under Valgrind and record its native trace.
 
@@ -448,7 +449,7 @@ def trace_record(
     ran is still written, flagged incomplete (a program that has not ended --kill-after
     seconds later, or at a second signal, is killed).
     """
-    r = api.record(command[0], command[1:], out, cache, context, slice_insn, force, kill_after)
+    r = api.record(command[0], command[1:], out, cache, context, slice_insn, force, kill_after, progress=False if quiet else None)
     for m in r["valgrind_messages"]:
         print(f"tierkit: valgrind: {m}", file=sys.stderr)
     s = r["summary"]

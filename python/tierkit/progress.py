@@ -46,12 +46,16 @@ class Bar:
 
     Use as a context manager; ``bar.callback`` is what the core calls. ``enabled``: None
     (the default) shows a bar on a terminal, a widget in Jupyter and plain lines otherwise;
-    True forces the bar; False shows nothing.
+    True forces the bar; False shows nothing. ``lines_only``: plain lines wherever progress
+    shows (a recording, whose program writes to the same terminal).
     """
 
-    def __init__(self, desc: str, enabled: Optional[bool] = None, unit: str = "B") -> None:
+    def __init__(self, desc: str, enabled: Optional[bool] = None, unit: str = "B", lines_only: bool = False) -> None:
+        # lines_only: plain lines on a terminal too, where a program's own output shares it
         if enabled is False:
             self.mode = "off"
+        elif lines_only:
+            self.mode = "lines"
         elif enabled is True or sys.stderr.isatty():
             self.mode = "bar"
         elif in_notebook():
@@ -117,3 +121,37 @@ class Bar:
             )
         self._bar.update(done - self._bar.n)
         return True
+
+
+class Watch:
+    """Progress of a step that reports nothing itself (a recording under Valgrind): a thread
+    that every second reads ``amount()`` (e.g. the size of the file being written) and feeds a
+    :class:`Bar` of plain lines. A context manager; ``enabled`` as :class:`Bar`'s."""
+
+    def __init__(self, desc: str, amount: Callable[[], int], enabled: Optional[bool] = None, unit: str = "B") -> None:
+        import threading
+
+        self.bar = Bar(desc, enabled, unit, lines_only=True)
+        self.amount = amount
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if self.bar.enabled else None
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                n = self.amount()
+            except OSError:
+                continue
+            self.bar.callback(n, None)
+
+    def __enter__(self) -> "Watch":
+        self.bar.callback(0, None)
+        if self._thread is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.bar.__exit__(*exc)

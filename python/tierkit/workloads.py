@@ -291,11 +291,12 @@ def run(name: str, size: str = "small", seed: Optional[int] = None, args: Sequen
 
 
 def trace(name: str, size: str = "small", out: Union[str, os.PathLike, None] = None, cache: Optional[str] = None,
-          context: int = 4, slice: Union[None, int, str] = None, force: bool = False, extra_args: Sequence[str] = ()) -> Any:
+          context: int = 4, slice: Union[None, int, str] = None, force: bool = False, extra_args: Sequence[str] = (),
+          progress: Optional[bool] = None) -> Any:
     """Build workload ``name`` and record a native trace of it at ``size`` with the Valgrind
     tracer (:func:`tierkit.api.record`); ``out`` defaults to ``NAME-SIZE.tkt``. ``extra_args``
     go to the workload (``["--threads", "2"]``, ``["--write-ratio", "0.9"]``...). Returns what
-    ``record`` returns."""
+    ``record`` returns. ``progress`` as ``record``'s."""
     from . import api
 
     _check_name(name)
@@ -308,4 +309,4 @@ def trace(name: str, size: str = "small", out: Union[str, os.PathLike, None] = N
     if out is None:
         out = f"{name}-{size}.tkt"
     return record(str(prog), ["--size", size, *map(str, extra_args)], out, cache=cache, context=context,
-                  slice=slice, force=force)
+                  slice=slice, force=force, progress=progress)

@@ -56,6 +56,7 @@ def trace_cmd(
     context: Annotated[int, typer.Option("--context", help="call-stack frames recorded per allocation site")] = 4,
     slice_: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every this many instructions (e.g. 50M), for per-phase analysis")] = None,
     force: Annotated[bool, typer.Option("--force", help="overwrite OUT")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress lines while recording")] = False,
 ) -> None:
     """Build a workload and record its trace with the Valgrind tracer (allocation sites included)."""
     wl._check_name(name)
@@ -63,7 +64,7 @@ def trace_cmd(
     if context < 0:
         raise TierkitError(f"--context: {context} is negative")
     r = wl.trace(name, size, out, cache=cache, context=context, slice=slice_, force=force,
-                 extra_args=tuple(extra_args or ()))
+                 extra_args=tuple(extra_args or ()), progress=False if quiet else None)
     msg = f"wrote {out}: workload {name} --size {size}" + (f" {' '.join(extra_args)}" if extra_args else "")
     s = r.get("summary", r) if isinstance(r, dict) else {}
     if isinstance(s, dict) and "accesses" in s:
