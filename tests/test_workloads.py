@@ -274,7 +274,7 @@ def test_trace_calls_record_with_the_program_and_its_arguments(bindir, tmp_path,
 
     calls = []
 
-    def fake_record(program, args, out, cache=None, context=4, slice=None, force=False):
+    def fake_record(program, args, out, cache=None, context=4, slice=None, force=False, progress=None):
         calls.append(dict(program=program, args=list(args), out=str(out), cache=cache, context=context,
                           slice=slice, force=force))
         return {"summary": {"accesses": 1234, "allocation_sites": 5}}
