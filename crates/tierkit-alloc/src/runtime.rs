@@ -392,7 +392,10 @@ fn sample_once(n_arenas: usize) {
         }
     }
     if s.taken.is_multiple_of(s.keep_every) {
-        s.series.push((t, now));
+        // in time order: the sampler thread and the sample at exit may take theirs at once,
+        // the later one's queries finishing first
+        let at = s.series.partition_point(|x| x.0 <= t);
+        s.series.insert(at, (t, now));
         if s.series.len() >= MAX_SAMPLES {
             // keep every other sample from now on, and of those taken so far
             s.keep_every *= 2;
