@@ -298,6 +298,7 @@ def compare(
     repeat: RepeatOpt = 1,
     time_scale: TimeScaleOpt = 1.0,
     sort: Annotated[str, typer.Option("--sort", help="order of the table's rows within a trace: runtime (fastest first), hits (most fast-tier hits first), migrations, energy, or policy (as given)")] = "runtime",
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="runs at once, a process each [default: every core, when the runs are long enough to pay for it]")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Compare policies on one or more traces (runtime normalized to all-slow).
@@ -314,7 +315,7 @@ def compare(
         # every file the report will write, checked before the run, not after it
         report.check_out_dir(out, force, report.planned_files(api.compare_runs(traces, policies)))
     df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
-                     guide_from=guide_from, repeat=repeat, time_scale=time_scale)
+                     guide_from=guide_from, repeat=repeat, time_scale=time_scale, workers=workers)
     if json_out:
         for r in df.attrs["results"]:
             print(json.dumps(r))

@@ -9,6 +9,10 @@ from typing import Callable, Optional
 
 from tqdm import tqdm
 
+# no monitor thread (it only tunes how often a bar redraws): a process with no thread of its
+# own can fork its workers safely (tierkit.pool)
+tqdm.monitor_interval = 0
+
 ProgressFn = Callable[[int, Optional[int]], Optional[bool]]
 
 #: plain lines: the first after this many seconds, then one every LINE_EVERY_S
