@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: bench-sweep alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -23,13 +23,13 @@ $(VENV)/.deps: pyproject.toml
 
 # release build of the extension, installed into the venv with the package's dependencies:
 # .core with only what the simulator and the demo need (no PyTorch: about 0.5 GB), .built with
-# the test tools and PyTorch too (tierkit[test,ml]: the learned schedulers; about 6 GB, most of it
+# the test tools, PyTorch and Ray too (tierkit[test,ml,ray]: the learned schedulers, sweep --executor ray; about 6 GB, most of it
 # PyTorch's CUDA libraries), which make test and the studies use
 $(VENV)/.core: $(VENV)/.deps $(RUST_SRC)
 	$(VENV)/bin/maturin develop --release -q
 	touch $@
 $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
-	$(VENV)/bin/maturin develop --release -q -E test,ml
+	$(VENV)/bin/maturin develop --release -q -E test,ml,ray
 	touch $@ $(VENV)/.core
 
 setup build: $(VENV)/.built workloads tracer $(ALLOC_LIB)
@@ -85,6 +85,10 @@ demo: $(VENV)/.core
 
 bench: $(VENV)/.built
 	cargo bench -p tierkit-core --bench throughput
+
+# tierkit sweep: a 40-cell study on 1 and on every core, then re-run from its store (bench/README.md)
+bench-sweep: $(VENV)/.built
+	$(PY) bench/sweep.py --workers $$(nproc)
 
 # traces of real programs from Debian packages (data/recipes/record_traces.py); INSTALL=1
 # installs missing programs with apt-get

@@ -127,9 +127,11 @@ def test_the_command_line_still_names_its_options(cli, alternating):
 
 
 def test_annotations_name_the_returned_types():
-    hints = lambda f: typing.get_type_hints(f, {**vars(api), "pd": pd})  # noqa: E731
+    from tierkit import studies
+
+    hints = lambda f: typing.get_type_hints(f, {**vars(api), **vars(studies), "pd": pd})  # noqa: E731
     for f in (tierkit.kleio, tierkit.kleoniki, tierkit.load, tierkit.profile_sites, tierkit.tune_trials,
-              tierkit.compare, tierkit.simulate, tierkit.read_trace):
+              tierkit.compare, tierkit.simulate, tierkit.read_trace, tierkit.sweep):
         assert hints(f)["return"] is pd.DataFrame, f.__name__
     for f in (tierkit.profile, tierkit.guide, tierkit.tune):
         assert typing.get_origin(hints(f)["return"]) is dict, f.__name__

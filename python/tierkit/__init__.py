@@ -12,6 +12,7 @@ from typing import Callable as _Callable, ParamSpec as _ParamSpec, TypeVar as _T
 from . import api as _api
 from ._core import TierkitError, TierkitInternalError, __version__
 from .policy import HotPromote, Migrate, PeriodicPolicy, PeriodView, Swap
+from .studies import sweep as _sweep
 
 _P = _ParamSpec("_P")
 _R = _TypeVar("_R")
@@ -56,6 +57,7 @@ record = _python_names(_api.record)
 run = _python_names(_api.run)
 run_program = _python_names(_api.run_program)
 simulate = _python_names(_api.simulate)
+sweep = _python_names(_sweep)
 synth = _python_names(_api.synth)
 timeseries = _python_names(_api.timeseries)
 trace_info = _python_names(_api.trace_info)
@@ -67,6 +69,6 @@ __all__ = [
     "TierkitError", "TierkitInternalError", "__version__",
     "all_policies", "cache_presets", "compare", "convert", "detect_format", "guide", "heatmap", "kleio", "kleoniki",
     "load", "platform", "platforms", "policies", "profile", "profile_sites", "read_trace", "record", "run", "run_program",
-    "simulate", "synth", "timeseries", "trace_info", "tune", "tune_trials", "write_trace",
+    "simulate", "sweep", "synth", "timeseries", "trace_info", "tune", "tune_trials", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",
 ]

@@ -339,6 +339,51 @@ def compare(
         print(f"wrote {', '.join(p.name for p in written)} to {out}", file=sys.stderr)
 
 
+@app.command("sweep")
+def sweep_cmd(
+    study: Annotated[Path, typer.Argument(help="study file (YAML or TOML; docs/sweep.md)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="the study's directory: result store, results.parquet, report")],
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="cells run at once [default: every core; with --executor ray, the local instance's CPUs]")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="local (a process per worker) or ray (pip install 'tierkit[ray]')")] = "local",
+    address: Annotated[Optional[str], typer.Option("--address", help="with --executor ray: the cluster to join (host:port, or auto) [default: start a local instance]")] = None,
+    ship_traces: Annotated[bool, typer.Option("--ship-traces", help="with --executor ray: send the traces through Ray's object store instead of reading them at their paths on every node")] = False,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="write index.html and its plots")] = True,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Run a study: every combination of its traces, platforms, capacities, timing models,
+    policies and parameters, in parallel; cells already in OUT's store are not run again."""
+    import time as _time
+
+    from . import studies as sw
+
+    st = sw.load_study(study)
+    t0 = _time.perf_counter()
+    store = sw.Store(out)
+    before = sum(1 for _ in store.dir.glob("*/*.json")) if store.dir.exists() else 0
+    df = sw.sweep(st, out, workers=workers, executor=executor, address=address, ship_traces=ship_traces,
+                  progress=_progress(quiet), report=report)
+    el = _time.perf_counter() - t0
+    if json_out:
+        print(df.to_json(orient="records"))
+        return
+    failed = int(df["error"].notna().sum())
+    print(f"study {st.name}: {len(df):,} cells, {failed:,} failed; {df.attrs['ran']:,} run in {el:.1f} s "
+          f"({before:,} stored before this run)")
+    from .studies_report import best_table
+
+    best = best_table(df, st.baseline)
+    if len(best):
+        show = best.drop(columns=[c for c in ("repeat", "time_scale") if best[c].nunique() == 1])
+        print(show.to_string(index=False, float_format=lambda v: f"{v:,.4g}"))
+    for _, r in df[df["error"].notna()].head(10).iterrows():
+        print(f"failed: {r['trace']} {r['platform']} {r['fast_capacity']} {r['timing']} {r['policy']}: {r['error']}", file=sys.stderr)
+    if df.attrs["written"]:
+        print(f"wrote {out}/results.parquet, results.jsonl" + (", index.html" if report else ""), file=sys.stderr)
+    else:
+        print(f"{out}: up to date (every cell was stored)", file=sys.stderr)
+
+
 @trace_app.command("info")
 def trace_info(
     trace: Annotated[Path, typer.Argument(help="trace file")],

@@ -1,0 +1,546 @@
+"""Studies at scale (``tierkit sweep``, docs/sweep.md): a study file names traces, platforms,
+fast-tier capacities, timing models, policies with parameter grids and repeats; every
+combination is a *cell*, run once and kept in a result store keyed by the cell's full
+configuration, the trace's digest and tierkit's version, so that an interrupted sweep resumes
+and a re-run is instant. Cells run in parallel on local cores (a process pool) or on a Ray
+cluster; each cell is a pure function of its configuration, so the results are the same, bit
+for bit, whichever runs them."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import itertools
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, Union
+
+from ._core import TierkitError, __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PathLike = Union[str, os.PathLike]
+
+#: The study file's keys (anything else is an error, named).
+KEYS = ("name", "traces", "platforms", "capacities", "timing", "policies", "repeat", "time_scale", "seeds",
+        "baseline", "format", "cache")
+TRACE_KINDS = ("file", "workload", "synth")
+SYNTH_KEYS = ("synth", "accesses", "pages", "write_ratio", "theta", "phases", "hot_fraction", "insn_per_access", "seed", "name")
+WORKLOAD_KEYS = ("workload", "size", "cache", "args", "name")
+FILE_KEYS = ("file", "format", "cache", "name")
+
+
+# --- the study file --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """One trace of a study: a file, a workload-suite program recorded at a size, or a
+    synthetic trace; ``name`` is how tables and plots call it."""
+
+    kind: str
+    name: str
+    path: Optional[str] = None           # file
+    format: Optional[str] = None
+    cache: Optional[str] = None
+    workload: Optional[str] = None       # workload
+    size: str = "small"
+    args: tuple = ()
+    synth: Optional[dict] = None         # synth: the synth() arguments
+
+
+@dataclass
+class Study:
+    name: str
+    source: str
+    traces: list[TraceSpec]
+    platforms: list[str]
+    capacities: list[Any]
+    timing: list[str]
+    policies: list[str]
+    repeat: list[int]
+    time_scale: list[float]
+    baseline: Optional[str]
+    base_dir: Path = field(default_factory=Path.cwd)
+
+
+def _err(source: str, key: str, msg: str) -> TierkitError:
+    return TierkitError(f"{source}: {key}: {msg}")
+
+
+def _list(source: str, key: str, v: Any, default: Optional[list] = None) -> list:
+    if v is None:
+        if default is None:
+            raise _err(source, key, "missing (give a list)")
+        return list(default)
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def read_study(path: PathLike) -> dict:
+    """The study file's content: YAML (``.yaml``, ``.yml``) or TOML (``.toml``); JSON is YAML."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TierkitError(f"{p}: no such study file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TierkitError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    if p.suffix.lower() == ".toml":
+        import tomllib
+
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise TierkitError(f"{p}: not TOML: {e}") from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            raise TierkitError(f"{p}: {where}not YAML: {getattr(e, 'problem', None) or e}") from None
+    if not isinstance(data, dict):
+        raise TierkitError(f"{p}: a study file is a mapping of keys ({', '.join(KEYS)})")
+    return data
+
+
+def _policy_grid(source: str, item: Any) -> list[str]:
+    """``"otf"``, ``"otf:threshold=64"``, or ``{"otf": {"threshold": [32, 64], "ar": "os"}}``
+    (a grid: every combination) → policy spec strings."""
+    from ._core import parse_policy_spec
+
+    if isinstance(item, str):
+        specs = [item]
+    elif isinstance(item, dict) and len(item) == 1:
+        (name, params), = item.items()
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise _err(source, f"policies: {name}", "give its parameters as a mapping (threshold: [32, 64])")
+        keys = list(params)
+        values = [params[k] if isinstance(params[k], list) else [params[k]] for k in keys]
+        specs = []
+        for combo in itertools.product(*values):
+            args = ",".join(f"{k}={_fmt(v)}" for k, v in zip(keys, combo))
+            specs.append(f"{name}:{args}" if args else str(name))
+    else:
+        raise _err(source, "policies", f"{item!r}: give a policy spec or one mapping policy: {{parameter: [values]}}")
+    from .api import all_policies
+
+    known = all_policies()
+    for s in specs:
+        try:
+            name = json.loads(parse_policy_spec(s))["name"]
+        except TierkitError as e:
+            raise _err(source, "policies", str(e)) from None
+        if name not in known:
+            raise _err(source, "policies", f"unknown policy {name!r} (tierkit policies lists them)")
+    return specs
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _trace_specs(source: str, items: list, seeds: list, base: Path, default_format, default_cache) -> list[TraceSpec]:
+    out: list[TraceSpec] = []
+    for it in items:
+        if isinstance(it, str):
+            it = {"file": it}
+        if not isinstance(it, dict):
+            raise _err(source, "traces", f"{it!r}: give a path or glob, or a mapping with file:, workload: or synth:")
+        kinds = [k for k in TRACE_KINDS if k in it]
+        if len(kinds) != 1:
+            raise _err(source, "traces", f"{it!r}: give exactly one of file:, workload:, synth:")
+        kind = kinds[0]
+        allowed = {"file": FILE_KEYS, "workload": WORKLOAD_KEYS, "synth": SYNTH_KEYS}[kind]
+        extra = [k for k in it if k not in allowed]
+        if extra:
+            raise _err(source, f"traces: {it[kind]}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
+        if kind == "file":
+            pattern = str(it["file"])
+            full = pattern if os.path.isabs(pattern) else str(base / pattern)
+            matches = sorted(glob.glob(full)) if glob.has_magic(pattern) else [full]
+            if not matches:
+                raise _err(source, "traces", f"{pattern}: matches no file")
+            for m in matches:
+                if not os.path.exists(m):
+                    raise _err(source, "traces", f"{pattern}: no such file")
+                out.append(TraceSpec("file", it.get("name") if len(matches) == 1 and it.get("name") else Path(m).name,
+                                     path=m, format=it.get("format", default_format), cache=it.get("cache", default_cache)))
+        elif kind == "workload":
+            from . import workloads
+
+            name = str(it["workload"])
+            workloads._check_name(name)
+            size = str(it.get("size", "small"))
+            workloads._check_size(size)
+            args = tuple(str(a) for a in (it.get("args") or ()))
+            label = it.get("name") or f"{name}-{size}" + ("-" + "-".join(args) if args else "")
+            out.append(TraceSpec("workload", label, workload=name, size=size, args=args, cache=it.get("cache")))
+        else:
+            kind_s = str(it["synth"])
+            params = {k: it[k] for k in SYNTH_KEYS if k in it and k not in ("synth", "name", "seed")}
+            for k in ("accesses", "pages"):
+                if k not in params:
+                    raise _err(source, f"traces: synth {kind_s}", f"{k}: missing")
+            for seed in ([it["seed"]] if "seed" in it else seeds):
+                label = it.get("name") or f"{kind_s}"
+                label = f"{label}-s{seed}" if len(seeds) > 1 and "seed" not in it else label
+                out.append(TraceSpec("synth", label, synth={"kind": kind_s, **{k: _fmt(v) if k in ("accesses", "pages") else v
+                                                                                 for k, v in params.items()}, "seed": int(seed)}))
+    names = [t.name for t in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise _err(source, "traces", f"two traces are called {dup!r}: give one of them a name:")
+    return out
+
+
+def load_study(path: PathLike) -> Study:
+    """Read and check a study file (docs/sweep.md); every mistake is one error naming the file
+    and the key."""
+    from .api import check_scale
+
+    p = Path(path)
+    src = str(p)
+    d = read_study(p)
+    unknown = [k for k in d if k not in KEYS]
+    if unknown:
+        raise _err(src, unknown[0], f"unknown key (known: {', '.join(KEYS)})")
+    seeds = [int(s) for s in _list(src, "seeds", d.get("seeds"), [1])]
+    traces = _trace_specs(src, _list(src, "traces", d.get("traces")), seeds, p.parent, d.get("format"), d.get("cache"))
+    if not traces:
+        raise _err(src, "traces", "empty")
+    platforms = [str(x) for x in _list(src, "platforms", d.get("platforms"), ["dram-pmem"])]
+    for pl in platforms:
+        _check_platform(src, pl, p.parent)
+    platforms = [str(p.parent / pl) if _is_file(pl) and not os.path.isabs(pl) else pl for pl in platforms]
+    capacities = _list(src, "capacities", d.get("capacities"), [0.2])
+    for c in capacities:
+        if isinstance(c, bool) or not isinstance(c, (int, float, str)):
+            raise _err(src, "capacities", f"{c!r}: a fraction of the footprint (0.2) or a size ('64M')")
+        if isinstance(c, (int, float)) and not 0 < c <= 1:
+            raise _err(src, "capacities", f"{c}: a fraction in (0, 1], or a size as a string ('64M')")
+    timing = [str(t) for t in _list(src, "timing", d.get("timing"), ["simple"])]
+    for t in timing:
+        if t not in ("simple", "detailed"):
+            raise _err(src, "timing", f"{t!r}: simple or detailed")
+    policies = [s for item in _list(src, "policies", d.get("policies")) for s in _policy_grid(src, item)]
+    if not policies:
+        raise _err(src, "policies", "empty")
+    repeat = _list(src, "repeat", d.get("repeat"), [1])
+    time_scale = _list(src, "time_scale", d.get("time_scale"), [1.0])
+    try:
+        for r, s in itertools.product(repeat, time_scale):
+            check_scale(r, s)
+    except TierkitError as e:
+        raise _err(src, "repeat/time_scale", str(e).replace("--", "")) from None
+    baseline = d.get("baseline", "all-slow")
+    if baseline is not None:
+        baseline = str(baseline)
+        _policy_grid(src, baseline)
+    return Study(str(d.get("name") or p.stem), src, traces, platforms, capacities, timing, policies,
+                 [int(r) for r in repeat], [float(s) for s in time_scale], baseline, p.parent)
+
+
+def _is_file(pl: str) -> bool:
+    return pl.endswith((".toml", ".yaml", ".yml", ".json"))
+
+
+def _check_platform(src: str, pl: str, base: Path) -> None:
+    from .api import platform
+
+    try:
+        platform(str(base / pl) if _is_file(pl) and not os.path.isabs(pl) else pl)
+    except TierkitError as e:
+        raise _err(src, "platforms", str(e)) from None
+
+
+# --- cells -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a study: everything that decides its result."""
+
+    trace: str            # the trace's name in the study
+    path: str             # where the trace is on this machine
+    digest: str           # SHA-256 of the trace file's bytes
+    format: Optional[str]
+    cache: Optional[str]
+    platform: str
+    platform_digest: Optional[str]  # of a platform file's bytes (None for a preset)
+    fast_capacity: Any
+    timing: str
+    policy: str
+    repeat: int
+    time_scale: float
+
+    def config(self) -> dict:
+        """What the key is made of: the path is where the trace is, not what it is."""
+        c = asdict(self)
+        del c["path"]
+        c["platform"] = Path(self.platform).name if self.platform_digest else self.platform
+        c["version"] = __version__
+        return c
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(self.config(), sort_keys=True).encode()).hexdigest()
+
+
+def file_digest(path: PathLike, memo: Optional[dict] = None) -> str:
+    """SHA-256 of a file's bytes, remembered in ``memo`` by path, size and modification time."""
+    st = os.stat(path)
+    k = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+    if memo is not None and k in memo:
+        return memo[k]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    d = h.hexdigest()
+    if memo is not None:
+        memo[k] = d
+    return d
+
+
+def materialize(t: TraceSpec, out: Path, progress: Optional[bool] = None) -> str:
+    """The trace file of a spec: a file as it is; a workload recorded, or a synthetic trace
+    written, once into ``out/traces/`` (reused by later sweeps)."""
+    if t.kind == "file":
+        return t.path  # type: ignore[return-value]
+    d = out / "traces"
+    d.mkdir(parents=True, exist_ok=True)
+    spec = asdict(t)
+    tag = hashlib.sha256(json.dumps({k: spec[k] for k in ("kind", "workload", "size", "args", "cache", "synth")},
+                                    sort_keys=True, default=list).encode()).hexdigest()[:16]
+    f = d / f"{t.name}-{tag}.tkt"
+    if f.exists():
+        return str(f)
+    if t.kind == "workload":
+        from . import workloads
+
+        workloads.trace(t.workload, t.size, f, cache=t.cache, force=True, extra_args=t.args, progress=progress)  # type: ignore[arg-type]
+    else:
+        from .api import synth
+
+        s = dict(t.synth or {})
+        synth(s.pop("kind"), f, force=True, progress=progress, **s)
+    return str(f)
+
+
+def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Optional[dict] = None) -> list[Cell]:
+    """Every cell of the study, the baseline's included, in a fixed order: trace, platform,
+    capacity, timing, repeat, time scale, then policy."""
+    pols = list(dict.fromkeys(study.policies + ([study.baseline] if study.baseline else [])))
+    plats = [(pl, file_digest(pl, memo) if _is_file(pl) else None) for pl in study.platforms]
+    out_cells = []
+    for t in study.traces:
+        path = materialize(t, out, progress)
+        dig = file_digest(path, memo)
+        fmt = t.format if t.kind == "file" else None
+        cache = t.cache if t.kind == "file" else None
+        for (pl, pd_), cap, tm, rep, ts, pol in itertools.product(plats, study.capacities, study.timing, study.repeat,
+                                                                   study.time_scale, pols):
+            out_cells.append(Cell(t.name, path, dig, fmt, cache, pl, pd_, cap, tm, pol, rep, ts))
+    return out_cells
+
+
+# --- running a cell --------------------------------------------------------------------------
+
+
+def run_cell(cell: Cell) -> dict:
+    """Run one cell: its record for the store (``result`` or a one-line ``error``)."""
+    from .api import run
+
+    rec: dict[str, Any] = {"key": cell.key, "config": cell.config(), "trace_path": cell.path}
+    t0 = time.perf_counter()
+    try:
+        rec["result"] = run(cell.path, cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
+                            cell.cache, False, repeat=cell.repeat, time_scale=cell.time_scale)
+    except TierkitError as e:
+        rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+    except Exception as e:  # an internal failure of one cell does not stop the sweep
+        rec["error"] = f"internal error: {type(e).__name__}: {e}".splitlines()[0]
+    rec["seconds"] = time.perf_counter() - t0
+    return rec
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+class Store:
+    """``DIR/cells/KK/KEY.json``: one file per finished cell, written whole (a ``.partial``
+    renamed). A cell with a result is done; one with an error is tried again by the next sweep."""
+
+    def __init__(self, out: PathLike) -> None:
+        self.dir = Path(out) / "cells"
+
+    def path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Optional[dict]:
+        p = self.path(key)
+        try:
+            rec = json.loads(p.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # damaged: run it again
+        return rec if isinstance(rec, dict) and rec.get("key") == key else None
+
+    def done(self, key: str) -> bool:
+        rec = self.get(key)
+        return rec is not None and "result" in rec
+
+    def put(self, rec: dict) -> None:
+        p = self.path(rec["key"])
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(p.name + ".partial")
+        tmp.write_text(json.dumps(rec))
+        os.replace(tmp, p)
+
+
+# --- executors -------------------------------------------------------------------------------
+
+
+def _local(todo: list[Cell], workers: int, on_done: Callable[[dict], None]) -> None:
+    if workers <= 1 or len(todo) <= 1:
+        for c in todo:
+            on_done(run_cell(c))
+        return
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from .pool import pool as make_pool
+
+    with make_pool(workers) as pool:
+        pending = {pool.submit(run_cell, c) for c in todo}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                on_done(f.result())
+
+
+def _ray(todo: list[Cell], address: Optional[str], ship: bool, on_done: Callable[[dict], None],
+         workers: Optional[int] = None) -> None:
+    from . import studies_ray
+
+    studies_ray.run(todo, address, ship, on_done, workers)
+
+
+# --- the sweep -------------------------------------------------------------------------------
+
+
+def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] = None, executor: str = "local",
+          address: Optional[str] = None, ship_traces: bool = False, progress: Optional[bool] = None,
+          report: bool = True) -> pd.DataFrame:
+    """Run every cell of ``study`` not yet in ``out``'s store, then write ``out/results.parquet``
+    and ``out/results.jsonl`` (every cell) and, with ``report``, ``out/index.html``. Returns
+    the results as a DataFrame, a row per cell (``error`` holds a failed cell's one line)."""
+    from .progress import Bar
+
+    st = study if isinstance(study, Study) else load_study(study)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    memo_path = out / "digests.json"
+    try:
+        memo = json.loads(memo_path.read_text())
+    except (OSError, ValueError):
+        memo = {}
+    all_cells = cells(st, out, progress, memo)
+    memo_path.write_text(json.dumps(memo))
+    store = Store(out)
+    todo = [c for c in all_cells if not store.done(c.key)]
+    if executor not in ("local", "ray"):
+        raise TierkitError(f"--executor: {executor!r}: local or ray")
+    if workers is not None and workers < 1:
+        raise TierkitError(f"--workers: {workers}: at least 1")
+    from .pool import cpu_count
+
+    n = workers or cpu_count()
+    with Bar(f"sweep {st.name}", progress, unit="cell") as bar:
+        done = [len(all_cells) - len(todo)]
+        bar.callback(done[0], len(all_cells))
+
+        def on_done(rec: dict) -> None:
+            store.put(rec)
+            done[0] += 1
+            bar.callback(done[0], len(all_cells))
+
+        if executor == "local":
+            _local(todo, n, on_done)
+        else:
+            _ray(todo, address, ship_traces, on_done, workers)
+    df = collect(st, all_cells, store)
+    # the table and the report are rewritten only when a cell ran or the study changed: a
+    # re-run of a finished study reads the store and stops (docs/sweep.md)
+    manifest = json.dumps({"version": __version__, "study": st.name, "baseline": st.baseline, "report": report,
+                           "cells": hashlib.sha256(",".join(c.key for c in all_cells).encode()).hexdigest()})
+    outputs = [out / "results.parquet", out / "results.jsonl"] + ([out / "index.html"] if report else [])
+    mpath = out / "manifest.json"
+    fresh = not todo and all(p.exists() for p in outputs) and mpath.exists() and mpath.read_text() == manifest
+    if not fresh:
+        write_dataset(df, [store.get(c.key) for c in all_cells], out)
+        if report:
+            from . import studies_report
+
+            studies_report.write(df, st, out)
+        mpath.write_text(manifest)
+    df.attrs["ran"] = len(todo)
+    df.attrs["written"] = not fresh
+    return df
+
+
+def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFrame:
+    """The study's table from the store: a row per cell, its configuration and figures, and
+    ``runtime_vs_<baseline>`` (against the baseline in the same trace, platform, capacity,
+    timing, repeat and time scale)."""
+    import pandas as pd
+
+    from .api import RESULT_COLUMNS
+
+    rows = []
+    for c in all_cells:
+        rec = store.get(c.key) or {"error": "not run"}
+        r = rec.get("result")
+        row = {"trace": c.trace, "platform": Path(c.platform).stem if c.platform_digest else c.platform,
+               "fast_capacity": str(c.fast_capacity), "timing": c.timing, "policy": c.policy, "repeat": c.repeat,
+               "time_scale": c.time_scale}
+        for k in RESULT_COLUMNS:
+            if k not in row and k != "warnings":
+                row[k] = r.get(k) if r else None
+        row["warnings"] = list(r.get("warnings") or []) if r else []
+        row["trace_digest"] = c.digest
+        row["key"] = c.key
+        row["error"] = rec.get("error")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["trace"] = df["trace"].astype(str)
+    if study.baseline:
+        group = ["trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
+        base = df[df["policy"] == study.baseline].set_index(group)["runtime_ns"]
+        idx = pd.MultiIndex.from_frame(df[group])
+        df[f"runtime_vs_{study.baseline}"] = df["runtime_ns"].to_numpy(dtype=float) / base.reindex(idx).to_numpy(dtype=float)
+    return df
+
+
+def write_dataset(df: pd.DataFrame, records: Iterable[Optional[dict]], out: Path) -> None:
+    """``results.parquet`` (the table) and ``results.jsonl`` (each cell's record), written whole."""
+    from .output import write_bytes
+
+    import io
+
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    write_bytes(out / "results.parquet", buf.getvalue(), True)
+    write_bytes(out / "results.jsonl", "".join(json.dumps(r) + "\n" for r in records if r is not None).encode(), True)

@@ -1,0 +1,98 @@
+"""``tierkit sweep --executor ray``: the cells of a study as Ray tasks (docs/sweep.md, "On a
+Ray cluster"). Each task runs one cell (``tierkit.studies.run_cell``) on one CPU and returns its
+record to the driver, which alone writes the store: a cell is stored once, whichever worker ran
+it. A task whose worker dies is run again by Ray (``max_retries``); a cell that fails in
+tierkit is a record with its error, like any other.
+
+Traces are read where the cell names them (a path every node sees: a shared file system) or,
+with ``ship``, sent once through Ray's object store and written by each node that needs one
+into its temporary directory, keyed by the trace's digest."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ._core import TierkitError
+
+#: Times Ray runs a cell again after its worker process or node died.
+MAX_RETRIES = 3
+
+
+def _local_copy(cell: Any, data: Optional[bytes]) -> Any:
+    """On a worker: the cell, its trace written locally (once per node) if it was shipped.
+    (Ray hands a task the value of an object reference given as an argument, fetched into
+    the node's object store once.)"""
+    if data is None:
+        return cell
+    import dataclasses
+
+    d = Path(tempfile.gettempdir()) / "tierkit-traces" / cell.digest
+    f = d / Path(cell.path).name
+    if not f.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.partial")
+        tmp.write_bytes(data)
+        os.replace(tmp, f)
+    return dataclasses.replace(cell, path=str(f))
+
+
+def _task(cell: Any, data: Optional[bytes] = None) -> dict:
+    from .studies import run_cell
+
+    local = _local_copy(cell, data)
+    rec = run_cell(local)
+    if local.path != cell.path and "result" in rec:
+        # the result names the trace by the driver's path, whichever copy ran
+        enc = lambda p: json.dumps(p)[1:-1]  # noqa: E731
+        rec["result"] = json.loads(json.dumps(rec["result"]).replace(enc(local.path), enc(cell.path)))
+    rec["trace_path"] = cell.path
+    rec["host"] = os.uname().nodename
+    return rec
+
+
+def run(todo: list, address: Optional[str], ship: bool, on_done: Callable[[dict], None],
+        workers: Optional[int] = None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise TierkitError("--executor ray: Ray is not installed: pip install 'tierkit[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, "configure_logging": False}
+        if address:
+            kw["address"] = address
+        elif workers:
+            kw["num_cpus"] = workers
+        try:
+            ray.init(**kw)
+        except Exception as e:  # Ray's connection errors have no common base
+            where = f"the cluster at {address}" if address else "a local Ray instance"
+            raise TierkitError(f"--executor ray: cannot connect to {where}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        started = True
+    try:
+        task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)(_task)
+        refs: dict[str, Any] = {}
+        if ship:
+            for c in todo:
+                if c.digest not in refs:
+                    refs[c.digest] = ray.put(Path(c.path).read_bytes())
+        pending = {task.remote(c, refs.get(c.digest)): c for c in todo}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for r in ready:
+                cell = pending.pop(r)
+                try:
+                    rec = ray.get(r)
+                except Exception as e:  # the task failed for good (its retries spent)
+                    from .studies import Cell  # noqa: F401  (the record's shape is run_cell's)
+
+                    msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+                    rec = {"key": cell.key, "config": cell.config(), "trace_path": cell.path,
+                           "error": f"ray: {type(e).__name__}: {msg}"}
+                on_done(rec)
+    finally:
+        if started:  # disconnects this driver; a cluster joined by address keeps running
+            ray.shutdown()
