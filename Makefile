@@ -72,7 +72,7 @@ test: $(VENV)/.built tracer $(ALLOC_LIB) rust-test py-test test-vm fuzz-smoke
 # the build. Without a C++ compiler or the fuzz crates (offline), the step says why and is
 # skipped, except under CI=true, where it fails.
 FUZZ_SECONDS ?= 600
-FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_SMOKE_SECONDS ?= 3
 FUZZ_TARGETS = $(shell sed -n 's/^name = "\(.*\)"/\1/p' fuzz/Cargo.toml | grep -vc '^tierkit-fuzz$$')
 fuzz:
 	fuzz/run.sh release $$(( $(FUZZ_SECONDS) / $(FUZZ_TARGETS) > 0 ? $(FUZZ_SECONDS) / $(FUZZ_TARGETS) : 1 ))
