@@ -56,6 +56,12 @@ def test_the_issues_example_reads_as_written_in_yaml_and_toml(tmp_path, small_tr
     assert {c.policy for c in cells} == {"first-touch", "history", "otf", "all-slow"}
 
 
+def test_trace_paths_may_name_environment_variables(tmp_path, small_trace, monkeypatch):
+    monkeypatch.setenv("TIERKIT_TEST_TRACES", str(small_trace.parent))
+    s = sw.load_study(study_file(tmp_path, 'traces: ["${TIERKIT_TEST_TRACES}/a.tkt"]\npolicies: [otf]\n'))
+    assert [t.path for t in s.traces] == [str(small_trace)]
+
+
 def test_policy_grids_expand_to_every_combination(tmp_path, small_trace):
     s = sw.load_study(study_file(tmp_path, f"""
 traces: [{small_trace}]
@@ -78,6 +84,7 @@ baseline: first-touch
     ("traces: [a.tkt]\npolicies: [otf]\ntiming: [fast]\n", "timing: 'fast': simple or detailed"),
     ("traces: [a.tkt]\npolicies: [{otf: 3}]\n", "policies: otf: give its parameters as a mapping"),
     ("traces: [a.tkt\n", "line "),
+    ("traces: [\"${TIERKIT_TEST_UNSET_DIR}/a.tkt\"]\npolicies: [otf]\n", "an environment variable in it is not set"),
 ])
 def test_a_bad_study_is_one_line_naming_the_file_and_key(tmp_path, small_trace, cli, text, named):
     shutil.copy(small_trace, tmp_path / "a.tkt")

@@ -167,7 +167,9 @@ def _trace_specs(source: str, items: list, seeds: list, base: Path, default_form
         if extra:
             raise _err(source, f"traces: {it[kind]}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
         if kind == "file":
-            pattern = str(it["file"])
+            pattern = os.path.expandvars(str(it["file"]))
+            if "$" in pattern:
+                raise _err(source, "traces", f"{it['file']}: an environment variable in it is not set")
             full = pattern if os.path.isabs(pattern) else str(base / pattern)
             matches = sorted(glob.glob(full)) if glob.has_magic(pattern) else [full]
             if not matches:
