@@ -4,45 +4,13 @@
 //! refused without quoting them), and refused with one clear line when truncated or corrupt.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
 use tierkit_core::trace::input::detect;
 use tierkit_core::trace::summary::scan;
 use tierkit_core::trace::tkt::TktReader;
-use tierkit_core::trace::{read_all, Access, Format, RecordSource, TraceInput};
+use tierkit_core::trace::{Access, Format, TraceInput};
 
-fn rows(src: &mut dyn RecordSource) -> Vec<Access> {
-    read_all(src).unwrap().iter().flat_map(|b| (0..b.len()).map(move |i| b.access(i))).collect()
-}
-
-fn read_err(input: &TraceInput) -> String {
-    let mut src = match input.open() {
-        Ok(s) => s,
-        Err(e) => return e.to_string(),
-    };
-    match read_all(src.as_mut()) {
-        Ok(_) => panic!("{} read without error", input.display()),
-        Err(e) => e.to_string(),
-    }
-}
-
-/// Write `bytes` to `dir/name`, gzip- or xz-compressed by the name's extension.
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    let f = std::fs::File::create(&p).unwrap();
-    if name.ends_with(".gz") {
-        let mut g = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-        g.write_all(bytes).unwrap();
-        g.finish().unwrap();
-    } else if name.ends_with(".xz") {
-        let mut x = liblzma::write::XzEncoder::new(f, 6);
-        x.write_all(bytes).unwrap();
-        x.finish().unwrap();
-    } else {
-        std::fs::write(&p, bytes).unwrap();
-    }
-    p
-}
+mod common;
+use common::{read_err, rows, write_file as write};
 
 /// A ChampSim `input_instr` (64 bytes): ip, is_branch, branch_taken, destination_registers[2],
 /// source_registers[4], destination_memory[2], source_memory[4].

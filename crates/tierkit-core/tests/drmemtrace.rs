@@ -10,40 +10,10 @@ use std::path::{Path, PathBuf};
 use tierkit_core::trace::drmemtrace::Entry;
 use tierkit_core::trace::input::detect;
 use tierkit_core::trace::tkt::TktReader;
-use tierkit_core::trace::{read_all, Access, Format, RecordSource, TraceInput};
+use tierkit_core::trace::{read_all, Access, Format, TraceInput};
 
-fn rows(src: &mut dyn RecordSource) -> Vec<Access> {
-    read_all(src).unwrap().iter().flat_map(|b| (0..b.len()).map(move |i| b.access(i))).collect()
-}
-
-fn read_err(input: &TraceInput) -> String {
-    let mut src = match input.open() {
-        Ok(s) => s,
-        Err(e) => return e.to_string(),
-    };
-    match read_all(src.as_mut()) {
-        Ok(_) => panic!("{} read without error", input.display()),
-        Err(e) => e.to_string(),
-    }
-}
-
-/// Write `bytes` to `dir/name`, gzip- or xz-compressed by the name's extension.
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    let f = std::fs::File::create(&p).unwrap();
-    if name.ends_with(".gz") {
-        let mut g = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-        g.write_all(bytes).unwrap();
-        g.finish().unwrap();
-    } else if name.ends_with(".xz") {
-        let mut x = liblzma::write::XzEncoder::new(f, 6);
-        x.write_all(bytes).unwrap();
-        x.finish().unwrap();
-    } else {
-        std::fs::write(&p, bytes).unwrap();
-    }
-    p
-}
+mod common;
+use common::{read_err, rows, write_file as write};
 
 fn acc(addr: u64, write: bool, insn: u64, size: u16, tid: u32, pc: u64) -> Access {
     Access { addr, write, insn, ns: 0, size, tid, pc }

@@ -7,7 +7,6 @@
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use tierkit_core::trace::export::{to_hex, to_ramulator};
 use tierkit_core::trace::input::detect;
@@ -50,20 +49,11 @@ fn samples() -> [(Format, &'static str); 7] {
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    if name.ends_with(".gz") {
-        let mut g = flate2::write::GzEncoder::new(std::fs::File::create(&p).unwrap(), flate2::Compression::default());
-        g.write_all(text.as_bytes()).unwrap();
-        g.finish().unwrap();
-    } else {
-        std::fs::write(&p, text).unwrap();
-    }
-    p
+    common::write_file(dir, name, text.as_bytes())
 }
 
-fn rows(src: &mut dyn RecordSource) -> Vec<Access> {
-    read_all(src).unwrap().iter().flat_map(|b| (0..b.len()).map(move |i| b.access(i))).collect()
-}
+mod common;
+use common::rows;
 
 fn vendored_gcc() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/traces/403.gcc.gz")

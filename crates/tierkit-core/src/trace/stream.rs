@@ -54,11 +54,12 @@ pub fn decoder<R: Read + Send + 'static>(inner: R, c: Compression) -> Box<dyn Re
     }
 }
 
-/// Counts and hashes the bytes read from the file, whichever decompressor reads them.
-struct Tap<R> {
-    inner: R,
-    pos: Arc<AtomicU64>,
-    hasher: Arc<Mutex<blake3::Hasher>>,
+/// Counts and hashes the bytes read from the file, whichever decompressor reads them (the
+/// binary importers' [`Stream`] and the text importers' reader).
+pub(crate) struct Tap<R> {
+    pub(crate) inner: R,
+    pub(crate) pos: Arc<AtomicU64>,
+    pub(crate) hasher: Arc<Mutex<blake3::Hasher>>,
 }
 
 impl<R: Read> Read for Tap<R> {

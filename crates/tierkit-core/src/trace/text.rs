@@ -10,10 +10,11 @@
 //! every number is parsed with overflow checks and every bad line is an error that says what
 //! was expected.
 
+use super::stream::Tap;
 use super::{Access, Batch, Format, Progress, RecordSource, TraceMeta, BATCH_RECORDS};
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,22 +27,6 @@ pub trait LineParser: Send {
     fn parse(&mut self, line: &str, out: &mut Batch) -> std::result::Result<(), String>;
     /// The header of the traces this format produces (time bases, pc presence...).
     fn meta(&self) -> TraceMeta;
-}
-
-/// Counts and hashes the raw file bytes under any decompressor.
-struct Tap<R> {
-    inner: R,
-    pos: Arc<AtomicU64>,
-    hasher: Arc<Mutex<blake3::Hasher>>,
-}
-
-impl<R: Read> Read for Tap<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.lock().unwrap().update(&buf[..n]);
-        self.pos.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
 }
 
 /// A text trace being read.

@@ -37,3 +37,39 @@ pub fn run(input: &TraceInput, platform: &str, caps: &[(usize, Capacity)], spec:
     job.paranoid = true;
     simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap_or_else(|e| panic!("{spec}: {e}"))
 }
+
+/// Every access of a source, in order.
+pub fn rows(src: &mut dyn tierkit_core::trace::RecordSource) -> Vec<Access> {
+    tierkit_core::trace::read_all(src).unwrap().iter().flat_map(|b| (0..b.len()).map(move |i| b.access(i))).collect()
+}
+
+/// The error that opening or reading `input` to its end gives (a panic if it reads cleanly).
+pub fn read_err(input: &TraceInput) -> String {
+    let mut src = match input.open() {
+        Ok(s) => s,
+        Err(e) => return e.to_string(),
+    };
+    match tierkit_core::trace::read_all(src.as_mut()) {
+        Ok(_) => panic!("{} read without error", input.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Write `bytes` to `dir/name`, gzip- or xz-compressed by the name's extension.
+pub fn write_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    use std::io::Write;
+    let p = dir.join(name);
+    let f = std::fs::File::create(&p).unwrap();
+    if name.ends_with(".gz") {
+        let mut g = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+        g.write_all(bytes).unwrap();
+        g.finish().unwrap();
+    } else if name.ends_with(".xz") {
+        let mut x = liblzma::write::XzEncoder::new(f, 6);
+        x.write_all(bytes).unwrap();
+        x.finish().unwrap();
+    } else {
+        std::fs::write(&p, bytes).unwrap();
+    }
+    p
+}
