@@ -585,17 +585,18 @@ def cache_presets() -> list[dict]:
 
 
 def _fractions(key: str, values: Union[float, str, Sequence[Union[float, str]]]) -> list[float]:
-    """Fractions in (0, 1]: one, a sequence, or a comma-separated string."""
-    items = [x for x in values.split(",") if x.strip()] if isinstance(values, str) else \
+    """Fractions in (0, 1]: one, a sequence, or a comma-separated string. ``key`` is the
+    command line's option (the Python functions' errors name the parameter: tierkit.__init__)."""
+    items = [x.strip() for x in values.split(",") if x.strip()] if isinstance(values, str) else \
         [values] if isinstance(values, (int, float)) else list(values)
     out = []
     for x in items:
         try:
             v = float(x)
         except (TypeError, ValueError):
-            raise _core.TierkitError(f"{key}: {x!r} is not a number") from None
+            raise _core.TierkitError(f"{key}: '{x}' is not a number") from None
         if not 0 < v <= 1:
-            raise _core.TierkitError(f"{key}: {x!r} is not a fraction in (0, 1]")
+            raise _core.TierkitError(f"{key}: {x} is not a fraction in (0, 1]")
         out.append(v)
     if not out:
         raise _core.TierkitError(f"{key}: give at least one fraction")
@@ -692,16 +693,18 @@ def _study_frame(r: dict) -> pd.DataFrame:
 
 def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacity, timing, history, hidden, epochs,
              tol, seed, train, holdout, weight, threads, format, cache, progress) -> dict:
+    """The study behind ``tierkit kleio`` and :func:`kleio` (and Kleoniki's at a given period),
+    as the dict ``--json`` prints."""
     from . import learned
 
-    fractions = _fractions("pages", pages)
-    cap = _fractions("fast_capacity", [fast_capacity])[0]
+    fractions = _fractions("--pages", pages)
+    cap = _fractions("--fast-capacity", [fast_capacity])[0]
     if not 0 <= holdout < 1:
-        raise _core.TierkitError(f"holdout: {holdout} is not a fraction in [0, 1)")
+        raise _core.TierkitError(f"--holdout: {holdout} is not a fraction in [0, 1)")
     if threads is not None and threads < 1:
-        raise _core.TierkitError(f"threads: {threads} is not a whole number of threads >= 1")
+        raise _core.TierkitError(f"--threads: {threads} is not a whole number of threads >= 1")
     if period is not None and period < 1:
-        raise _core.TierkitError(f"period: {period} must be at least 1 access")
+        raise _core.TierkitError(f"--period: {period} must be at least 1 access")
     return learned.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
                          epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
                          progress=progress, holdout=holdout, class_weight=weight, threads=threads)
@@ -732,11 +735,19 @@ def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05,
     the same per-period pattern, at Cori's period unless ``period`` is given. Rows and
     ``df.attrs['study']`` as :func:`kleio`'s, with ``cori_period`` and ``period_chosen`` (how
     the period was chosen) in the study. Needs PyTorch (``pip install 'tierkit[ml]'``)."""
+    return _study_frame(_kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs,
+                                  seed, train, holdout, weight, threads, format, cache, progress))
+
+
+def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed,
+              train, holdout, weight, threads, format, cache, progress) -> dict:
+    """Kleoniki's study at Cori's period unless ``period`` is given (``tierkit kleoniki``,
+    :func:`kleoniki`), as the dict ``--json`` prints."""
     from . import cori, learned
 
     chosen = note = None
     if period is None:
-        cap = _fractions("fast_capacity", [fast_capacity])[0]
+        cap = _fractions("--fast-capacity", [fast_capacity])[0]
         t = cori.tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
                       progress=progress)
         chosen = t["chosen_period"]
@@ -745,7 +756,7 @@ def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05,
                  train, holdout, weight, threads, format, cache, progress)
     r["cori_period"] = chosen
     r["period_chosen"] = note
-    return _study_frame(r)
+    return r
 
 
 def heatmap(trace: PathLike, period: Optional[int] = None, out: Optional[PathLike] = None, force: bool = False,
@@ -755,23 +766,17 @@ def heatmap(trace: PathLike, period: Optional[int] = None, out: Optional[PathLik
     Returns the matplotlib Figure; with ``out``, also writes it as a PNG (refused if the file
     exists, unless ``force``)."""
     from . import learned, report
+    from .output import write_bytes
 
     if out is not None:
         check_new_file(out, force)
     if period is None:
         period = learned.default_period(trace, format, cache)
     if period < 1:
-        raise _core.TierkitError(f"period: {period} must be at least 1 access")
-    c = learned.counts(trace, period, format, cache, progress)
-    fig = report.heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods")
+        raise _core.TierkitError(f"--period: {period} must be at least 1 access")
+    fig = report.heatmap_of(trace, period, format, cache, progress)
     if out is not None:
-        import io
-
-        from .output import write_bytes
-
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110)
-        write_bytes(Path(out), buf.getvalue(), force)
+        write_bytes(Path(out), report._png(fig, close=False), force)
     return fig
 
 

@@ -359,8 +359,6 @@ def sweep_cmd(
 
     st = sw.load_study(study)
     t0 = _time.perf_counter()
-    store = sw.Store(out)
-    before = sum(1 for _ in store.dir.glob("*/*.json")) if store.dir.exists() else 0
     df = sw.sweep(st, out, workers=workers, executor=executor, address=address, ship_traces=ship_traces,
                   progress=_progress(quiet), report=report)
     el = _time.perf_counter() - t0
@@ -369,7 +367,7 @@ def sweep_cmd(
         return
     failed = int(df["error"].notna().sum())
     print(f"study {st.name}: {len(df):,} cells, {failed:,} failed; {df.attrs['ran']:,} run in {el:.1f} s "
-          f"({before:,} stored before this run)")
+          f"({len(df) - df.attrs['ran']:,} stored before this run)")
     from .studies_report import best_table
 
     best = best_table(df, st.baseline)
@@ -578,8 +576,7 @@ def guide_cmd(
     p = guide.read_profile(profile_file)
     caps = [c.strip() for c in capacity.split(",")]  # make_guidance reads fractions and sizes
     names = [t.strip() for t in tiers.split(",")] if tiers else None
-    g = guide.make_guidance(p, strategy, caps, tiers=names, per_phase=per_phase)
-    guide.write_guidance(g, out, force=force)
+    g = api.guide(p, strategy, caps, tiers=names, per_phase=per_phase, out=out, force=force)
     for w in g.get("warnings", []):
         print(w, file=sys.stderr)
     if json_out:
@@ -606,16 +603,6 @@ def guide_cmd(
         print(f"  phase markers: {len(seen)} of {len(marks)} phase boundaries fall next to an allocation call, "
               "which a guided run counts to switch phases")
     print(f"wrote {out}", file=sys.stderr)
-
-
-def _fraction(key: str, s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise TierkitError(f"{key}: '{s}' is not a number") from None
-    if not 0 < v <= 1:
-        raise TierkitError(f"{key}: {s} is not a fraction in (0, 1]")
-    return v
 
 
 def _ms(ns: float) -> str:
@@ -665,25 +652,6 @@ def tune_cmd(
             ttb = "never" if m["trials_to_best"] is None else f"{m['trials_to_best']} of {m['explored']}"
             print(f"{name:<12} {m['trials']:>6} {m['chosen_period']:>12,} {100 * m['slowdown_vs_best']:>8.1f}% {ttb:>15}")
         print(f"(slowdown after Cori's {len(r['trials'])} trials; trials to best: to come within {100 * within:g}% of the best)")
-
-
-def _learned_study(policy: str, trace: Path, pages: str, period: Optional[int], platform: str, fast_capacity: str,
-                   timing: str, history: int, hidden: int, epochs: int, tol: float, seed: int, train: Optional[Path],
-                   format, cache, quiet: bool, holdout: float = 0.5, weight: str = "none",
-                   threads: Optional[int] = None) -> dict:
-    from . import learned as kleio
-
-    fractions = [_fraction("--pages", x.strip()) for x in pages.split(",") if x.strip()]
-    if not fractions:
-        raise TierkitError("--pages: give at least one fraction")
-    cap = _fraction("--fast-capacity", fast_capacity)
-    if not 0 <= holdout < 1:
-        raise TierkitError(f"--holdout: {holdout} is not a fraction in [0, 1)")
-    if threads is not None and threads < 1:
-        raise TierkitError(f"--threads: {threads} is not a whole number of threads >= 1")
-    return kleio.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
-                       epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
-                       progress=_progress(quiet), holdout=holdout, class_weight=weight, threads=threads)
 
 
 def _print_study(r: dict) -> None:
@@ -747,8 +715,8 @@ def kleio_cmd(
 ) -> None:
     """Kleio: per-page LSTMs for the pages history misplaces (003 §3.2). Prints the share of
     the history-to-oracle gap bridged against the share of pages given models."""
-    r = _learned_study("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5,
-                       seed, train, format, cache, quiet, holdout, weight, threads)
+    r = api._learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5, seed,
+                     train, holdout, weight, threads, format, cache, _progress(quiet))
     if json_out:
         print(json.dumps(r))
         return
@@ -779,20 +747,9 @@ def kleoniki_cmd(
 ) -> None:
     """Kleoniki: Kleio with one model per group of pages with the same per-period pattern,
     at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
-    from . import cori
-
-    from . import learned as kleio
-
-    chosen = note = None
-    if period is None:
-        t = cori.tune(trace, "history", platform, _fraction("--fast-capacity", fast_capacity), timing, exhaustive=False,
-                      format=format, cache=cache, progress=_progress(quiet))
-        chosen = t["chosen_period"]
-        period, note = kleio.learned_period(int(t["accesses"]), chosen, history)
-    r = _learned_study("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol,
-                       seed, train, format, cache, quiet, holdout, weight, threads)
-    r["cori_period"] = chosen
-    r["period_chosen"] = note
+    r = api._kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed, train,
+                      holdout, weight, threads, format, cache, _progress(quiet))
+    note = r["period_chosen"]
     if json_out:
         print(json.dumps(r))
         return
@@ -813,14 +770,7 @@ def trace_heatmap(
 ) -> None:
     """Draw the trace's heat map: pages by address x periods, accesses as colour (Cori's
     visualization, 003 §3.3)."""
-    from . import learned as kleio, report
-
-    api.check_new_file(out, force)
-    if period is None:
-        period = kleio.default_period(trace, format, cache)
-    if period < 1:
-        raise TierkitError(f"--period: {period} must be at least 1 access")
-    report.heatmap(trace, period, out, force=force, format=format, cache=cache, progress=_progress(quiet))
+    api.heatmap(trace, period, out, force=force, format=format, cache=cache, progress=_progress(quiet))
     print(f"wrote {out}", file=sys.stderr)
 
 

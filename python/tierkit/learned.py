@@ -179,8 +179,11 @@ def file_digest(path: PathLike) -> str:
     """SHA-256 of a file's bytes (how results name the guidance and predictions they used)."""
     import hashlib
 
+    h = hashlib.sha256()
     with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, period: int = 1000, bins: int = 16,

@@ -227,24 +227,33 @@ def heatmap_figure(c, title: str, max_rows: int = 512, max_cols: int = 512):
     return fig
 
 
+def heatmap_of(trace, period: int, format=None, cache=None, progress=None):
+    """The heat map of ``trace`` at ``period`` accesses, as a figure titled with its size."""
+    from .learned import counts
+
+    c = counts(trace, period, format, cache, progress)
+    return heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods")
+
+
 def heatmap(trace, period: int, out: Path, force: bool = False, format=None, cache=None, progress=None) -> Path:
     """Write the heat map of ``trace`` at ``period`` accesses to the PNG ``out``."""
     from .api import check_new_file
-    from .learned import counts
 
     out = Path(out)
     check_new_file(out, force)
-    c = counts(trace, period, format, cache, progress)
-    write_bytes(out, _png(heatmap_figure(c, f"{Path(trace).name}: {c.pages:,} pages, {c.periods:,} periods")), force)
+    write_bytes(out, _png(heatmap_of(trace, period, format, cache, progress)), force)
     return out
 
 
-def _png(fig) -> bytes:
+def _png(fig, close: bool = True) -> bytes:
+    """The figure as PNG bytes; ``close``: release it from pyplot (a figure that is returned
+    to the caller stays open)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
-    import matplotlib.pyplot as plt
+    if close:
+        import matplotlib.pyplot as plt
 
-    plt.close(fig)
+        plt.close(fig)
     return buf.getvalue()
 
 

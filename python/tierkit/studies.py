@@ -306,11 +306,9 @@ def file_digest(path: PathLike, memo: Optional[dict] = None) -> str:
     k = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
     if memo is not None and k in memo:
         return memo[k]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    d = h.hexdigest()
+    from .learned import file_digest as sha256_of
+
+    d = sha256_of(path)
     if memo is not None:
         memo[k] = d
     return d

@@ -4,7 +4,6 @@ policy × trace (docs/sweep.md, "The report")."""
 from __future__ import annotations
 
 import html
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -14,15 +13,6 @@ if TYPE_CHECKING:
     from .studies import Study
 
 GROUP = ["trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
-
-
-def _png(fig) -> bytes:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
 
 
 def _capacity_value(c: str) -> Optional[float]:
@@ -137,6 +127,7 @@ def _table(df: "pd.DataFrame") -> str:
 def write(df: "pd.DataFrame", study: "Study", out: Path) -> list[Path]:
     """``out/index.html`` and its plots; returns the files written."""
     from .output import write_bytes, write_text
+    from .report import _png
 
     out = Path(out)
     written = []
