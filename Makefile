@@ -139,18 +139,27 @@ bench-guidance: $(VENV)/.built
 bench-learn: $(VENV)/.built
 	$(PY) bench/learn.py
 
-# issue 5's study of guidance by allocation site on hbm-ddr3 (docs/experiments.md); records
-# the workloads once (several minutes with Valgrind), then about N minutes of simulation
+# The studies of docs/experiments.md are study files (experiments/*/study.yaml) run by
+# `tierkit sweep` into target/experiments/NAME (a result store: a re-run runs only what is not
+# stored yet); a script then makes the tables from the store.
+SWEEP = $(VENV)/bin/tierkit sweep
+
+# issue 5's study of guidance by allocation site on hbm-ddr3; records the workloads once
+# (a minute or two with Valgrind), then about 5 minutes of simulation on 2 cores
 experiments-guided: $(VENV)/.built workloads tracer
-	$(PY) experiments/guided_placement.py
+	$(SWEEP) experiments/guided/study.yaml --out target/experiments/guided
+	$(PY) experiments/guided_placement.py target/experiments/guided
 
+# issue 6's study of Cori, Kleio and Kleoniki on dram-pmem; needs PyTorch
 experiments-learned: $(VENV)/.built workloads tracer
-	$(PY) experiments/learned_scheduling.py
+	$(SWEEP) experiments/learned/study.yaml --out target/experiments/learned
+	$(PY) experiments/learned_scheduling.py target/experiments/learned
 
-# issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm (docs/experiments.md);
-# records four workloads once, then about half a minute of simulation
+# issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm; records six workloads
+# once (seconds), then about 4 minutes of simulation on 2 cores
 experiments-tiering: $(VENV)/.built workloads tracer
-	$(PY) experiments/os_tiering.py
+	$(SWEEP) experiments/tiering/study.yaml --out target/experiments/tiering
+	$(PY) experiments/os_tiering.py target/experiments/tiering
 
 # the real-Linux testbed (docs/real-linux.md): a QEMU VM image from Debian packages (Linux 6.12
 # cloud kernel, busybox-static) into testbed/build/, installing qemu-system-x86 when missing

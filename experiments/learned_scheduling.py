@@ -1,56 +1,100 @@
 #!/usr/bin/env python3
 """Issue 6's study of learned page scheduling (docs/experiments.md, "Cori, Kleio and
-Kleoniki"): Cori's period tuning against the insight-less baselines, Kleio's share of the
-history-to-oracle gap against the share of pages given models, and Kleoniki's pages per
-model.
+Kleoniki"): the tables and heat maps, from the sweep of experiments/learned/study.yaml (its
+setup and grids are there: Cori's period tuning against the insight-less baselines, Kleio's
+share of the history-to-oracle gap against the share of pages given models, Kleoniki's pages
+per model, both at the reuse-aligned period).
 
-Setup (003 §3.1): platform dram-pmem (cori-sim's Fast:NearSlow), fast tier 20% of the
-footprint, simple timing. Traces: the workloads at size small, recorded through the
-``small`` cache preset, regular (backprop, kmeans, lu) and irregular (bfs, btree).
+    tierkit sweep experiments/learned/study.yaml --out DIR     (make experiments-learned)
+    experiments/learned_scheduling.py DIR
 
-    experiments/learned_scheduling.py [--out DIR] [--workloads backprop,kmeans,...] [--epochs N]
-
-Traces are recorded once into DIR/traces (seconds; Valgrind). Writes DIR/results.json and
-DIR/results.md, and a heat map of each trace. About 10 minutes on 2 idle cores.
+The one step that needs the first sweep's results: Kleio with Kleoniki's model budget at
+Kleoniki's period, a study file written as DIR/budget.yaml and swept into DIR/budget. Writes
+DIR/results.json and DIR/results.md, and a heat map of each trace. About 10 minutes on 2 idle
+cores.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from tierkit import cori, learned as kleio, report, workloads
+import tierkit
+from tierkit import learned as kleio, report
 
-PLATFORM = "dram-pmem"
-FAST = 0.2
-CACHE = "small"
 REGULAR = ("backprop", "kmeans", "lu")
-IRREGULAR = ("bfs", "btree")
-FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2)
-ALIGNED = (0.2, 0.5, 1.0)
+STUDY = Path(__file__).resolve().parent / "learned" / "study.yaml"
 
 
-def trace(out: Path, name: str) -> Path:
-    p = out / "traces" / f"{name}-small.tkt"
-    if not p.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        print(f"recording {p.name} ...", file=sys.stderr, flush=True)
-        workloads.trace(name, "small", out=p, cache=CACHE)
+def records(out: Path) -> tuple[pd.DataFrame, dict]:
+    """The sweep's table and each cell's record by key."""
+    res = pd.read_parquet(out / "results.parquet")
+    bad = res[res["error"].notna()]
+    if len(bad):
+        r = bad.iloc[0]
+        raise SystemExit(f"{out}: a cell failed: {r['trace']} {r['policy']}: {r['error']} (run the sweep again)")
+    recs = {}
+    with open(out / "results.jsonl") as f:
+        for line in f:
+            rec = json.loads(line)
+            recs[rec["key"]] = rec
+    return res, recs
+
+
+def budget_study(out: Path, entries: dict, recs: dict, res: pd.DataFrame) -> Path:
+    """DIR/budget.yaml: Kleio at Kleoniki's period with Kleoniki's model budget (its first
+    row's models), one grid per trace."""
+    import yaml
+
+    first = res.drop_duplicates("trace").set_index("trace")
+    traces, grids = [], []
+    for w, e in entries.items():
+        k = e["kleoniki"]
+        budget = max(1, k["rows"][0]["models"])
+        frac = min(1.0, budget / k["pages"])
+        traces.append({"file": str(Path(recs[first.loc[w, "key"]]["trace_path"]).resolve()), "name": w})
+        grids.append({"name": w, "traces": [w], "kleio": {"pages": [frac], "period": int(k["period"]), "epochs": e["epochs"]}})
+    st = first.iloc[0]
+    doc = {"name": "learned-budget", "traces": traces, "platforms": [st["platform"]], "capacities": [float(st["fast_capacity"])],
+           "timing": [st["timing"]], "baseline": None, "grids": grids}
+    p = out / "budget.yaml"
+    p.write_text("# written by experiments/learned_scheduling.py from the sweep of experiments/learned/study.yaml\n"
+                 + yaml.safe_dump(doc, sort_keys=False))
     return p
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("target/experiments/learned"))
-    ap.add_argument("--workloads", default=",".join(REGULAR + IRREGULAR))
-    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("out", type=Path, nargs="?", default=Path("target/experiments/learned"),
+                    help="the directory `tierkit sweep experiments/learned/study.yaml --out DIR` wrote")
     a = ap.parse_args()
     out: Path = a.out
-    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "results.parquet").exists():
+        print(f"{out}: no results.parquet: run `tierkit sweep {STUDY.relative_to(Path.cwd()) if STUDY.is_relative_to(Path.cwd()) else STUDY} "
+              f"--out {out}` first", file=sys.stderr)
+        return 2
+    res_df, recs = records(out)
+    first = res_df.iloc[0]
+    PLATFORM, FAST, CACHE = first["platform"], float(first["fast_capacity"]), "small"
+
+    def record(grid: str, w: str, task: str) -> dict:
+        keys = res_df.loc[(res_df["grid"] == grid) & (res_df["trace"] == w) & (res_df["task"] == task), "key"].unique()
+        if len(keys) != 1:
+            raise SystemExit(f"{out}: {len(keys)} {task} cells in grid {grid} for {w}")
+        return recs[keys[0]]
+
+    def result(grid: str, w: str, task: str) -> dict:
+        return record(grid, w, task)["result"]
+
+    def tune(w: str, sched: str) -> dict:
+        k = res_df.loc[(res_df["grid"] == "cori") & (res_df["trace"] == w)
+                       & (res_df["policy"] == f"tune:scheduler={sched}"), "key"].iloc[0]
+        return recs[k]
+
     res: dict = {"platform": PLATFORM, "fast_capacity": FAST, "cache": CACHE, "workloads": {}}
     md = ["# Learned page scheduling (issue 6)", "",
           f"Platform {PLATFORM}, fast tier {FAST:.0%} of the footprint, simple timing, traces at size small "
@@ -59,64 +103,56 @@ def main() -> int:
     kleio_rows = []
     kleoniki_rows = []
     aligned_rows = []
-    for w in a.workloads.split(","):
-        t = trace(out, w)
+    for w in dict.fromkeys(res_df["trace"]):
         kind = "regular" if w in REGULAR else "irregular"
         entry: dict = {"kind": kind}
         # 1. Cori on both schedulers
         for sched in ("history", "oracle"):
-            t0 = time.perf_counter()
-            r = cori.tune(t, sched, PLATFORM, FAST, progress=False)
-            r["seconds"] = time.perf_counter() - t0
+            rec = tune(w, sched)
+            r = dict(rec["result"])
+            r["seconds"] = rec["seconds"]
             entry[f"tune_{sched}"] = {k: v for k, v in r.items() if k not in ("sweep",)}
             m = r["methods"]
             tune_rows.append((w, kind, sched, r["dominant_reuse"], len(r["trials"]), r["chosen_period"], r["best_period"],
                               100 * m["cori"]["slowdown_vs_best"],
                               *(m[b]["trials_to_best"] for b in ("cori", "base-left", "base-right", "base-random")),
                               *(100 * m[b]["slowdown_vs_best"] for b in ("base-left", "base-right", "base-random"))))
-            print(f"{w} {sched}: Cori {len(r['trials'])} trials, slowdown {100 * m['cori']['slowdown_vs_best']:.1f}%",
-                  file=sys.stderr, flush=True)
         # 2. Kleio at a fine period
-        period = kleio.default_period(t)
-        s = kleio.study(t, "kleio", FRACTIONS, period, PLATFORM, FAST, epochs=a.epochs, progress=False)
+        s = result("kleio", w, "kleio")
+        period = s["period"]
         entry["kleio"] = s
         for x in s["rows"]:
             kleio_rows.append((w, kind, period, s["periods"], 100 * x["pages_fraction"], x["pages_selected"], x["models"],
                                x["train_seconds"], x["accuracy"], x["history_accuracy"], x["accessed_recall"],
                                x["history_accessed_recall"], x["fallback_pages"], x["gap_bridged_no_fallback_pct"],
                                x["gap_bridged_pct"]))
-        print(f"{w} kleio: " + ", ".join(f"{x['pages_fraction']:g}: {x['gap_bridged_pct']}" for x in s["rows"]),
-              file=sys.stderr, flush=True)
         # 3. Kleoniki at its default period: Cori's for history, shortened when it leaves too
         # few periods for K = 8 (issue 14)
-        cp, note = kleio.learned_period(int(entry["tune_history"]["accesses"]), entry["tune_history"]["chosen_period"])
-        k = kleio.study(t, "kleoniki", (0.2, 0.5), cp, PLATFORM, FAST, epochs=a.epochs, progress=False)
-        k["period_chosen"] = note
+        k = result("kleoniki", w, "kleoniki")
+        cp = k["period"]
         entry["kleoniki"] = k
+        entry["epochs"] = int(dict(map(tuple, record("kleoniki", w, "kleoniki")["config"]["params"])).get("epochs", 60))
         for x in k["rows"]:
             kleoniki_rows.append((w, kind, cp, k["periods"], 100 * x["pages_fraction"], x["pages_selected"], x["models"],
                                   x["pages_per_model"], x["distinct_patterns"], x["gap_bridged_pct"]))
-        # 4. both at the reuse-aligned period: a page's dominant reuse spans half the models'
-        # input window (at most 2,000 periods over the trace)
-        acc = int(entry["tune_history"]["accesses"])
-        dom = int(entry["tune_history"]["dominant_reuse"])
-        ap = max(dom * 2 // 8, -(-acc // 2000), 1)
-        entry["aligned_period"] = ap
+        # 4. both at the reuse-aligned period
         for pol in ("kleio", "kleoniki"):
-            al = kleio.study(t, pol, ALIGNED, ap, PLATFORM, FAST, epochs=a.epochs, progress=False)
+            al = result("aligned", w, pol)
+            entry["aligned_period"] = ap = al["period"]
             entry[f"{pol}_aligned"] = al
             for x in al["rows"]:
                 aligned_rows.append((w, kind, pol, ap, al["periods"], 100 * x["pages_fraction"], x["pages_selected"],
                                      x["models"], x["pages_per_model"], x["train_seconds"], x["gap_bridged_pct"]))
-        print(f"{w} aligned {ap}: done", file=sys.stderr, flush=True)
-        # Kleio with Kleoniki's model budget at the same period (the same training overheads)
-        budget = max(1, k["rows"][0]["models"])
-        frac = min(1.0, budget / k["pages"])
-        kb = kleio.study(t, "kleio", (frac,), cp, PLATFORM, FAST, epochs=a.epochs, progress=False)
-        entry["kleio_same_budget"] = kb
-        report.heatmap(t, period, out / f"heatmap-{w}.png", force=True)
         res["workloads"][w] = entry
-        (out / "results.json").write_text(json.dumps(res, indent=1, default=float))
+    # Kleio with Kleoniki's model budget at the same period (the same training overheads)
+    bdir = out / "budget"
+    budget = tierkit.sweep(budget_study(out, res["workloads"], recs, res_df), bdir, report=False)
+    _, brecs = records(bdir)
+    for w, e in res["workloads"].items():
+        e["kleio_same_budget"] = brecs[budget.loc[budget["trace"] == w, "key"].iloc[0]]["result"]
+        t = recs[res_df.loc[res_df["trace"] == w, "key"].iloc[0]]["trace_path"]
+        report.heatmap(t, e["kleio"]["period"], out / f"heatmap-{w}.png", force=True)
+    (out / "results.json").write_text(json.dumps(res, indent=1, default=float))
 
     def table(head, rows, fmt):
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

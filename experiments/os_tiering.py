@@ -31,140 +31,125 @@ Sizes follow the footprint, not the time: NUMA balancing scans 1 MB per window, 
 watermarks round to 0 (min_free_kbytes=4), HyPlacer moves at most 131 pages and Memos 100
 per activation, DAMON's quotas are 200 KB per reset interval.
 
-    experiments/os_tiering.py [--out DIR] [--workloads spmv,stencil,...] [--scales 1,10,100,1000]
+The runs are the cells of the study file experiments/tiering/study.yaml (its grids: static,
+scales, periods-only, repeat, balance), run by `tierkit sweep`; this script makes the tables
+from the sweep's store:
 
-Writes DIR/results.csv, DIR/results.json, DIR/sensitivity.csv and DIR/results.md; about
-ten minutes on 2 cores once the traces are recorded.
+    tierkit sweep experiments/tiering/study.yaml --out DIR     (make experiments-tiering)
+    experiments/os_tiering.py DIR
+
+Writes DIR/results.csv, DIR/results.json, DIR/sensitivity.csv, DIR/balance.csv, DIR/results.md
+and DIR/results.png; the sweep takes about ten minutes on 2 cores once the traces are recorded.
+
+The policies' amounts (the study file's specs): Linux's watermarks are a fraction of a percent
+of a 32 GiB node (min_free_kbytes is sqrt(16 x memory KiB), spread over the nodes): on a DRAM
+of a few hundred pages they round to 0, as min_free_kbytes=4 gives here. NUMA balancing scans
+256 MB per window, about 1% of 004's 20-150 GB footprints: 1 MB (256 pages) is about as large a
+share of these few MiB. HyPlacer's 128K pages and Memos' 100,000 pages per activation, and
+DAMON's 200 MB per quota interval, are the first study's amounts (a thousandth). Memos runs as
+004 §5.1 ran it: 4 s periods.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-import tierkit
-from tierkit import workloads
-
-CACHE = "small"
 #: the study's main time scale (1 s of the real machine = 1 ms here)
 MAIN_SCALE = 1000
-SCALES = (1, 10, 100, 1000)
 #: the repeat variant: replays, and the time scale that gives as many activations as MAIN_SCALE
 REPEAT, REPEAT_SCALE = 10, 100
 #: name: (NPB program it stands for, its read/write ratio in 004 Table 3)
 WORKLOADS = {"spmv": ("CG", ">60R:1W"), "stencil": ("MG", "4R:1W"), "bfs": ("BT", "3.5R:1W"), "backprop": ("FT", "1.7R:1W"),
              "phases": ("-", "-"), "rwmix": ("-", "-")}
-#: footprint label: DRAM capacity as a multiple of the footprint (004 §5.1)
-FOOTPRINTS = {"small": 1.25, "medium": 1 / 1.5, "large": 1 / 3.5}
-#: DCPMM's share of the pages in the bandwidth-balance sweep (004 §3.3: 100% DRAM, 95%, 90%, ...)
+#: the study's capacities (DRAM as a share of the footprint, 004 §5.1) and their footprint labels
+FOOTPRINTS = {"125%": "small", "0.6666666666666666": "medium", "0.2857142857142857": "large"}
+#: DCPMM's share of the pages in the bandwidth-balance grid (004 §3.3: 100% DRAM, 95%, 90%, ...)
 BALANCE_WEIGHTS = {0.05: "19/1", 0.1: "9/1", 0.2: "4/1", 0.3: "7/3", 0.5: "1/1"}
-
-
-def policies() -> dict[str, str]:
-    """Every dynamic policy with its real-machine time constants (its defaults, Memos as 004
-    §5.1 ran it: 4 s periods) and amounts sized to these footprints; `--time-scale` does the
-    rest. Linux's watermarks are a fraction of a percent of a 32 GiB node (min_free_kbytes is
-    sqrt(16 x memory KiB), spread over the nodes): on a DRAM of a few hundred pages they round to
-    0, as min_free_kbytes=4 gives here. NUMA balancing scans 256 MB per window, about 1% of
-    004's 20-150 GB footprints: 1 MB (256 pages) is about as large a share of these few MiB.
-    HyPlacer's 128K pages and Memos' 100,000 pages per activation, and DAMON's 200 MB per quota
-    interval, are the first study's amounts (a thousandth)."""
-    numa = "scan_size_mb=1,min_free_kbytes=4"
-    return {
-        "hyplacer": "hyplacer:max_pages=131",
-        "autonuma-tiering": f"autonuma-tiering:{numa}",
-        "tpp": f"tpp:{numa}",
-        "nimble": "nimble",
-        "memos": "memos:period=4s,max_pages=100",
-        "damon-tiering": "damon-tiering:hot_quota=200000,cold_quota=200000",
-        "clock-dwf": "clock-dwf",
-        "cache-mode": "cache-mode",
-    }
-
-
-def ms(x_ms: float, scale: float) -> str:
-    """A duration of the real machine at a time scale."""
-    return f"{round(x_ms * 1e6 / scale)}ns"
-
-
-def periods_only(scale: float = MAIN_SCALE) -> dict[str, str]:
-    """The first study's specs (issue 7): periods, delays and time thresholds divided by
-    `scale` by hand, per-event costs left at full cost except DAMON's check. Kept as the
-    'periods-only' method, to show what scaling only some costs does."""
-    per_s = 1 / scale
-    numa = (f"scan_period_ms={1000 * per_s:g},scan_delay_ms={1000 * per_s:g},scan_size_mb=1,min_free_kbytes=4,"
-            f"kswapd_backoff_ms={10000 * per_s:g}")
-    return {
-        "hyplacer": f"hyplacer:interval={ms(1000, scale)},delay={ms(50, scale)},max_pages={max(1, round(131072 * per_s))}",
-        "autonuma-tiering": f"autonuma-tiering:{numa},hot_threshold_ms={1000 * per_s:g},scan_period_max_ms={60000 * per_s:g}",
-        "tpp": f"tpp:{numa}",
-        "nimble": f"nimble:period={ms(5000, scale)}",
-        "memos": f"memos:period={ms(4000, scale)},max_pages={max(1, round(100000 * per_s))}",
-        "damon-tiering": (f"damon-tiering:sample={ms(5, scale)},aggr={ms(100, scale)},quota_reset={ms(1000, scale)},check_ns={500 * per_s:g},"
-                          f"hot_quota={max(4096, round(200e6 * per_s))},cold_quota={max(4096, round(200e6 * per_s))}"),
-        "clock-dwf": "clock-dwf",
-        "cache-mode": "cache-mode",
-    }
-
-
-STATIC = {"all-fast": "all-fast", "first-touch": "first-touch"}
-STATIC_NAMES = list(STATIC)
+STATIC_NAMES = ["all-fast", "first-touch"]
 DYNAMIC_NAMES = ["hyplacer", "autonuma-tiering", "tpp", "nimble", "memos", "damon-tiering", "clock-dwf", "cache-mode"]
 #: policies with time constants or per-event costs (cache-mode has neither)
 TIMED_NAMES = DYNAMIC_NAMES[:-1]
 
 
-def trace(out: Path, name: str) -> Path:
-    p = out / "traces" / f"{name}-small.tkt"
-    if not p.exists():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        print(f"recording {p.name} ...", file=sys.stderr, flush=True)
-        tmp = p.with_suffix(".part")
-        workloads.trace(name, "small", out=tmp, cache=CACHE, force=True)
-        tmp.rename(p)
-    return p
+def label(spec: str) -> str:
+    return spec.split(":", 1)[0]
 
 
-def core_platform(out: Path) -> Path:
-    """dram-dcpmm with one core's share (1/16) of each tier's bandwidth."""
-    src = (Path(__file__).resolve().parents[1] / "platforms" / "dram-dcpmm.toml").read_text()
-    s = re.sub(r"(read_bw_gb_per_s|write_bw_gb_per_s) = ([0-9.]+)", lambda m: f"{m.group(1)} = {float(m.group(2)) / 16:.6g}", src)
-    s = s.replace('name = "dram-dcpmm"', 'name = "dram-dcpmm-core16"', 1)
-    s = s.replace('description = "', 'description = "One core\'s share (1/16) of the bandwidth of: ', 1)
-    p = out / "dram-dcpmm-core16.toml"
-    p.write_text(s)
-    return p
-
-
-def run(t: Path, platform: Path, policy: str, dram_bytes: int, repeat: int = 1, time_scale: float = 1) -> dict:
-    return tierkit.run(t, platform=str(platform), policy=policy, fast_capacity=f"{dram_bytes // 1024}K", timing="detailed",
-                       progress=False, repeat=repeat, time_scale=time_scale)
-
-
-def balance(out: Path, t: Path, platforms: dict[str, Path], pages: int) -> list[dict]:
-    """004 §3.3 (Fig. 3): static weighted interleaving, DCPMM's share of the pages 0-50%, with
-    DRAM large enough for everything; the best share against all pages in DRAM."""
+def tables(out: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """The runs (a row per workload, footprint, method and policy, in the order of the tables)
+    and the bandwidth balance, from the sweep's store in ``out``; the time scales run."""
+    res = pd.read_parquet(out / "results.parquet")
+    bad = res[res["error"].notna()]
+    if len(bad):
+        r = bad.iloc[0]
+        raise SystemExit(f"{out}: {len(bad)} cell(s) failed, e.g. {r['trace']} {r['policy']}: {r['error']} "
+                         "(run the sweep again)")
+    recs = {}
+    with open(out / "results.jsonl") as f:
+        for line in f:
+            rec = json.loads(line)
+            recs[rec["key"]] = rec.get("result")
+    res["label"] = res["policy"].map(label)
+    sim = res[res["grid"] != "balance"]
+    scales = sorted(int(k) for k in sim.loc[sim["grid"] == "scales", "time_scale"].unique())
+    rep_method = f"repeat {REPEAT} x K={REPEAT_SCALE}"
     rows = []
-    dram = max(1, int(pages * FOOTPRINTS["small"])) * 4096
-    for pname, plat in platforms.items():
-        base = run(t, plat, "all-fast", dram)
-        util = base["stats"]["timing"]["tiers"][0].get("read_queue_utilization")
-        best, best_share = 1.0, 0.0
-        for share, w in BALANCE_WEIGHTS.items():
-            r = run(t, plat, f"interleave:weights={w}", dram)
-            sp = base["runtime_ns"] / r["runtime_ns"]
-            rows.append({"platform": pname, "dcpmm_share": share, "speedup_vs_all_dram": sp, "dram_read_utilization": util})
-            if sp > best:
-                best, best_share = sp, share
-        rows.append({"platform": pname, "dcpmm_share": "best", "speedup_vs_all_dram": best, "best_share": best_share,
-                     "dram_read_utilization": util})
-    return rows
+
+    def one(grid: str, w: str, cap: str, name: str, k: float = 1.0, repeat: int = 1) -> pd.Series:
+        m = sim[(sim["grid"] == grid) & (sim["trace"] == w) & (sim["fast_capacity"] == cap) & (sim["label"] == name)
+                & (sim["time_scale"] == k) & (sim["repeat"] == repeat)]
+        if len(m) != 1:
+            raise SystemExit(f"{out}: {len(m)} runs of {name} in grid {grid} for {w} at capacity {cap}, time scale {k:g}")
+        return m.iloc[0]
+
+    for w in dict.fromkeys(sim["trace"]):
+        for cap, fp in FOOTPRINTS.items():
+            ft = one("static", w, cap, "first-touch")
+            base = {"workload": w, "npb": WORKLOADS.get(w, ("", ""))[0], "reads_per_write": ft["reads"] / max(1, ft["writes"]),
+                    "footprint": fp, "dram_pages": int(ft["fast_capacity_pages"])}
+
+            def add(method: str, r: pd.Series, k: float, repeat: int) -> None:
+                charges = recs[r["key"]]["stats"]["migration"]["charges"]
+                rows.append({**base, "method": method, "time_scale": k, "repeat": repeat, "policy": r["label"],
+                             "spec": r["policy"], "runtime_ns": r["runtime_ns"], "fast_hit_ratio": r["fast_hit_ratio"],
+                             "migrations": r["migrations"], "migration_time_ns": r["migration_time_ns"],
+                             "periods": r["periods"], "policy_charges_ns": sum(c["ns"] for c in charges.values())})
+
+            for k in scales:
+                for name in STATIC_NAMES:
+                    add(f"K={k}", one("static", w, cap, name), k, 1)
+                for name in DYNAMIC_NAMES:
+                    # cache-mode has no time constant nor OS cost: the static grid's run serves every scale
+                    add(f"K={k}", one("static", w, cap, name) if name == "cache-mode" else one("scales", w, cap, name, k), k, 1)
+            for name in STATIC_NAMES:
+                add("periods-only", one("static", w, cap, name), 1, 1)
+            for name in DYNAMIC_NAMES:
+                add("periods-only", one("static" if name == "cache-mode" else "periods-only", w, cap, name), 1, 1)
+            if fp != "small":
+                for name in [*STATIC_NAMES, *TIMED_NAMES]:
+                    add(rep_method, one("repeat", w, cap, name, REPEAT_SCALE, REPEAT), REPEAT_SCALE, REPEAT)
+    bal = []
+    b = res[res["grid"] == "balance"]
+    for w in dict.fromkeys(b["trace"]):
+        for pname in dict.fromkeys(b["platform"]):
+            g = b[(b["trace"] == w) & (b["platform"] == pname)].set_index("policy")
+            base_rt = g.loc["all-fast", "runtime_ns"]
+            util = recs[g.loc["all-fast", "key"]]["stats"]["timing"]["tiers"][0].get("read_queue_utilization")
+            best, best_share = 1.0, 0.0
+            for share, wt in BALANCE_WEIGHTS.items():
+                sp = base_rt / g.loc[f"interleave:weights={wt}", "runtime_ns"]
+                bal.append({"workload": w, "platform": pname, "dcpmm_share": share, "speedup_vs_all_dram": sp,
+                            "dram_read_utilization": util})
+                if sp > best:
+                    best, best_share = sp, share
+            bal.append({"workload": w, "platform": pname, "dcpmm_share": "best", "speedup_vs_all_dram": best,
+                        "best_share": best_share, "dram_read_utilization": util})
+    return pd.DataFrame(rows), pd.DataFrame(bal), scales
 
 
 def method_names(scales) -> list[str]:
@@ -203,64 +188,16 @@ def checks(df: pd.DataFrame) -> list[tuple[str, str, object]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("target/experiments/tiering"))
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--scales", default=",".join(map(str, SCALES)), help="time scales of the sensitivity table")
-    ap.add_argument("--report", action="store_true", help="only remake the tables from DIR/results.csv and DIR/balance.csv")
+    ap.add_argument("out", type=Path, nargs="?", default=Path("target/experiments/tiering"),
+                    help="the directory `tierkit sweep experiments/tiering/study.yaml --out DIR` wrote")
     a = ap.parse_args()
     out: Path = a.out
-    out.mkdir(parents=True, exist_ok=True)
-    scales = [int(x) for x in a.scales.split(",")]
-    if MAIN_SCALE not in scales:
-        scales.append(MAIN_SCALE)
-    if a.report:
-        return report(pd.read_csv(out / "results.csv"), pd.read_csv(out / "balance.csv"), scales, out)
-    plat = core_platform(out)
-    socket = Path(__file__).resolve().parents[1] / "platforms" / "dram-dcpmm.toml"
-    specs, legacy = policies(), periods_only()
-    rep_method = f"repeat {REPEAT} x K={REPEAT_SCALE}"
-    rows, bal = [], []
-    t0 = time.perf_counter()
-    for w in a.workloads.split(","):
-        t = trace(out, w)
-        info = tierkit.trace_info(t, progress=False)["summary"]
-        pages = info["pages"]
-        for fp, mult in FOOTPRINTS.items():
-            dram = max(1, int(pages * mult)) * 4096
-            base = {"workload": w, "npb": WORKLOADS.get(w, ("", ""))[0], "reads_per_write": info["reads"] / max(1, info["writes"]),
-                    "footprint": fp, "dram_pages": dram // 4096}
-
-            def add(method: str, label: str, spec: str, repeat: int = 1, k: float = 1, r: dict | None = None) -> dict:
-                r = r or run(t, plat, spec, dram, repeat, k)
-                charges = r["stats"]["migration"]["charges"]
-                rows.append({**base, "method": method, "time_scale": k, "repeat": repeat, "policy": label, "spec": spec,
-                             "runtime_ns": r["runtime_ns"], "fast_hit_ratio": r["fast_hit_ratio"], "migrations": r["migrations"],
-                             "migration_time_ns": r["migration_time_ns"], "periods": r["periods"],
-                             "policy_charges_ns": sum(c["ns"] for c in charges.values())})
-                return r
-
-            static = {label: run(t, plat, spec, dram) for label, spec in STATIC.items()}
-            cache_mode = run(t, plat, specs["cache-mode"], dram)
-            for k in scales:
-                for label, spec in static.items():
-                    add(f"K={k}", label, STATIC[label], 1, k, spec)
-                for label in DYNAMIC_NAMES:
-                    # cache-mode has no time constant nor OS cost: one run serves every scale
-                    add(f"K={k}", label, specs[label], 1, k, cache_mode if label == "cache-mode" else None)
-            for label, spec in static.items():
-                add("periods-only", label, STATIC[label], 1, 1, spec)
-            for label in DYNAMIC_NAMES:
-                add("periods-only", label, legacy[label], 1, 1, cache_mode if label == "cache-mode" else None)
-            if fp != "small":
-                for label in [*STATIC_NAMES, *TIMED_NAMES]:
-                    add(rep_method, label, STATIC.get(label) or specs[label], REPEAT, REPEAT_SCALE)
-            print(f"{w} {fp}: done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
-        for b in balance(out, t, {"dram-dcpmm-core16": plat, "dram-dcpmm": socket}, pages):
-            bal.append({"workload": w, **b})
-    df = pd.DataFrame(rows)
-    bdf = pd.DataFrame(bal)
+    if not (out / "results.parquet").exists():
+        print(f"{out}: no results.parquet: run `tierkit sweep experiments/tiering/study.yaml --out {out}` first",
+              file=sys.stderr)
+        return 2
+    df, bdf, scales = tables(out)
     bdf.to_csv(out / "balance.csv", index=False)
-    print(f"total {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return report(df, bdf, scales, out)
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Re-simulate the autonuma-tiering rows of an experiments/os_tiering.py run (its results.csv,
-traces and platform in DIR) with the current build, and print old and new runtimes (issue 18:
+"""Re-simulate the autonuma-tiering rows of a `make experiments-tiering` run (its results.csv
+and traces in DIR; the platform beside experiments/tiering/study.yaml) with the current build, and print old and new runtimes (issue 18:
 the effect of kswapd's nap on docs/experiments.md; `--no-nap` adds kswapd_nap_ms=1e9, which
 reproduces runs made before the nap existed).
 
@@ -17,11 +17,13 @@ ap.add_argument("--dir", type=Path, default=Path("target/experiments/tiering"))
 ap.add_argument("--method", default="K=1000", help="a method of results.csv: K=1, K=10, K=100, K=1000, periods-only, 'repeat 10 x K=100'")
 ap.add_argument("--no-nap", action="store_true")
 a = ap.parse_args()
+PLATFORM = Path(__file__).resolve().parent / "tiering" / "dram-dcpmm-core16.toml"
 for r in csv.DictReader(open(a.dir / "results.csv")):
     if r["policy"] != "autonuma-tiering" or r["method"] != a.method or r["footprint"] == "small":
         continue
     spec = r["spec"] + (",kswapd_nap_ms=1e9" if a.no_nap else "")
-    res = tierkit.run(a.dir / "traces" / f"{r['workload']}-small.tkt", platform=str(a.dir / "dram-dcpmm-core16.toml"), policy=spec,
+    trace = next((a.dir / "traces").glob(f"{r['workload']}-*.tkt"))
+    res = tierkit.run(trace, platform=str(PLATFORM), policy=spec,
                       fast_capacity=f"{int(r['dram_pages']) * 4096 // 1024}K", timing="detailed", progress=False,
                       repeat=int(r["repeat"]), time_scale=float(r["time_scale"]))
     old = float(r["runtime_ns"])

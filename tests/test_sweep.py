@@ -85,6 +85,15 @@ baseline: first-touch
     ("traces: [a.tkt]\npolicies: [{otf: 3}]\n", "policies: otf: give its parameters as a mapping"),
     ("traces: [a.tkt\n", "line "),
     ("traces: [\"${TIERKIT_TEST_UNSET_DIR}/a.tkt\"]\npolicies: [otf]\n", "an environment variable in it is not set"),
+    ("traces: [a.tkt]\ngrids: [{name: g, policies: [otf], platform: [x]}]\n", "grids: g: platform: unknown key"),
+    ("traces: [a.tkt]\ngrids: [{name: g, traces: [b.tkt], policies: [otf]}]\n", "grids: g: traces: b.tkt: no trace"),
+    ("traces: [a.tkt]\ngrids: [{name: g, policies: [otf], guide_from: {a.tkt: x}}]\n", "guide_from: x: no trace"),
+    ("traces: [a.tkt]\ngrids: [{name: g}]\n", "grids: g: policies: missing"),
+    ("traces: [a.tkt]\ngrids: [{name: g, policies: [otf]}, {name: g, policies: [nimble]}]\n", "two grids are called 'g'"),
+    ("traces: [a.tkt]\nkleio: {pages: [0.1, 2]}\n", "kleio: pages: [0.1, 2]: fractions of the pages"),
+    ("traces: [a.tkt]\nkleio: {period: cori}\n", "kleio: period: 'cori': a number of accesses >= 1, or default or aligned"),
+    ("traces: [a.tkt]\ntune: {scheduler: lru}\n", "tune: scheduler: 'lru': history or oracle"),
+    ("traces: [a.tkt]\ntune: {epochs: 3}\n", "tune: epochs: unknown parameter"),
 ])
 def test_a_bad_study_is_one_line_naming_the_file_and_key(tmp_path, small_trace, cli, text, named):
     shutil.copy(small_trace, tmp_path / "a.tkt")
@@ -138,6 +147,113 @@ policies: [first-touch, "guided:guidance=missing.json"]
     # a failed cell is tried again by the next sweep, a good one is not
     store = sw.Store(tmp_path / "o")
     assert not store.done(bad["key"].item()) and store.done(df["key"].iloc[0])
+
+
+def test_grids_share_the_store_and_compare_within_their_grid(tmp_path, small_trace):
+    f = study_file(tmp_path, f"""
+traces: [{small_trace}, {GCC}]
+capacities: [0.2]
+baseline: first-touch
+grids:
+  - name: scales
+    traces: [a.tkt]
+    time_scale: [1, 1000]
+    policies: &timed [nimble, "memos:period=4s"]
+  - name: repeat
+    repeat: [3]
+    policies: [otf, *timed]
+  - name: bigger
+    traces: [a.tkt]
+    capacities: ["125%"]
+    policies: [otf]
+""")
+    s = sw.load_study(f)
+    assert [g.name for g in s.grids] == ["scales", "repeat", "bigger"]
+    assert [t.label for t in s.grids[1].tasks] == ["otf", "nimble", "memos:period=4s"]
+    df = sw.sweep(s, tmp_path / "o", workers=2, progress=False)
+    # scales: 1 trace x 2 scales x (2 + first-touch); repeat: 2 traces x (3 + 1); bigger: 1 x (1 + 1)
+    assert len(df) == 6 + 8 + 2 and df["error"].isna().all()
+    assert df["grid"].tolist() == ["scales"] * 6 + ["repeat"] * 8 + ["bigger"] * 2
+    # first-touch at time scale 1 on a.tkt in grid 'scales' is one cell; the baseline is per grid
+    assert df.attrs["ran"] == len(set(df["key"]))
+    assert (df.loc[df["policy"] == "first-touch", "runtime_vs_first-touch"] == 1.0).all()
+    rep = df[(df["grid"] == "repeat") & (df["trace"] == "a.tkt")].set_index("policy")
+    assert rep.loc["otf", "runtime_vs_first-touch"] == rep.loc["otf", "runtime_ns"] / rep.loc["first-touch", "runtime_ns"]
+    # a tier larger than the footprint: 125% of it (seed 004 §5.1's small footprint)
+    big = df[df["grid"] == "bigger"].iloc[0]
+    assert big["fast_capacity_pages"] == int(1.25 * big["pages"]) and big["fast_capacity"] == "125%"
+    one = tierkit.run(small_trace, "dram-pmem", "memos:period=4s", fast_capacity=0.2, repeat=3, progress=False)
+    assert rep.loc["memos:period=4s", "runtime_ns"] == one["runtime_ns"]
+    html = (tmp_path / "o" / "index.html").read_text()
+    assert "scales: " in html or "scales" in html
+
+
+def test_guided_policies_profile_the_trace_guide_from_names(tmp_path):
+    # 000 §6.2 as a study: the ref input guided by its own profile and by a training input's
+    f = study_file(tmp_path, """
+traces:
+  - {workload: sites, size: small, cache: "L1:8K:8", name: train}
+  - {workload: sites, size: small, cache: "L1:8K:8", args: [--seed, "7", --work, "2"], name: ref}
+platforms: [hbm-ddr3]
+capacities: [0.125]
+baseline: first-touch
+grids:
+  - {name: own, traces: [ref], policies: ["guided:strategy=thermos"]}
+  - {name: trained, traces: [ref], guide_from: {ref: train}, policies: ["guided:strategy=thermos"]}
+""")
+    df = sw.sweep(f, tmp_path / "o", workers=1, progress=False, report=False).set_index("grid")
+    assert df["error"].isna().all() and len(df) == 4
+    # first-touch does not read guidance: the two grids share its cell
+    ft = df[df["policy"] == "first-touch"]
+    assert ft["key"].nunique() == 1 and df.attrs["ran"] == 3
+    g = df[df["policy"] != "first-touch"]
+    assert g.loc["trained", "guide_from"] == "train" and pd.isna(g.loc["own", "guide_from"])
+    assert g.loc["trained", "key"] != g.loc["own", "key"]
+    rec = results(tmp_path / "o")[g.loc["trained", "key"]]
+    train_path = next((tmp_path / "o" / "traces").glob("train-*.tkt"))
+    assert rec["config"]["guidance"]["from_trace"] == str(train_path)
+    assert rec["stats"]["policy"]["allocations_unmatched"] == 0
+    ref_path = next((tmp_path / "o" / "traces").glob("ref-*.tkt"))
+    same = tierkit.run(ref_path, "hbm-ddr3", "guided:strategy=thermos", fast_capacity=0.125, guide_from=train_path,
+                       progress=False)
+    assert same["runtime_ns"] == g.loc["trained", "runtime_ns"]
+
+
+def test_analyses_run_as_cells_with_the_commands_results(tmp_path, small_trace):
+    f = study_file(tmp_path, f"""
+traces: [{small_trace}]
+baseline: null
+grids:
+  - name: cori
+    tune: {{scheduler: [history, oracle], grid: 10}}
+  - name: aligned
+    kleio: {{pages: [0.05, 0.2], period: aligned, epochs: 2}}
+""")
+    s = sw.load_study(f)
+    assert [t.label for g in s.grids for t in g.tasks] == [
+        "tune:scheduler=history,grid=10", "tune:scheduler=oracle,grid=10", "kleio:pages=0.05/0.2,period=aligned,epochs=2"]
+    import importlib.util
+
+    torch = importlib.util.find_spec("torch") is not None
+    if not torch:  # the lean install: Cori's cells only
+        s.grids = s.grids[:1]
+    df = sw.sweep(s, tmp_path / "o", workers=2, progress=False)
+    assert df["error"].isna().all()
+    tune = df[df["task"] == "tune"].set_index("policy")
+    want = tierkit.tune(small_trace, "history", grid=10, progress=False)
+    row = tune.loc["tune:scheduler=history,grid=10"]
+    assert row["chosen_period"] == want["chosen_period"] and row["best_period"] == want["best_period"]
+    assert row["trials_count"] == len(want["trials"])
+    assert row["cori_slowdown_vs_best"] == want["methods"]["cori"]["slowdown_vs_best"]
+    assert "Cori: period tuning" in (tmp_path / "o" / "index.html").read_text()
+    if torch:
+        from tierkit import learned
+
+        k = df[df["task"] == "kleio"]
+        period = learned.aligned_period(small_trace)
+        assert list(k["pages_fraction"]) == [0.05, 0.2] and (k["period"] == period).all()
+        want = tierkit.kleio(small_trace, pages=[0.05, 0.2], period=period, epochs=2, progress=False)
+        assert list(k["gap_bridged_pct"]) == list(want["gap_bridged_pct"])
 
 
 def test_synthetic_and_workload_traces_are_made_once(tmp_path):

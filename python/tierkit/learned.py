@@ -570,6 +570,19 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
             "oracle_fast_hit_ratio": base["oracle"]["fast_hit_ratio"], "rows": rows}
 
 
+def aligned_period(trace: PathLike, history: int = 8, format: Optional[str] = None, cache: Optional[str] = None,
+                   max_periods: int = 2000) -> int:
+    """The reuse-aligned period: a page's dominant reuse (Cori's, 003 §3.3) spans half of the
+    models' input window of ``history`` periods, so that the window holds two reuses; no
+    shorter than the trace over ``max_periods`` periods."""
+    from . import cori
+    from .api import trace_info
+
+    n = int(trace_info(trace, format, cache)["summary"]["accesses"])
+    dom = cori.dominant_reuse(cori.reuse_profile(trace, format=format, cache=cache, progress=False))
+    return max(dom * 2 // history, -(-n // max_periods), 1)
+
+
 def default_period(trace: PathLike, format: Optional[str] = None, cache: Optional[str] = None,
                    progress: Optional[bool] = None, periods: int = 400) -> int:
     """A period giving about ``periods`` periods over the trace (at least 1,000 accesses),

@@ -42,7 +42,7 @@ def _amount(n: float, unit: str) -> str:
 
 
 def _plural(unit: str) -> str:
-    return unit + "s" if unit in ("model", "run", "page") else unit
+    return unit + "s" if unit in ("model", "run", "page", "cell", "trial") else unit
 
 
 class Bar:

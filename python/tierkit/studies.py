@@ -25,11 +25,20 @@ if TYPE_CHECKING:
 PathLike = Union[str, os.PathLike]
 
 #: The study file's keys (anything else is an error, named).
-KEYS = ("name", "traces", "platforms", "capacities", "timing", "policies", "repeat", "time_scale", "seeds",
-        "baseline", "format", "cache")
+KEYS = ("name", "traces", "platforms", "capacities", "timing", "policies", "tune", "kleio", "kleoniki", "repeat",
+        "time_scale", "seeds", "baseline", "format", "cache", "guide_from", "grids")
+#: What a grid (an entry of ``grids:``) may set; the rest comes from the study's top level.
+GRID_KEYS = ("name", "traces", "platforms", "capacities", "timing", "policies", "tune", "kleio", "kleoniki", "repeat",
+             "time_scale", "guide_from")
+#: The analyses a cell may run besides a simulation, and their parameters (docs/sweep.md).
+ANALYSES = {
+    "tune": ("scheduler", "bucket", "grid", "patience", "within", "seed", "sweep"),
+    "kleio": ("pages", "period", "history", "hidden", "epochs", "seed", "holdout", "weight"),
+    "kleoniki": ("pages", "period", "tol", "history", "hidden", "epochs", "seed", "holdout", "weight"),
+}
 TRACE_KINDS = ("file", "workload", "synth")
 SYNTH_KEYS = ("synth", "accesses", "pages", "write_ratio", "theta", "phases", "hot_fraction", "insn_per_access", "seed", "name")
-WORKLOAD_KEYS = ("workload", "size", "cache", "args", "name")
+WORKLOAD_KEYS = ("workload", "size", "cache", "args", "slice", "name")
 FILE_KEYS = ("file", "format", "cache", "name")
 
 
@@ -49,7 +58,34 @@ class TraceSpec:
     workload: Optional[str] = None       # workload
     size: str = "small"
     args: tuple = ()
+    slice: Optional[str] = None          # workload: only this many instructions (--slice)
     synth: Optional[dict] = None         # synth: the synth() arguments
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a cell runs on its trace: a simulation under a policy (``kind`` "simulate",
+    ``label`` the spec) or an analysis (``tune``, ``kleio``, ``kleoniki``) with its
+    parameters (``params``: (name, value) pairs; ``label`` names them all)."""
+
+    kind: str
+    label: str
+    params: tuple = ()
+
+
+@dataclass
+class Grid:
+    """One product of lists: the study's top level, or an entry of its ``grids:``."""
+
+    name: str
+    traces: list[str]                    # names of the study's traces
+    platforms: list[str]
+    capacities: list[Any]
+    timing: list[str]
+    tasks: list[Task]
+    repeat: list[int]
+    time_scale: list[float]
+    guide_from: dict = field(default_factory=dict)  # trace name -> the trace guided policies profile
 
 
 @dataclass
@@ -57,14 +93,14 @@ class Study:
     name: str
     source: str
     traces: list[TraceSpec]
-    platforms: list[str]
-    capacities: list[Any]
-    timing: list[str]
-    policies: list[str]
-    repeat: list[int]
-    time_scale: list[float]
+    grids: list[Grid]
     baseline: Optional[str]
     base_dir: Path = field(default_factory=Path.cwd)
+
+    @property
+    def policies(self) -> list[str]:
+        """Every policy spec the study simulates (the baseline aside), in order."""
+        return list(dict.fromkeys(t.label for g in self.grids for t in g.tasks if t.kind == "simulate"))
 
 
 def _err(source: str, key: str, msg: str) -> TierkitError:
@@ -143,6 +179,61 @@ def _policy_grid(source: str, item: Any) -> list[str]:
     return specs
 
 
+def _analysis_grid(source: str, kind: str, params: Any) -> list[Task]:
+    """``tune: {scheduler: [history, oracle]}``, ``kleio: {pages: [0.01, 0.1], period: [default,
+    aligned]}`` → one task per combination of the lists; ``pages`` is the one list that is not
+    an axis (the fractions of one study; a list of lists is an axis)."""
+    key = kind
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise _err(source, key, "give its parameters as a mapping (scheduler: [history, oracle])")
+    unknown = [k for k in params if k not in ANALYSES[kind]]
+    if unknown:
+        raise _err(source, f"{key}: {unknown[0]}", f"unknown parameter (known: {', '.join(ANALYSES[kind])})")
+    axes = []
+    for k, v in params.items():
+        if k == "pages":
+            v = v if isinstance(v, list) and v and all(isinstance(x, list) for x in v) else [v]
+            vals = []
+            for x in v:
+                xs = x if isinstance(x, list) else [x]
+                if not xs or any(isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 for f in xs):
+                    raise _err(source, f"{key}: pages", f"{x!r}: fractions of the pages in (0, 1]")
+                vals.append(tuple(float(f) for f in xs))
+        else:
+            vals = v if isinstance(v, list) else [v]
+        for x in vals:
+            _check_param(source, kind, k, x)
+        axes.append((k, vals))
+    tasks = []
+    for combo in itertools.product(*[vals for _, vals in axes]):
+        pairs = tuple((k, x) for (k, _), x in zip(axes, combo))
+        label = ",".join(f"{k}={'/'.join(_fmt(f) for f in x) if k == 'pages' else _fmt(x)}" for k, x in pairs)
+        tasks.append(Task(kind, f"{kind}:{label}" if label else kind, pairs))
+    return tasks
+
+
+def _check_param(source: str, kind: str, k: str, v: Any) -> None:
+    where = f"{kind}: {k}"
+    if k == "scheduler" and v not in ("history", "oracle"):
+        raise _err(source, where, f"{v!r}: history or oracle")
+    if k == "period":
+        rules = ("default", "aligned") if kind == "kleio" else ("cori", "aligned")
+        if not (v in rules or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)):
+            raise _err(source, where, f"{v!r}: a number of accesses >= 1, or {' or '.join(rules)}")
+    low = 0 if k in ("seed", "epochs") else 1
+    if k in ("bucket", "grid", "patience", "history", "hidden", "epochs", "seed") and (
+            isinstance(v, bool) or not isinstance(v, int) or v < low):
+        raise _err(source, where, f"{v!r}: a whole number >= {low}")
+    if k in ("within", "tol", "holdout") and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise _err(source, where, f"{v!r}: a number")
+    if k == "sweep" and not isinstance(v, bool):
+        raise _err(source, where, f"{v!r}: true or false")
+    if k == "weight" and v not in ("none", "balanced"):
+        raise _err(source, where, f"{v!r}: none or balanced")
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -188,7 +279,9 @@ def _trace_specs(source: str, items: list, seeds: list, base: Path, default_form
             workloads._check_size(size)
             args = tuple(str(a) for a in (it.get("args") or ()))
             label = it.get("name") or f"{name}-{size}" + ("-" + "-".join(args) if args else "")
-            out.append(TraceSpec("workload", label, workload=name, size=size, args=args, cache=it.get("cache")))
+            sl = it.get("slice")
+            out.append(TraceSpec("workload", label, workload=name, size=size, args=args, cache=it.get("cache"),
+                                 slice=None if sl is None else _fmt(sl)))
         else:
             kind_s = str(it["synth"])
             params = {k: it[k] for k in SYNTH_KEYS if k in it and k not in ("synth", "name", "seed")}
@@ -210,8 +303,6 @@ def _trace_specs(source: str, items: list, seeds: list, base: Path, default_form
 def load_study(path: PathLike) -> Study:
     """Read and check a study file (docs/sweep.md); every mistake is one error naming the file
     and the key."""
-    from .api import check_scale
-
     p = Path(path)
     src = str(p)
     d = read_study(p)
@@ -222,23 +313,70 @@ def load_study(path: PathLike) -> Study:
     traces = _trace_specs(src, _list(src, "traces", d.get("traces")), seeds, p.parent, d.get("format"), d.get("cache"))
     if not traces:
         raise _err(src, "traces", "empty")
+    baseline = d.get("baseline", "all-slow")
+    if baseline is not None:
+        baseline = str(baseline)
+        _policy_grid(src, baseline)
+    names = [t.name for t in traces]
+    if "grids" in d:
+        entries = d["grids"]
+        if not isinstance(entries, list) or not entries:
+            raise _err(src, "grids", "give a list of grids (mappings of platforms:, capacities:, policies:, ...)")
+        grids = []
+        for i, g in enumerate(entries):
+            if not isinstance(g, dict):
+                raise _err(src, f"grids[{i}]", "a grid is a mapping (platforms:, capacities:, policies:, ...)")
+            gname = str(g.get("name", f"grid{i + 1}"))
+            bad = [k for k in g if k not in GRID_KEYS]
+            if bad:
+                raise _err(src, f"grids: {gname}: {bad[0]}", f"unknown key (known: {', '.join(GRID_KEYS)})")
+            has_tasks = any(k in g for k in ("policies", *ANALYSES))
+            merged = {k: v for k, v in d.items() if k not in ("grids", "traces")
+                      and not (has_tasks and k in ("policies", *ANALYSES))}
+            merged.update({k: v for k, v in g.items() if k != "traces"})
+            sel = None
+            if "traces" in g:
+                sel = [str(x) for x in _list(src, f"grids: {gname}: traces", g["traces"])]
+                for x in sel:
+                    if x not in names:
+                        raise _err(src, f"grids: {gname}: traces: {x}",
+                                   f"no trace of the study is called so (its traces: {', '.join(names)})")
+            grids.append(_grid(f"{src}: grids: {gname}", gname, merged, names, p.parent, sel))
+        dup = next((g.name for g in grids if [x.name for x in grids].count(g.name) > 1), None)
+        if dup is not None:
+            raise _err(src, "grids", f"two grids are called {dup!r}")
+    else:
+        grids = [_grid(src, "main", d, names, p.parent)]
+    return Study(str(d.get("name") or p.stem), src, traces, grids, baseline, p.parent)
+
+
+def _grid(src: str, name: str, d: dict, trace_names: list[str], base: Path, sel: Optional[list[str]] = None) -> Grid:
+    """One grid's lists, checked; ``src`` names the file (and the grid) in errors."""
+    from .api import check_scale
+
     platforms = [str(x) for x in _list(src, "platforms", d.get("platforms"), ["dram-pmem"])]
     for pl in platforms:
-        _check_platform(src, pl, p.parent)
-    platforms = [str(p.parent / pl) if _is_file(pl) and not os.path.isabs(pl) else pl for pl in platforms]
+        _check_platform(src, pl, base)
+    platforms = [str(base / pl) if _is_file(pl) and not os.path.isabs(pl) else pl for pl in platforms]
     capacities = _list(src, "capacities", d.get("capacities"), [0.2])
     for c in capacities:
         if isinstance(c, bool) or not isinstance(c, (int, float, str)):
             raise _err(src, "capacities", f"{c!r}: a fraction of the footprint (0.2) or a size ('64M')")
         if isinstance(c, (int, float)) and not 0 < c <= 1:
-            raise _err(src, "capacities", f"{c}: a fraction in (0, 1], or a size as a string ('64M')")
+            raise _err(src, "capacities", f"{c}: a fraction in (0, 1], or a size or percentage as a string ('64M', '125%')")
     timing = [str(t) for t in _list(src, "timing", d.get("timing"), ["simple"])]
     for t in timing:
         if t not in ("simple", "detailed"):
             raise _err(src, "timing", f"{t!r}: simple or detailed")
-    policies = [s for item in _list(src, "policies", d.get("policies")) for s in _policy_grid(src, item)]
-    if not policies:
-        raise _err(src, "policies", "empty")
+    # a list in the list is spliced in (a YAML alias of another grid's policies: [a, *timed])
+    items = [x for item in _list(src, "policies", d.get("policies"), [])
+             for x in (item if isinstance(item, list) else [item])]
+    tasks = [Task("simulate", s) for item in items for s in _policy_grid(src, item)]
+    for kind in ANALYSES:
+        if kind in d:
+            tasks += _analysis_grid(src, kind, d[kind])
+    if not tasks:
+        raise _err(src, "policies", "missing or empty (give policies:, or an analysis: tune:, kleio:, kleoniki:)")
     repeat = _list(src, "repeat", d.get("repeat"), [1])
     time_scale = _list(src, "time_scale", d.get("time_scale"), [1.0])
     try:
@@ -246,12 +384,15 @@ def load_study(path: PathLike) -> Study:
             check_scale(r, s)
     except TierkitError as e:
         raise _err(src, "repeat/time_scale", str(e).replace("--", "")) from None
-    baseline = d.get("baseline", "all-slow")
-    if baseline is not None:
-        baseline = str(baseline)
-        _policy_grid(src, baseline)
-    return Study(str(d.get("name") or p.stem), src, traces, platforms, capacities, timing, policies,
-                 [int(r) for r in repeat], [float(s) for s in time_scale], baseline, p.parent)
+    gf = d.get("guide_from") or {}
+    if not isinstance(gf, dict):
+        raise _err(src, "guide_from", "a mapping: trace name: the trace whose profile guides it")
+    for k, v in gf.items():
+        for x in (k, v):
+            if str(x) not in trace_names:
+                raise _err(src, f"guide_from: {x}", f"no trace of the study is called so (its traces: {', '.join(trace_names)})")
+    return Grid(name, list(sel or trace_names), platforms, capacities, timing, tasks, [int(r) for r in repeat], [float(s) for s in time_scale],
+                {str(k): str(v) for k, v in gf.items()})
 
 
 def _is_file(pl: str) -> bool:
@@ -272,7 +413,8 @@ def _check_platform(src: str, pl: str, base: Path) -> None:
 
 @dataclass(frozen=True)
 class Cell:
-    """One run of a study: everything that decides its result."""
+    """One run of a study: everything that decides its result (and, not in its key, the grid
+    that asked for it and where its files are on this machine)."""
 
     trace: str            # the trace's name in the study
     path: str             # where the trace is on this machine
@@ -283,14 +425,28 @@ class Cell:
     platform_digest: Optional[str]  # of a platform file's bytes (None for a preset)
     fast_capacity: Any
     timing: str
-    policy: str
+    policy: str           # the policy spec, or the analysis' label
     repeat: int
     time_scale: float
+    task: str = "simulate"
+    params: tuple = ()    # an analysis' (name, value) pairs
+    guide_trace: Optional[str] = None   # guided policies: the trace whose profile guides them
+    guide_path: Optional[str] = None
+    guide_digest: Optional[str] = None
+    grid: str = "main"
 
     def config(self) -> dict:
-        """What the key is made of: the path is where the trace is, not what it is."""
+        """What the key is made of: the path is where the trace is, not what it is; the grid
+        is who asked. A simulation without guidance has the keys it always had."""
         c = asdict(self)
-        del c["path"]
+        for k in ("path", "grid", "guide_trace", "guide_path"):
+            del c[k]
+        if self.task == "simulate":
+            del c["task"], c["params"]
+        else:
+            c["params"] = [list(x) for x in self.params]
+        if self.guide_digest is None:
+            del c["guide_digest"]
         c["platform"] = Path(self.platform).name if self.platform_digest else self.platform
         c["version"] = __version__
         return c
@@ -322,15 +478,18 @@ def materialize(t: TraceSpec, out: Path, progress: Optional[bool] = None) -> str
     d = out / "traces"
     d.mkdir(parents=True, exist_ok=True)
     spec = asdict(t)
-    tag = hashlib.sha256(json.dumps({k: spec[k] for k in ("kind", "workload", "size", "args", "cache", "synth")},
-                                    sort_keys=True, default=list).encode()).hexdigest()[:16]
+    what = {k: spec[k] for k in ("kind", "workload", "size", "args", "cache", "synth")}
+    if t.slice:  # a key only where it is set: the traces recorded before keep their names
+        what["slice"] = t.slice
+    tag = hashlib.sha256(json.dumps(what, sort_keys=True, default=list).encode()).hexdigest()[:16]
     f = d / f"{t.name}-{tag}.tkt"
     if f.exists():
         return str(f)
     if t.kind == "workload":
         from . import workloads
 
-        workloads.trace(t.workload, t.size, f, cache=t.cache, force=True, extra_args=t.args, progress=progress)  # type: ignore[arg-type]
+        workloads.trace(t.workload, t.size, f, cache=t.cache, force=True, extra_args=t.args, slice=t.slice,  # type: ignore[arg-type]
+                        progress=progress)
     else:
         from .api import synth
 
@@ -340,19 +499,42 @@ def materialize(t: TraceSpec, out: Path, progress: Optional[bool] = None) -> str
 
 
 def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Optional[dict] = None) -> list[Cell]:
-    """Every cell of the study, the baseline's included, in a fixed order: trace, platform,
-    capacity, timing, repeat, time scale, then policy."""
-    pols = list(dict.fromkeys(study.policies + ([study.baseline] if study.baseline else [])))
-    plats = [(pl, file_digest(pl, memo) if _is_file(pl) else None) for pl in study.platforms]
+    """Every cell of the study, grid by grid, the baseline's included, in a fixed order: trace,
+    platform, capacity, timing, repeat, time scale, then task. A cell two grids ask for appears
+    in both (with the same key: it runs once). Analyses run once per trace, platform, capacity
+    and timing (repeat and time scale are the simulations')."""
+    specs = {t.name: t for t in study.traces}
+    paths: dict[str, tuple[str, str]] = {}
+
+    def trace_file(name: str) -> tuple[str, str]:
+        if name not in paths:
+            path = materialize(specs[name], out, progress)
+            paths[name] = (path, file_digest(path, memo))
+        return paths[name]
+
     out_cells = []
-    for t in study.traces:
-        path = materialize(t, out, progress)
-        dig = file_digest(path, memo)
-        fmt = t.format if t.kind == "file" else None
-        cache = t.cache if t.kind == "file" else None
-        for (pl, pd_), cap, tm, rep, ts, pol in itertools.product(plats, study.capacities, study.timing, study.repeat,
-                                                                   study.time_scale, pols):
-            out_cells.append(Cell(t.name, path, dig, fmt, cache, pl, pd_, cap, tm, pol, rep, ts))
+    for g in study.grids:
+        tasks = list(g.tasks)
+        if study.baseline and any(t.kind == "simulate" for t in tasks):
+            tasks = list(dict.fromkeys(tasks + [Task("simulate", study.baseline)]))
+        plats = [(pl, file_digest(pl, memo) if _is_file(pl) else None) for pl in g.platforms]
+        for name in g.traces:
+            t = specs[name]
+            path, dig = trace_file(name)
+            fmt = t.format if t.kind == "file" else None
+            cache = t.cache if t.kind == "file" else None
+            guide = g.guide_from.get(name)
+            gpath, gdig = trace_file(guide) if guide else (None, None)
+            for (pl, pd_), cap, tm, rep, ts, task in itertools.product(plats, g.capacities, g.timing, g.repeat,
+                                                                        g.time_scale, tasks):
+                if task.kind != "simulate":
+                    if (rep, ts) != (g.repeat[0], g.time_scale[0]):
+                        continue
+                    rep, ts = 1, 1.0
+                guided = task.kind == "simulate" and guide is not None and task.label.split(":", 1)[0] == "guided"
+                out_cells.append(Cell(name, path, dig, fmt, cache, pl, pd_, cap, tm, task.label, rep, ts, task.kind,
+                                      task.params, guide if guided else None, gpath if guided else None,
+                                      gdig if guided else None, g.name))
     return out_cells
 
 
@@ -361,19 +543,46 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
 
 def run_cell(cell: Cell) -> dict:
     """Run one cell: its record for the store (``result`` or a one-line ``error``)."""
-    from .api import run
-
     rec: dict[str, Any] = {"key": cell.key, "config": cell.config(), "trace_path": cell.path}
     t0 = time.perf_counter()
     try:
-        rec["result"] = run(cell.path, cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
-                            cell.cache, False, repeat=cell.repeat, time_scale=cell.time_scale)
+        rec["result"] = _run_task(cell)
     except TierkitError as e:
         rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
     except Exception as e:  # an internal failure of one cell does not stop the sweep
         rec["error"] = f"internal error: {type(e).__name__}: {e}".splitlines()[0]
     rec["seconds"] = time.perf_counter() - t0
     return rec
+
+
+def _run_task(cell: Cell) -> dict:
+    from . import api
+
+    if cell.task == "simulate":
+        return api.run(cell.path, cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
+                       cell.cache, False, guide_from=cell.guide_path, repeat=cell.repeat, time_scale=cell.time_scale)
+    p = dict(cell.params)
+    common = dict(platform=cell.platform, fast_capacity=cell.fast_capacity, timing=cell.timing, format=cell.format,
+                  cache=cell.cache, progress=False)
+    if cell.task == "tune":
+        return api.tune(cell.path, **p, **common)
+    from . import learned
+
+    period = p.pop("period", None)
+    if period == "aligned":
+        period = learned.aligned_period(cell.path, p.get("history", 8), format=cell.format, cache=cell.cache)
+    elif period == "default":
+        period = learned.default_period(cell.path, format=cell.format, cache=cell.cache, progress=False)
+    elif period == "cori":
+        period = None
+    cap = common.pop("fast_capacity")
+    kw = dict(pages=list(p.pop("pages", (0.01, 0.02, 0.05, 0.1, 0.2) if cell.task == "kleio" else (0.05, 0.1, 0.2))),
+              period=period, history=p.pop("history", 8), hidden=p.pop("hidden", 16), epochs=p.pop("epochs", 60),
+              seed=p.pop("seed", 0), train=None, holdout=p.pop("holdout", 0.5), weight=p.pop("weight", "none"),
+              threads=None, fast_capacity=cap, **common)
+    if cell.task == "kleio":
+        return api._learned("kleio", cell.path, tol=0.5, **kw)  # type: ignore[arg-type]
+    return api._kleoniki(cell.path, tol=p.pop("tol", 0.5), **kw)  # type: ignore[arg-type]
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -460,7 +669,7 @@ def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] =
     all_cells = cells(st, out, progress, memo)
     memo_path.write_text(json.dumps(memo))
     store = Store(out)
-    todo = [c for c in all_cells if not store.done(c.key)]
+    todo = list({c.key: c for c in all_cells if not store.done(c.key)}.values())
     if executor not in ("local", "ray"):
         raise TierkitError(f"--executor: {executor!r}: local or ray")
     if workers is not None and workers < 1:
@@ -469,13 +678,14 @@ def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] =
 
     n = workers or cpu_count()
     with Bar(f"sweep {st.name}", progress, unit="cell") as bar:
-        done = [len(all_cells) - len(todo)]
-        bar.callback(done[0], len(all_cells))
+        n_cells = len({c.key for c in all_cells})
+        done = [n_cells - len(todo)]
+        bar.callback(done[0], n_cells)
 
         def on_done(rec: dict) -> None:
             store.put(rec)
             done[0] += 1
-            bar.callback(done[0], len(all_cells))
+            bar.callback(done[0], n_cells)
 
         if executor == "local":
             _local(todo, n, on_done)
@@ -490,7 +700,7 @@ def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] =
     mpath = out / "manifest.json"
     fresh = not todo and all(p.exists() for p in outputs) and mpath.exists() and mpath.read_text() == manifest
     if not fresh:
-        write_dataset(df, [store.get(c.key) for c in all_cells], out)
+        write_dataset(df, [store.get(k) for k in dict.fromkeys(c.key for c in all_cells)], out)
         if report:
             from . import studies_report
 
@@ -502,9 +712,10 @@ def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] =
 
 
 def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFrame:
-    """The study's table from the store: a row per cell, its configuration and figures, and
-    ``runtime_vs_<baseline>`` (against the baseline in the same trace, platform, capacity,
-    timing, repeat and time scale)."""
+    """The study's table from the store: a row per cell of each grid (an analysis with several
+    fractions of pages, a row per fraction), its configuration and figures, and
+    ``runtime_vs_<baseline>`` (against the baseline in the same grid, trace, platform,
+    capacity, timing, repeat and time scale)."""
     import pandas as pd
 
     from .api import RESULT_COLUMNS
@@ -513,25 +724,58 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
     for c in all_cells:
         rec = store.get(c.key) or {"error": "not run"}
         r = rec.get("result")
-        row = {"trace": c.trace, "platform": Path(c.platform).stem if c.platform_digest else c.platform,
-               "fast_capacity": str(c.fast_capacity), "timing": c.timing, "policy": c.policy, "repeat": c.repeat,
-               "time_scale": c.time_scale}
-        for k in RESULT_COLUMNS:
-            if k not in row and k != "warnings":
-                row[k] = r.get(k) if r else None
-        row["warnings"] = list(r.get("warnings") or []) if r else []
-        row["trace_digest"] = c.digest
-        row["key"] = c.key
-        row["error"] = rec.get("error")
-        rows.append(row)
+        row: dict[str, Any] = {
+            "grid": c.grid, "task": c.task, "trace": c.trace,
+            "platform": Path(c.platform).stem if c.platform_digest else c.platform,
+            "fast_capacity": str(c.fast_capacity), "timing": c.timing, "policy": c.policy, "repeat": c.repeat,
+            "time_scale": c.time_scale, "guide_from": c.guide_trace}
+        if c.task == "simulate":
+            for k in RESULT_COLUMNS:
+                if k not in row and k != "warnings":
+                    row[k] = r.get(k) if r else None
+            row["warnings"] = list(r.get("warnings") or []) if r else []
+        tail = {"trace_digest": c.digest, "key": c.key, "error": rec.get("error")}
+        if c.task == "simulate" or not r:
+            rows.append({**row, **tail})
+            continue
+        # the configuration's columns stay the cell's (the result repeats some in its own form)
+        flat = {k: v for k, v in _flatten(r).items() if k not in row}
+        if c.task == "tune":
+            rows.append({**row, **flat, **tail})
+        else:  # kleio, kleoniki: a row per fraction of the pages
+            for x in r.get("rows") or [{}]:
+                rows.append({**row, **flat, **{k: v for k, v in x.items() if k not in row and not isinstance(v, (list, dict))},
+                             **tail})
     df = pd.DataFrame(rows)
     df["trace"] = df["trace"].astype(str)
-    if study.baseline:
-        group = ["trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
-        base = df[df["policy"] == study.baseline].set_index(group)["runtime_ns"]
+    if study.baseline and "runtime_ns" in df:
+        sim = df["task"] == "simulate"
+        group = ["grid", "trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
+        base = df[sim & (df["policy"] == study.baseline)].set_index(group)["runtime_ns"]
         idx = pd.MultiIndex.from_frame(df[group])
-        df[f"runtime_vs_{study.baseline}"] = df["runtime_ns"].to_numpy(dtype=float) / base.reindex(idx).to_numpy(dtype=float)
+        vs = df["runtime_ns"].to_numpy(dtype=float) / base.reindex(idx).to_numpy(dtype=float)
+        df[f"runtime_vs_{study.baseline}"] = [v if s_ else None for v, s_ in zip(vs, sim)]
     return df
+
+
+def _flatten(r: dict) -> dict:
+    """An analysis' scalar figures: top-level scalars as they are, a mapping of mappings
+    (Cori's ``methods``) as ``<inner>_<figure>``, a list by its length (``<name>_count``)."""
+    out: dict[str, Any] = {}
+    for k, v in r.items():
+        if k == "rows":
+            continue
+        if isinstance(v, dict):
+            for k2, v2 in v.items():
+                if isinstance(v2, dict):
+                    for k3, v3 in v2.items():
+                        if not isinstance(v3, (list, dict)):
+                            out[f"{k2}_{k3}"] = v3
+        elif isinstance(v, list):
+            out[f"{k}_count"] = len(v)
+        else:
+            out[k] = v
+    return out
 
 
 def write_dataset(df: pd.DataFrame, records: Iterable[Optional[dict]], out: Path) -> None:

@@ -21,33 +21,43 @@ from ._core import TierkitError
 MAX_RETRIES = 3
 
 
-def _local_copy(cell: Any, data: Optional[bytes]) -> Any:
-    """On a worker: the cell, its trace written locally (once per node) if it was shipped.
-    (Ray hands a task the value of an object reference given as an argument, fetched into
-    the node's object store once.)"""
-    if data is None:
-        return cell
-    import dataclasses
-
-    d = Path(tempfile.gettempdir()) / "tierkit-traces" / cell.digest
-    f = d / Path(cell.path).name
+def _write_once(digest: str, name: str, data: bytes) -> str:
+    d = Path(tempfile.gettempdir()) / "tierkit-traces" / digest
+    f = d / name
     if not f.exists():
         d.mkdir(parents=True, exist_ok=True)
         tmp = f.with_name(f"{f.name}.{os.getpid()}.partial")
         tmp.write_bytes(data)
         os.replace(tmp, f)
-    return dataclasses.replace(cell, path=str(f))
+    return str(f)
 
 
-def _task(cell: Any, data: Optional[bytes] = None) -> dict:
+def _local_copy(cell: Any, data: Optional[bytes], guide: Optional[bytes] = None) -> Any:
+    """On a worker: the cell, its trace (and the trace that guides it) written locally (once
+    per node) if it was shipped. (Ray hands a task the value of an object reference given as
+    an argument, fetched into the node's object store once.)"""
+    import dataclasses
+
+    if data is not None:
+        cell = dataclasses.replace(cell, path=_write_once(cell.digest, Path(cell.path).name, data))
+    if guide is not None and cell.guide_path:
+        cell = dataclasses.replace(cell, guide_path=_write_once(cell.guide_digest, Path(cell.guide_path).name, guide))
+    return cell
+
+
+def _task(cell: Any, data: Optional[bytes] = None, guide: Optional[bytes] = None) -> dict:
     from .studies import run_cell
 
-    local = _local_copy(cell, data)
+    local = _local_copy(cell, data, guide)
     rec = run_cell(local)
-    if local.path != cell.path and "result" in rec:
-        # the result names the trace by the driver's path, whichever copy ran
+    if "result" in rec:
+        # the result names the traces by the driver's paths, whichever copy ran
         enc = lambda p: json.dumps(p)[1:-1]  # noqa: E731
-        rec["result"] = json.loads(json.dumps(rec["result"]).replace(enc(local.path), enc(cell.path)))
+        text = json.dumps(rec["result"])
+        for here, there in ((local.path, cell.path), (local.guide_path, cell.guide_path)):
+            if here and here != there:
+                text = text.replace(enc(here), enc(there))
+        rec["result"] = json.loads(text)
     rec["trace_path"] = cell.path
     rec["host"] = os.uname().nodename
     return rec
@@ -77,9 +87,11 @@ def run(todo: list, address: Optional[str], ship: bool, on_done: Callable[[dict]
         refs: dict[str, Any] = {}
         if ship:
             for c in todo:
-                if c.digest not in refs:
-                    refs[c.digest] = ray.put(Path(c.path).read_bytes())
-        pending = {task.remote(c, refs.get(c.digest)): c for c in todo}
+                for dig, path in ((c.digest, c.path), (c.guide_digest, c.guide_path)):
+                    if dig and dig not in refs:
+                        refs[dig] = ray.put(Path(path).read_bytes())
+        pending = {task.remote(c, refs.get(c.digest), refs.get(c.guide_digest) if c.guide_digest else None): c
+                   for c in todo}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for r in ready:

@@ -12,14 +12,31 @@ if TYPE_CHECKING:
 
     from .studies import Study
 
-GROUP = ["trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
+GROUP = ["grid", "trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
+
+#: The columns an analysis' table shows (those its rows have), by task.
+ANALYSIS_COLUMNS = {
+    "tune": ["grid", "trace", "platform", "fast_capacity", "policy", "accesses", "dominant_reuse", "trials_count",
+             "chosen_period", "best_period", "cori_slowdown_vs_best", "cori_trials_to_best",
+             "base-left_trials_to_best", "base-right_trials_to_best", "base-random_trials_to_best"],
+    "kleio": ["grid", "trace", "platform", "fast_capacity", "policy", "period", "periods", "pages_fraction",
+              "pages_selected", "models", "train_seconds", "accuracy", "history_accuracy", "fallback_pages",
+              "gap_bridged_no_fallback_pct", "gap_bridged_pct"],
+}
+ANALYSIS_COLUMNS["kleoniki"] = ANALYSIS_COLUMNS["kleio"][:9] + ["pages_per_model", "distinct_patterns", "cori_period",
+                                                                "gap_bridged_pct"]
 
 
 def _capacity_value(c: str) -> Optional[float]:
     try:
-        return float(c)
+        return float(c[:-1]) / 100 if c.endswith("%") else float(c)
     except ValueError:
         return None
+
+
+def _panel_keys(df: "pd.DataFrame", keys: list[str]) -> list[str]:
+    """Panels split by grid too when the study has several."""
+    return (["grid"] if "grid" in df and df["grid"].nunique() > 1 else []) + keys
 
 
 def best_table(df: "pd.DataFrame", baseline: Optional[str]) -> "pd.DataFrame":
@@ -58,17 +75,19 @@ def capacity_figure(df: "pd.DataFrame", baseline: Optional[str]):
     if ok["cap"].nunique() < 2:
         return None
     y = f"runtime_vs_{baseline}" if baseline and f"runtime_vs_{baseline}" in ok else "runtime_ns"
-    panels = list(ok.groupby(["trace", "platform", "timing"], sort=False))
+    keys = _panel_keys(ok, ["trace", "platform", "timing"])
+    panels = list(ok.groupby(keys, sort=False))
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows + 0.8), squeeze=False)
-    for ax, ((tr, pl, tm), g) in zip(axes.flat, panels):
+    for ax, (k, g) in zip(axes.flat, panels):
+        *gr, tr, pl, tm = k
         g = g[(g["repeat"] == g["repeat"].iloc[0]) & (g["time_scale"] == g["time_scale"].iloc[0])]
         for i, (pol, gp) in enumerate(g.groupby("policy", sort=False)):
             gp = gp.sort_values("cap")
             ax.plot(gp["cap"], gp[y] / (1e6 if y == "runtime_ns" else 1), marker="o", markersize=3,
                     linewidth=1, label=pol, color=f"C{i % 10}", linestyle="-" if i < 10 else "--")
-        ax.set_title(f"{tr} on {pl} ({tm} timing)", fontsize="small")
+        ax.set_title(f"{gr[0] + ': ' if gr else ''}{tr} on {pl} ({tm} timing)", fontsize="small")
         ax.set_xlabel("fast-tier capacity (share of the footprint)")
         ax.set_ylabel(f"runtime / {baseline}" if y != "runtime_ns" else "runtime (ms)")
         ax.grid(alpha=0.3)
@@ -93,7 +112,7 @@ def heatmap_figure(df: "pd.DataFrame", baseline: Optional[str]):
         return None
     col = f"runtime_vs_{baseline}"
     ok = df[df["error"].isna() & df[col].notna() & (df["policy"] != baseline)]
-    panels = list(ok.groupby(["platform", "fast_capacity", "timing"], sort=False))[:6]
+    panels = list(ok.groupby(_panel_keys(ok, ["platform", "fast_capacity", "timing"]), sort=False))[:6]
     if not panels:
         return None
     n_pol = ok["policy"].nunique()
@@ -102,7 +121,8 @@ def heatmap_figure(df: "pd.DataFrame", baseline: Optional[str]):
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(max(5.0, 1.1 * n_tr + 3.5) * cols, (0.35 * n_pol + 1.6) * rows),
                              squeeze=False)
-    for ax, ((pl, cap, tm), g) in zip(axes.flat, panels):
+    for ax, (k, g) in zip(axes.flat, panels):
+        *gr, pl, cap, tm = k
         g = g[(g["repeat"] == g["repeat"].iloc[0]) & (g["time_scale"] == g["time_scale"].iloc[0])]
         m = g.pivot_table(index="policy", columns="trace", values=col, sort=False)
         im = ax.imshow(m.to_numpy(), cmap="RdYlGn_r", vmin=min(0.5, float(np.nanmin(m.to_numpy()))),
@@ -112,7 +132,7 @@ def heatmap_figure(df: "pd.DataFrame", baseline: Optional[str]):
         for (i, j), v in np.ndenumerate(m.to_numpy()):
             if v == v:
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="x-small")
-        ax.set_title(f"{pl}, capacity {cap}, {tm}: runtime / {baseline}", fontsize="small")
+        ax.set_title(f"{gr[0] + ': ' if gr else ''}{pl}, capacity {cap}, {tm}: runtime / {baseline}", fontsize="small")
         fig.colorbar(im, ax=ax, fraction=0.04)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
@@ -131,6 +151,8 @@ def write(df: "pd.DataFrame", study: "Study", out: Path) -> list[Path]:
 
     out = Path(out)
     written = []
+    full = df
+    df = df[df["task"] == "simulate"] if "task" in df else df
     figs = {"capacity.png": capacity_figure(df, study.baseline), "heatmap.png": heatmap_figure(df, study.baseline)}
     imgs = []
     for name, fig in figs.items():
@@ -139,22 +161,29 @@ def write(df: "pd.DataFrame", study: "Study", out: Path) -> list[Path]:
             written.append(out / name)
             imgs.append(name)
     best = best_table(df, study.baseline)
-    failed = df[df["error"].notna()][["trace", "platform", "fast_capacity", "timing", "policy", "error"]]
-    n_ok = int(df["error"].isna().sum())
+    failed = full[full["error"].notna()][["grid", "trace", "platform", "fast_capacity", "timing", "policy", "error"]]
+    n_ok = int(full["error"].isna().sum())
+    df = full if not len(df) else df
     parts = [
         "<!doctype html><meta charset=utf-8><title>", html.escape(study.name), "</title>",
         "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
         "table.t{border-collapse:collapse;font-size:13px}table.t td,table.t th{border:1px solid #ccc;padding:2px 6px}"
         "table.t th{background:#eee}img{max-width:100%}</style>",
         f"<h1>Study {html.escape(study.name)}</h1>",
-        f"<p>{len(df):,} cells ({n_ok:,} ran, {len(df) - n_ok:,} failed): {df['trace'].nunique()} trace(s) × "
+        f"<p>{len(full):,} cells ({n_ok:,} ran, {len(full) - n_ok:,} failed): {df['trace'].nunique()} trace(s) × "
         f"{df['platform'].nunique()} platform(s) × {df['fast_capacity'].nunique()} capacit{'y' if df['fast_capacity'].nunique() == 1 else 'ies'} × "
         f"{df['timing'].nunique()} timing model(s) × {df['policy'].nunique()} policies; study file "
         f"<code>{html.escape(study.source)}</code>; the data: <code>results.parquet</code>, <code>results.jsonl</code>.</p>",
-        "<h2>The best policy of each cell</h2>",
-        "<p>margin: how much faster than the runner-up (%).</p>",
-        _table(best) if len(best) else "<p>No cell ran.</p>",
     ]
+    if "task" not in full or (full["task"] == "simulate").any():
+        parts += ["<h2>The best policy of each cell</h2>",
+                  "<p>margin: how much faster than the runner-up (%).</p>",
+                  _table(best) if len(best) else "<p>No cell ran.</p>"]
+    for kind, title in (("tune", "Cori: period tuning"), ("kleio", "Kleio"), ("kleoniki", "Kleoniki")):
+        rows = full[(full["task"] == kind) & full["error"].isna()] if "task" in full else full.iloc[:0]
+        if len(rows):
+            cols = [c for c in ANALYSIS_COLUMNS[kind] if c in rows and rows[c].notna().any()]
+            parts += [f"<h2>{title}</h2>", _table(rows[cols])]
     for name in imgs:
         title = {"capacity.png": "Runtime against the fast tier's capacity", "heatmap.png": "Policy × trace"}[name]
         parts += [f"<h2>{title}</h2>", f'<img src="{name}" alt="{title}">']

@@ -154,8 +154,9 @@ impl Capacity {
         }
         if let Some(p) = t.strip_suffix('%') {
             let (v, rest) = split_number(p).ok_or_else(|| Error::config(key, format!("'{s}' is not a capacity")))?;
-            if !(rest.is_empty() && v > 0.0 && v <= 100.0) {
-                return Err(Error::config(key, format!("'{s}': a percentage of the footprint must be in (0%, 100%]")));
+            // above 100%: a tier larger than the footprint (seed 004 §5.1's DRAM of 1.25x the data)
+            if !(rest.is_empty() && v > 0.0 && v.is_finite() && v <= 1e6) {
+                return Err(Error::config(key, format!("'{s}': a percentage of the footprint must be above 0% (at most 1000000%)")));
             }
             return Ok(Capacity::Fraction(v / 100.0));
         }
@@ -260,6 +261,9 @@ mod tests {
     fn capacities() {
         assert_eq!(Capacity::parse("c", "0.125").unwrap(), Capacity::Fraction(0.125));
         assert_eq!(Capacity::parse("c", "25%").unwrap(), Capacity::Fraction(0.25));
+        assert_eq!(Capacity::parse("c", "125%").unwrap(), Capacity::Fraction(1.25));
+        assert_eq!(Capacity::Fraction(1.25).pages(1001, 4096), 1251);
+        assert!(Capacity::parse("c", "0%").is_err() && Capacity::parse("c", "inf%").is_err());
         assert_eq!(Capacity::parse("c", "512M").unwrap(), Capacity::Bytes(512 << 20));
         assert!(Capacity::parse("c", "0").is_err());
         assert!(Capacity::parse("c", "1.5").is_err());
