@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: bench-sweep alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -89,6 +89,11 @@ bench: $(VENV)/.built
 # tierkit sweep: a 40-cell study on 1 and on every core, then re-run from its store (bench/README.md)
 bench-sweep: $(VENV)/.built
 	$(PY) bench/sweep.py --workers $$(nproc)
+
+# many cores (issue 19): a 16-program mix's throughput against one program's, and the
+# bandwidth saturation plot docs/img/mix-saturation.png (bench/README.md "mix")
+bench-mix: $(VENV)/.built
+	$(PY) bench/mix.py
 
 # traces of real programs from Debian packages (data/recipes/record_traces.py); INSTALL=1
 # installs missing programs with apt-get

@@ -195,12 +195,13 @@ def _row(r: Mapping[str, Any]) -> dict:
     return row
 
 
-def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
+def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
         fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
         timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
         progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False,
         guide_from: Optional[PathLike] = None, repeat: int = 1, time_scale: float = 1.0,
-        watch: Optional[Sequence[tuple[str, int, int]]] = None, watch_every_ns: Optional[float] = None) -> dict:
+        watch: Optional[Sequence[tuple[str, int, int]]] = None, watch_every_ns: Optional[float] = None,
+        mix: bool = False, cores: int = 1, quantum: int = 1, alone: bool = True) -> dict:
     """One simulation; returns the full result (top-level figures, ``stats`` tree with
     platform/tier/policy/migration/timing subtrees, and the exact ``config``).
 
@@ -217,7 +218,22 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     ``watch_every_ns`` of simulated time (and at the end): the result's ``watch`` has, per
     sample and region, the accesses since the last sample and the pages on the fast tier and
     elsewhere, and the trace's user markers (``TIERKIT_MARK``) with their times; see
-    :func:`watch_frame` and ``docs/validation.md`` ("Hot data")."""
+    :func:`watch_frame` and ``docs/validation.md`` ("Hot data").
+
+    Several cores (``docs/models.md``, "Many cores"; detailed timing only): ``mix=True`` with
+    a list of traces runs each as a program on its own core, in its own address space,
+    sharing the tiers; ``cores=N`` runs a trace's threads on N cores. ``quantum``: accesses a core
+    may run at once before the cores are compared again (1: in time order; more is faster and
+    less exact). A mix's result adds ``programs`` (each program's runtime, IPC, fast hits and migrations)
+    and ``mix`` (throughput, tier utilization and, with ``alone``, each program's runtime alone
+    on the machine and the weighted speedup)."""
+    if mix:
+        return _run_mix(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress, paranoid,
+                        repeat, time_scale, quantum, alone)
+    if not isinstance(trace, (str, os.PathLike)):
+        raise _core.TierkitError("trace: give one trace, or several with mix=True (--mix)")
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise _core.TierkitError(f"--cores: {cores!r}: a whole number of cores >= 1")
     repeat, time_scale = check_scale(repeat, time_scale)
     if watch is not None:
         watch = [(str(n), int(a), int(b)) for n, a, b in watch]
@@ -238,8 +254,8 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
         policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
     with Bar(f"{label}", progress) as bar:
         out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
-                             None if summary is None else json.dumps(summary), bar.callback, paranoid, repeat, time_scale,
-                             watch, float(watch_every_ns or 0.0))
+                             None if summary is None or cores > 1 else json.dumps(summary), bar.callback, paranoid, repeat,
+                             time_scale, watch, float(watch_every_ns or 0.0), None, cores, _quantum(quantum))
     r = json.loads(out)
     if r["policy"] != label:
         # the warnings name the run as the user wrote it, not the spec it was made into
@@ -266,6 +282,61 @@ def run(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = "firs
     from .replay import keep_inputs
 
     return keep_inputs(r)
+
+
+def _quantum(q: Any) -> int:
+    if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+        raise _core.TierkitError(f"--quantum: {q!r}: a whole number of accesses >= 1")
+    return q
+
+
+def _run_mix(traces, platform, policy, fast_capacity, capacities, timing, format, cache, progress, paranoid, repeat,
+             time_scale, quantum, alone) -> dict:
+    """Several programs on cores of their own sharing the tiers (``run(..., mix=True)``)."""
+    if isinstance(traces, (str, os.PathLike)) or len(traces) < 2:
+        raise _core.TierkitError("--mix: give at least two traces, each a program of the mix")
+    if not isinstance(policy, str):
+        raise _core.TierkitError("--mix: give the policy as a spec (a Python policy object runs on one core)")
+    spec = json.loads(_core.parse_policy_spec(policy))
+    if spec["name"] in ("guided", "kleio", "kleoniki"):
+        raise _core.TierkitError(f"--mix: policy '{spec['name']}' is made from one trace's profile; it does not run on a mix")
+    repeat, time_scale = check_scale(repeat, time_scale)
+    caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
+    paths = [_s(t) for t in traces]
+    with Bar(f"{policy} on a mix of {len(paths)}", progress) as bar:
+        out = _core.simulate(paths[0], platform, policy, _cap(fast_capacity), caps or None, timing, format, cache, None,
+                             bar.callback, paranoid, repeat, time_scale, None, 0.0, paths[1:], len(paths), _quantum(quantum))
+    r = json.loads(out)
+    tiers = r["stats"]["timing"].get("tiers", [])
+    programs = []
+    for path, c in zip(paths, r.get("cores") or []):
+        programs.append({"trace": path, "runtime_ns": c["runtime_ns"], "ipc": c["ipc"], "accesses": c["accesses"],
+                         "fast_hit_ratio": c["fast_hit_ratio"], "migrations": c.get("migrations")})
+    runtime_us = r["runtime_ns"] / 1e3
+    mix_stats: dict[str, Any] = {
+        "programs": len(paths),
+        "quantum": quantum,
+        "throughput_accesses_per_us": r["accesses"] / runtime_us if runtime_us > 0 else None,
+        "throughput_ipc": sum(p["ipc"] for p in programs) if programs and all(p["ipc"] is not None for p in programs) else None,
+        "tier_utilization": {t["name"]: {"read": t.get("read_queue_utilization"), "write": t.get("write_queue_utilization")}
+                             for t in tiers},
+    }
+    if alone:
+        # each program alone on the machine: the same policy, platform and fast tier (in pages)
+        fast = r.get("fast_capacity_pages")
+        cap = f"{fast * r['config']['page_size'] // 1024}K" if fast else _cap(fast_capacity)
+        for p in programs:
+            a = run(p["trace"], platform, policy, cap, capacities, timing, format, cache, False, paranoid=paranoid,
+                    repeat=repeat, time_scale=time_scale)
+            p["runtime_alone_ns"] = a["runtime_ns"]
+            p["slowdown"] = p["runtime_ns"] / a["runtime_ns"] if a["runtime_ns"] > 0 else None
+        # a program's progress in the mix against alone: its runtime alone over its runtime here
+        mix_stats["weighted_speedup"] = sum(p["runtime_alone_ns"] / p["runtime_ns"] for p in programs if p["runtime_ns"] > 0)
+    r["programs"] = programs
+    r["mix"] = mix_stats
+    if cache is not None:
+        r["config"]["cache"] = cache
+    return r
 
 
 def check_scale(repeat: Any, time_scale: Any) -> tuple[int, float]:

@@ -95,7 +95,7 @@ def _fmt_bytes(b: float) -> str:
 
 @app.command()
 def simulate(
-    trace: Annotated[Path, typer.Argument(help="trace file")],
+    traces: Annotated[list[Path], typer.Argument(help="trace file (several with --mix)", metavar="TRACE...")],
     platform: PlatformOpt = "dram-pmem",
     policy: Annotated[str, typer.Option("--policy", "-P", help="NAME or NAME:key=value,... (see 'tierkit policies')")] = "first-touch",
     fast_capacity: FastCapOpt = None,
@@ -109,13 +109,27 @@ def simulate(
     guide_from: GuideFromOpt = None,
     repeat: RepeatOpt = 1,
     time_scale: TimeScaleOpt = 1.0,
+    mix: Annotated[bool, typer.Option("--mix", help="run the traces as a mix: each a program on its own core, sharing the tiers (detailed timing; docs/models.md, \"Many cores\")")] = False,
+    cores: Annotated[int, typer.Option("--cores", help="run the trace's threads on N cores sharing the tiers (detailed timing)")] = 1,
+    quantum: Annotated[int, typer.Option("--quantum", help="several cores: accesses a core may run at once before the cores are compared again (1, the default: in time order; more: faster, less exact; docs/models.md)")] = 1,
     quiet: QuietOpt = False,
 ) -> None:
-    """Simulate one policy on one trace."""
+    """Simulate one policy on one trace (or on a mix of traces, each on its own core)."""
     if timeseries is not None:
         api.check_new_file(timeseries, force)
+    if len(traces) > 1 and not mix:
+        raise TierkitError(f"{len(traces)} traces: give --mix to run them as programs sharing the tiers (or compare them with tierkit compare)")
+    if mix:
+        r = api.run(traces, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
+                    repeat=repeat, time_scale=time_scale, mix=True, quantum=quantum)
+        if json_out:
+            print(json.dumps(r))
+        else:
+            _print_mix(r)
+        return
+    trace = traces[0]
     r = api.run(trace, platform, policy, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
-                guide_from=guide_from, repeat=repeat, time_scale=time_scale)
+                guide_from=guide_from, repeat=repeat, time_scale=time_scale, cores=cores, quantum=quantum)
     if timeseries is not None:
         ts = api.timeseries(r)
         if ts is None:
@@ -143,11 +157,40 @@ def simulate(
     ]
     for t in tiers:
         lines.append((f"  {t['name']}", f"{t['reads']:,} reads, {t['writes']:,} writes, {_fmt_bytes(t['bytes_read'] + t['bytes_written'])} moved, {t['used_pages']:,} pages at end"))
+    for c in r.get("cores") or []:
+        lines.append((f"  core {c['core']}", f"{c['accesses']:,} accesses, runtime {_fmt_ns(c['runtime_ns'])}"
+                      + (f", IPC {c['ipc']:.3f}" if c.get("ipc") else "") + f", fast-tier hits {100 * c['fast_hit_ratio']:.2f} %"))
     lines += _models_lines(r)
     lines += [("warning", x) for x in r.get("warnings", [])]
     w = max(len(k) for k, _ in lines)
     for k, v in lines:
         print(f"{k:<{w}}  {v}")
+
+
+def _print_mix(r: dict) -> None:
+    """A mix's result: the whole mix, then a line per program."""
+    m = r["mix"]
+    util = ", ".join(f"{k} read {100 * (v['read'] or 0):.1f} % write {100 * (v['write'] or 0):.1f} %" for k, v in m["tier_utilization"].items())
+    lines = [
+        ("mix", f"{m['programs']} programs on {m['programs']} cores  ({r['accesses']:,} accesses, {r['pages']:,} pages)"),
+        ("platform", r["platform"]),
+        ("policy", r["policy"]),
+        ("runtime", f"{_fmt_ns(r['runtime_ns'])}  (the last program's end; {r['timing']} model, quantum {m['quantum']})"),
+        ("throughput", f"{m['throughput_accesses_per_us']:.1f} accesses/µs" + (f", IPC {m['throughput_ipc']:.3f} (sum)" if m.get("throughput_ipc") else "")),
+        *([("weighted speedup", f"{m['weighted_speedup']:.3f} (of {m['programs']}: each program's runtime alone over its runtime in the mix)")] if m.get("weighted_speedup") is not None else []),
+        ("fast-tier hits", f"{100 * r['fast_hit_ratio']:.2f} %"),
+        ("migrations", f"{r['migrations']:,} pages"),
+        ("utilization", util),
+    ]
+    w = max(len(k) for k, _ in lines)
+    for k, v in lines:
+        print(f"{k:<{w}}  {v}")
+    print()
+    print(f"{'program':<28} {'runtime':>12} {'alone':>12} {'slowdown':>9} {'IPC':>7} {'fast hits':>9} {'migrations':>10}")
+    for p in r["programs"]:
+        print(f"{Path(p['trace']).name[:28]:<28} {_fmt_ns(p['runtime_ns']):>12} {_fmt_ns(p['runtime_alone_ns']) if 'runtime_alone_ns' in p else '-':>12} "
+              f"{(format(p['slowdown'], '.3f') + 'x') if p.get('slowdown') else '-':>9} {format(p['ipc'], '.3f') if p['ipc'] else '-':>7} "
+              f"{100 * p['fast_hit_ratio']:>8.2f}% {p['migrations'] if p['migrations'] is not None else '-':>10}")
 
 
 def _activations(n) -> str:

@@ -255,6 +255,13 @@ pub struct Job<'a> {
     pub time_scale: f64,
     /// Regions to sample over simulated time ([`Watch`]; `None`: none).
     pub watch: Option<Watch>,
+    /// Cores sharing the tiers (1: one): a mix of programs or a trace's threads, read from a
+    /// [`MixOpener`](crate::trace::mix::MixOpener) whose clock board is `board`.
+    pub cores: usize,
+    pub board: Option<Arc<crate::timing::ClockBoard>>,
+    /// A mix of programs: each core's accesses are in an address space of its own (the
+    /// owner of a page is its address's bits from [`PROGRAM_SHIFT`](crate::trace::mix::PROGRAM_SHIFT)).
+    pub programs: bool,
 }
 
 impl<'a> Job<'a> {
@@ -274,7 +281,18 @@ impl<'a> Job<'a> {
             repeat: 1,
             time_scale: 1.0,
             watch: None,
+            cores: 1,
+            board: None,
+            programs: false,
         }
+    }
+
+    /// Run on the cores of a mix (programs, or a trace's threads).
+    pub fn with_mix(mut self, mix: &crate::trace::mix::MixOpener, programs: bool) -> Job<'a> {
+        self.cores = mix.cores();
+        self.board = Some(mix.board());
+        self.programs = programs;
+        self
     }
 
     fn summary(&mut self) -> Result<Summary> {
@@ -387,8 +405,27 @@ pub struct SimResult {
     /// The watched regions over time (`Job::watch`), absent when none were watched.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchReport>,
+    /// A multi-core run's cores (a mix's programs, in the order given), absent on one core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores: Option<Vec<CoreResult>>,
     pub stats: StatsTree,
     pub config: RunConfig,
+}
+
+/// One core of a multi-core run.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreResult {
+    pub core: usize,
+    /// When its last instruction retired, ns.
+    pub runtime_ns: f64,
+    pub instructions: u64,
+    pub ipc: Option<f64>,
+    pub accesses: u64,
+    pub fast_hit_ratio: f64,
+    /// A mix of programs: migrations of the program's own pages (absent for threads, which
+    /// share their pages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrations: Option<u64>,
 }
 
 /// Parse a policy spec, build it and run it.
@@ -553,6 +590,8 @@ struct State<'p, T> {
     /// activations charged the platform's `per_period_ns`
     charged_periods: u64,
     time_scale: f64,
+    /// a mix of programs: migrations of each program's pages
+    owner_moves: Vec<u64>,
 }
 
 impl<'p, T: Timing> State<'p, T> {
@@ -585,6 +624,12 @@ impl<'p, T: Timing> State<'p, T> {
             match op {
                 Op::Move(m) => {
                     self.charged += 1;
+                    if !self.owner_moves.is_empty() {
+                        let owner = (self.pm.page_addr(m.page) >> crate::trace::mix::PROGRAM_SHIFT) as usize;
+                        if let Some(x) = self.owner_moves.get_mut(owner) {
+                            *x += 1;
+                        }
+                    }
                     self.timing.migration(&m);
                 }
                 Op::Charge(c) => self.timing.charge(&c),
@@ -653,6 +698,18 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     if job.time_scale != 1.0 && job.params.is_none() {
         return Err(Error::config("--time-scale", format!("policy '{label}' has no declared parameters to scale: give its times already scaled and leave --time-scale at 1")));
     }
+    let multi = job.cores > 1;
+    if multi {
+        if job.timing != TimingKind::Detailed {
+            return Err(Error::config("--timing", "the simple timing model is one core's: a mix or a trace's threads on several cores needs --timing detailed (docs/models.md, \"Many cores\")"));
+        }
+        if needs.future {
+            return Err(Error::config(format!("policy '{label}'"), "it reads the future of the access stream, which on several cores is decided as the run goes; run it on one core"));
+        }
+        if job.watch.is_some() {
+            return Err(Error::config("--watch", "not available on several cores"));
+        }
+    }
     // every reader of the run (main loop, look-ahead, pre-pass) opens the same stream
     let repeated;
     let opener: &dyn TraceOpener = if job.repeat > 1 {
@@ -669,7 +726,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     // and addresses only for per-access policies (the others work from page ids)
     let mut watcher = job.watch.as_ref().map(Watcher::new).transpose()?;
     src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS || watcher.is_some() });
-    if job.read_ahead {
+    // (not on several cores: which core reads next depends on where the simulation is)
+    if job.read_ahead && !multi {
         src = Box::new(crate::trace::threaded::ReadAhead::new(src));
     }
     check_needs(&needs, period, meta.time_insn, compat, job.timing, &label)?;
@@ -706,6 +764,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let run_platform = scaled_platform.as_ref().unwrap_or(&resolved);
 
     let setup = TimingSetup {
+        cores: job.cores,
+        board: job.board.clone(),
         compat,
         period_accesses: match period {
             Some(Period::Accesses(n)) => Some(n),
@@ -730,6 +790,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         charged: 0,
         charged_periods: 0,
         time_scale: job.time_scale,
+        owner_moves: if multi && job.programs { vec![0; job.cores] } else { Vec::new() },
     };
 
     if needs.all_pages_upfront {
@@ -764,6 +825,15 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let mut batch = Batch::with_capacity(BATCH_RECORDS);
     let mut ids: Vec<PageId> = Vec::with_capacity(BATCH_RECORDS);
     let mut dict_ids: Vec<PageId> = Vec::new();
+    // several cores: each core's instruction count, and the run's (their sum, which the
+    // policies' boundaries in instructions follow); per core, accesses and fast-tier hits
+    let mut core_insn = vec![0u64; job.cores.max(1)];
+    let mut run_insn = 0u64;
+    let mut core_acc = vec![[0u64; 2]; if multi { job.cores } else { 0 }];
+    let mut reported = u64::MAX;
+    if let Some(b) = &job.board {
+        b.reset();
+    }
 
     while src.next_batch(&mut batch)? {
         // Translate the whole batch first: the lookups are independent, so their cache misses
@@ -820,7 +890,15 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             }
             let addr = if P::PER_ACCESS { batch.addr[i] } else { 0 };
             let write = batch.write[i];
-            let insn = if has_insn { batch.insn[i] } else { 0 };
+            let core_i = if has_insn { batch.insn[i] } else { 0 };
+            let mut insn = core_i;
+            if multi {
+                let c = batch.tid[i] as usize;
+                st.timing.set_core(c);
+                run_insn += core_i.saturating_sub(core_insn[c]);
+                core_insn[c] = core_i;
+                insn = run_insn;
+            }
             if k == bounds.next_acc || insn >= bounds.next_insn || (ns_periods && st.timing.now_ns() >= bounds.next_ns) {
                 st.now.accesses = k;
                 st.now.insn = insn;
@@ -891,7 +969,12 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             st.track.record(page, write, k);
             // demand counts per tier and direction; bytes follow from them after the loop
             demand[tier as usize][write as usize] += 1;
-            st.timing.access(AccessEvent { page, tier, write, probe, delay_ns, insn });
+            if multi {
+                let a = &mut core_acc[batch.tid[i] as usize];
+                a[0] += 1;
+                a[1] += (tier == 0) as u64;
+            }
+            st.timing.access(AccessEvent { page, tier, write, probe, delay_ns, insn: core_i });
             last_insn = insn;
             k += 1;
         }
@@ -911,8 +994,12 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         }
         if let Some(cb) = job.progress.as_mut() {
             let p = src.progress();
-            if !cb(p.bytes_read, p.bytes_total) {
-                return Err(Error::Interrupted);
+            // (a mix hands out small batches: call back only when reading moved on)
+            if p.bytes_read != reported || !multi {
+                reported = p.bytes_read;
+                if !cb(p.bytes_read, p.bytes_total) {
+                    return Err(Error::Interrupted);
+                }
             }
         }
     }
@@ -965,6 +1052,23 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         instructions: (meta.time_insn && wants_insn).then_some(last_insn),
     };
     let report: TimingReport = st.timing.finish(&counters);
+    let cores = multi.then(|| {
+        st.timing
+            .core_reports()
+            .into_iter()
+            .zip(&core_acc)
+            .enumerate()
+            .map(|(c, (r, a))| CoreResult {
+                core: c,
+                runtime_ns: r.runtime_ns,
+                instructions: r.instructions,
+                ipc: r.ipc,
+                accesses: a[0],
+                fast_hit_ratio: if a[0] > 0 { a[1] as f64 / a[0] as f64 } else { 0.0 },
+                migrations: st.owner_moves.get(c).copied(),
+            })
+            .collect()
+    });
 
     let mut tiers = Vec::with_capacity(n_tiers);
     let mut energy = 0.0;
@@ -1029,6 +1133,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         warnings,
         fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
         watch: watcher.map(|w| w.report),
+        cores,
         stats: StatsTree {
             engine: EngineStats {
                 state_bytes: (st.pm.heap_bytes() + st.mem.slots() + st.track.heap_bytes() + st.future.count.capacity() * 4) as u64,

@@ -432,7 +432,7 @@ impl PeriodicDecider for PyDecider {
 /// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
 /// PeriodicPolicy object. Returns the result as JSON.
 #[pyfunction]
-#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0, watch=None, watch_every_ns=0.0))]
+#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0, watch=None, watch_every_ns=0.0, mix=None, cores=1, quantum=1))]
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
@@ -451,6 +451,9 @@ fn simulate(
     time_scale: f64,
     watch: Option<Vec<(String, u64, u64)>>,
     watch_every_ns: f64,
+    mix: Option<Vec<String>>,
+    cores: usize,
+    quantum: usize,
 ) -> PyResult<String> {
     let pending: Pending = Arc::new(Mutex::new(None));
     // a policy object: read its name and period here, while we hold the GIL
@@ -482,7 +485,22 @@ fn simulate(
                 })?;
             caps.push((idx, Capacity::parse(&format!("--capacity {tier}"), &val)?));
         }
-        let mut job = Job::new(&inp, plat);
+        // several cores: the other programs of a mix, or the trace's threads on `cores` cores
+        let mixed = match &mix {
+            Some(others) => {
+                let mut parts: Vec<Arc<dyn engine::TraceOpener + Send>> = vec![engine::TraceOpener::shared(&inp)];
+                for o in others {
+                    parts.push(engine::TraceOpener::shared(&input(o, format, cache)?));
+                }
+                Some((tierkit_core::trace::mix::MixOpener::programs(parts, quantum)?, true))
+            }
+            None if cores > 1 => Some((tierkit_core::trace::mix::MixOpener::threads(engine::TraceOpener::shared(&inp), cores, quantum)?, false)),
+            None => None,
+        };
+        let mut job = match &mixed {
+            Some((m, programs)) => Job::new(m, plat).with_mix(m, *programs),
+            None => Job::new(&inp, plat),
+        };
         job.capacity = caps;
         job.timing = TimingKind::parse(timing)?;
         job.paranoid = paranoid || cfg!(debug_assertions);

@@ -40,7 +40,8 @@
 //! is FIFO with one latency, so its reads complete in issue order); each tier's write queue
 //! is a ring of `write_queue_entries` drain times.
 
-use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
+use super::{AccessEvent, ClockBoard, CoreReport, RunCounters, Timing, TimingReport, TimingSetup};
+use std::sync::Arc;
 use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
 use crate::pagemap::PageId;
 use crate::platform::{loaded_latency_factor, Resolved};
@@ -142,6 +143,25 @@ impl TierQ {
     }
 }
 
+/// A core's own state while another core of a multi-core run is active (the active core's
+/// state is in [`DetailedTiming`]'s fields, so that the one-core path is unchanged): its
+/// clock, instruction count, ROB, MSHRs and posted writes. The tiers' queues, their load and
+/// the hardware engine are shared by every core.
+#[derive(Clone, Debug, Default)]
+struct Parked {
+    core: f64,
+    cur_insn: u64,
+    rob: Vec<(u64, f64)>,
+    rob_head: usize,
+    rob_tail: usize,
+    last_retire: f64,
+    out_done: Vec<f64>,
+    outstanding: usize,
+    wring: Vec<f64>,
+    /// per tier (the no-probe tier included): out_head, out_tail, w_pos
+    pos: Vec<[usize; 3]>,
+}
+
 pub struct DetailedTiming {
     /// The platform's tiers, then the no-probe tier.
     tiers: Vec<TierQ>,
@@ -206,6 +226,11 @@ pub struct DetailedTiming {
     loaded: bool,
     /// 1 / load_window_ns.
     inv_tau: f64,
+    /// Multi-core runs: the active core, every core's parked state (the active one's slot
+    /// holds spare buffers), and the board the cores' clocks are posted to.
+    active: usize,
+    parked: Vec<Parked>,
+    board: Option<Arc<ClockBoard>>,
 }
 
 impl DetailedTiming {
@@ -301,7 +326,121 @@ impl DetailedTiming {
             background_charge_ns: 0.0,
             loaded,
             inv_tau: 1.0 / tau,
+            active: 0,
+            parked: Vec::new(),
+            board: None,
         }
+        .with_cores(setup.cores, setup.board)
+    }
+
+    /// Give every core but the first its own ROB, MSHRs and write rings.
+    fn with_cores(mut self, cores: usize, board: Option<Arc<ClockBoard>>) -> DetailedTiming {
+        if cores > 1 {
+            let n = self.tiers.len();
+            let fresh = Parked {
+                rob: vec![(0, 0.0); self.rob.len()],
+                out_done: vec![0.0; self.out_done.len()],
+                wring: vec![0.0; self.wring.len()],
+                pos: vec![[0; 3]; n],
+                ..Parked::default()
+            };
+            self.parked = vec![fresh; cores];
+            self.parked[0] = Parked { pos: vec![[0; 3]; n], ..Parked::default() };
+            self.board = board;
+        }
+        self
+    }
+
+    fn park(&mut self, c: usize) {
+        let p = &mut self.parked[c];
+        p.core = self.core;
+        p.cur_insn = self.cur_insn;
+        std::mem::swap(&mut p.rob, &mut self.rob);
+        p.rob_head = self.rob_head;
+        p.rob_tail = self.rob_tail;
+        p.last_retire = self.last_retire;
+        std::mem::swap(&mut p.out_done, &mut self.out_done);
+        p.outstanding = self.outstanding;
+        std::mem::swap(&mut p.wring, &mut self.wring);
+        for (x, q) in p.pos.iter_mut().zip(&self.tiers) {
+            *x = [q.out_head, q.out_tail, q.w_pos];
+        }
+    }
+
+    fn unpark(&mut self, c: usize) {
+        let p = &mut self.parked[c];
+        self.core = p.core;
+        self.cur_insn = p.cur_insn;
+        std::mem::swap(&mut p.rob, &mut self.rob);
+        self.rob_head = p.rob_head;
+        self.rob_tail = p.rob_tail;
+        self.last_retire = p.last_retire;
+        std::mem::swap(&mut p.out_done, &mut self.out_done);
+        self.outstanding = p.outstanding;
+        std::mem::swap(&mut p.wring, &mut self.wring);
+        for (x, q) in p.pos.iter().zip(self.tiers.iter_mut()) {
+            [q.out_head, q.out_tail, q.w_pos] = *x;
+        }
+    }
+
+    /// When the active core's next access, at instruction `insn` (the next instruction when
+    /// the trace has no counts), would issue, from the core's own state alone: the compute up
+    /// to it, the ROB (an instruction `rob_entries` past an unretired miss waits for it, and a
+    /// full ROB for its oldest), and for a read the MSHRs. What the policy may add on the way
+    /// (a migration's fixed cost, a charge) and a write's wait for a full write queue are not
+    /// known before; they only make the access later.
+    fn issue_time(&self, insn: u64, write: bool) -> f64 {
+        let insn = if self.has_insn { insn } else { self.cur_insn + 1 };
+        let (mut core, mut cur, mut head) = (self.core, self.cur_insn, self.rob_head);
+        if insn > cur {
+            while head != self.rob_tail {
+                let (h_insn, h_retire) = self.rob[head & self.rob_mask];
+                let limit = h_insn + self.rob_entries;
+                if insn < limit {
+                    break;
+                }
+                core += limit.saturating_sub(cur) as f64 * self.cycle_ns;
+                cur = cur.max(limit);
+                core = core.max(h_retire);
+                head += 1;
+            }
+            core += insn.saturating_sub(cur) as f64 * self.cycle_ns;
+        }
+        if !write {
+            if self.rob_tail - head == self.rob_entries as usize {
+                core = core.max(self.rob[head & self.rob_mask].1);
+            }
+            if self.outstanding >= self.max_outstanding {
+                // the earliest of the reads in flight that are not done by then
+                let mut live = 0usize;
+                let mut earliest = f64::INFINITY;
+                for q in &self.tiers[..self.n_tiers] {
+                    let mut h = q.out_head;
+                    while h != q.out_tail {
+                        let d = self.out_done[slot(q.out_base, self.out_mask, h)];
+                        if d > core {
+                            live += 1;
+                            earliest = earliest.min(d);
+                        }
+                        h += 1;
+                    }
+                }
+                if live >= self.max_outstanding {
+                    core = core.max(earliest);
+                }
+            }
+        }
+        core
+    }
+
+    /// Each core's (clock, last retire, instructions), the active one's current.
+    fn cores_state(&self) -> Vec<(f64, f64, u64)> {
+        if self.parked.is_empty() {
+            return vec![(self.core, self.last_retire, self.cur_insn)];
+        }
+        (0..self.parked.len())
+            .map(|c| if c == self.active { (self.core, self.last_retire, self.cur_insn) } else { let p = &self.parked[c]; (p.core, p.last_retire, p.cur_insn) })
+            .collect()
     }
 
     /// The latency factor of a line read that starts at `start` on `tier`, recording the
@@ -588,6 +727,32 @@ impl Timing for DetailedTiming {
         } else {
             self.read_miss(t, a.probe, a.delay_ns);
         }
+        if let Some(b) = &self.board {
+            let (insn, write) = b.next(self.active);
+            b.set(self.active, self.issue_time(insn, write));
+        }
+    }
+
+    fn set_core(&mut self, c: usize) {
+        if c != self.active && !self.parked.is_empty() {
+            let a = self.active;
+            self.park(a);
+            self.unpark(c);
+            self.active = c;
+        }
+    }
+
+    fn core_reports(&self) -> Vec<CoreReport> {
+        if self.parked.is_empty() {
+            return Vec::new();
+        }
+        self.cores_state()
+            .into_iter()
+            .map(|(core, retire, insn)| {
+                let runtime = core.max(retire);
+                CoreReport { runtime_ns: runtime, instructions: insn, ipc: (self.has_insn && runtime > 0.0).then(|| insn as f64 / (runtime * self.freq_ghz)) }
+            })
+            .collect()
     }
 
     #[inline]
@@ -669,15 +834,19 @@ impl Timing for DetailedTiming {
     }
 
     fn finish(&mut self, c: &RunCounters) -> TimingReport {
-        let tail = (self.last_retire - self.core).max(0.0);
-        let runtime = self.core + tail;
-        let instructions = if self.has_insn { c.instructions.unwrap_or(self.cur_insn) } else { self.cur_insn };
+        // the run ends with its last core (one core: the only one)
+        let cores = self.cores_state();
+        let (end_core, end_retire, _) = cores.iter().copied().fold((0.0f64, 0.0f64, 0u64), |m, x| if x.0.max(x.1) > m.0.max(m.1) { x } else { m });
+        let tail = (end_retire - end_core).max(0.0);
+        let runtime = end_core + tail;
+        let all_insn: u64 = cores.iter().map(|x| x.2).sum();
+        let instructions = if self.has_insn && cores.len() == 1 { c.instructions.unwrap_or(self.cur_insn) } else { all_insn };
         let ipc = if self.has_insn && runtime > 0.0 { Some(instructions as f64 / (runtime * self.freq_ghz)) } else { None };
         let drained = self.tiers[..self.n_tiers].iter().map(|q| q.free[0].max(q.free[1])).fold(0.0f64, f64::max);
         let migration = self.migration_fixed_ns + self.migration_copy_ns;
         let window = self.rob_stall_ns + self.mshr_stall_ns;
         // instructions run at the base CPI; the stalls are counted where they happen
-        let compute = self.cur_insn as f64 * self.cycle_ns;
+        let compute = all_insn as f64 * self.cycle_ns;
         TimingReport {
             runtime_ns: runtime,
             migration_time_ns: migration,
@@ -710,6 +879,7 @@ impl Timing for DetailedTiming {
                 "avg_miss_latency_ns": if self.misses > 0 { self.miss_latency_sum / self.misses as f64 } else { 0.0 },
                 "queues_drain_after_ns": (drained - runtime).max(0.0),
                 "tiers": self.tier_detail(runtime),
+                "cores": cores.len(),
             }),
         }
     }

@@ -116,12 +116,85 @@ pub trait Timing: Send {
     /// handed over so far are all done, ns (0 if there were none): a policy driving a
     /// migration engine that moves one page at a time waits for this.
     fn hw_idle_ns(&self) -> f64;
+    /// Multi-core runs ([`TimingSetup::cores`] > 1): the core the following events are for.
+    /// A migration or charge goes to the core whose access (or period boundary) caused it.
+    fn set_core(&mut self, _core: usize) {}
+    /// Per core, what it ran: only multi-core runs have more than one.
+    fn core_reports(&self) -> Vec<CoreReport> {
+        Vec::new()
+    }
     fn finish(&mut self, counters: &RunCounters) -> TimingReport;
 }
 
+/// One core of a multi-core run, at its end.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CoreReport {
+    /// When its last instruction retired, ns.
+    pub runtime_ns: f64,
+    pub instructions: u64,
+    pub ipc: Option<f64>,
+}
+
+/// The cores' clocks, shared between the timing model and the source that interleaves the
+/// cores' accesses: the source posts each core's next access, the timing model posts the time
+/// that access will issue at (from the core's own clock, ROB and MSHRs, which no other core
+/// changes), and the source hands out the access that issues first. f64 bits in atomics, so
+/// both sides may be `Send`.
+#[derive(Debug)]
+pub struct ClockBoard {
+    clocks: Vec<std::sync::atomic::AtomicU64>,
+    /// Per core, its next access as the source will hand it out: the instruction count, and
+    /// bit 63 set for a write (posted by the source, read by the timing model to post the
+    /// time that access will issue at).
+    next: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl ClockBoard {
+    pub fn new(cores: usize) -> std::sync::Arc<ClockBoard> {
+        std::sync::Arc::new(ClockBoard {
+            clocks: (0..cores).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            next: (0..cores).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.clocks.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.clocks.is_empty()
+    }
+    #[inline(always)]
+    pub fn get(&self, core: usize) -> f64 {
+        f64::from_bits(self.clocks[core].load(std::sync::atomic::Ordering::Relaxed))
+    }
+    /// Every clock back to 0 (a run starts with every core at time 0).
+    pub fn reset(&self) {
+        for c in self.clocks.iter().chain(&self.next) {
+            c.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    /// Core `core`'s next access: its instruction count and whether it writes.
+    #[inline(always)]
+    pub fn set_next(&self, core: usize, insn: u64, write: bool) {
+        self.next[core].store((insn & !(1 << 63)) | ((write as u64) << 63), std::sync::atomic::Ordering::Relaxed)
+    }
+    #[inline(always)]
+    pub fn next(&self, core: usize) -> (u64, bool) {
+        let v = self.next[core].load(std::sync::atomic::Ordering::Relaxed);
+        (v & !(1 << 63), v >> 63 == 1)
+    }
+    #[inline(always)]
+    pub fn set(&self, core: usize, ns: f64) {
+        self.clocks[core].store(ns.to_bits(), std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// How a run's policy and trace configure the timing model.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TimingSetup {
+    /// Cores sharing the tiers (0 or 1: one), and the board their clocks are posted to.
+    pub cores: usize,
+    pub board: Option<std::sync::Arc<ClockBoard>>,
     pub compat: Compat,
     /// Period of the policy in accesses, if it is periodic in accesses (cori-sim's period
     /// count needs it).

@@ -12,6 +12,7 @@ pub mod convert;
 pub mod drmemtrace;
 pub mod export;
 pub mod input;
+pub mod mix;
 pub mod raw;
 pub mod repeat;
 pub mod stream;

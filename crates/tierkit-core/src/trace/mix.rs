@@ -1,0 +1,454 @@
+//! Many cores sharing the tiers (issue 19, `docs/models.md` "Many cores"): a source that
+//! interleaves the accesses of several cores by the cores' own clocks.
+//!
+//! - **Programs** ([`MixOpener::programs`], `--mix`): each trace is a program of its own on
+//!   its own core, in an address space of its own (its addresses carry the program's number
+//!   in bits 52 and up, so no two programs share a page).
+//! - **Threads** ([`MixOpener::threads`], `--cores N`): one trace whose threads run on N
+//!   cores (a thread's core: its rank in order of first access, modulo N), in one address
+//!   space.
+//!
+//! Each batch holds up to `quantum` accesses of one core: the core whose next access issues
+//! first, the lowest-numbered on a tie. The source posts each core's next access on the
+//! [`ClockBoard`]; after each access the timing model posts when that core's next access will
+//! issue (from the core's own clock, ROB and MSHRs, which no other core changes). With a
+//! quantum of 1 (the default) the accesses reach the shared tiers in the order they issue; a
+//! larger quantum lets a core run that many accesses at once (lax synchronization, as
+//! parallel multi-core simulators do), which costs less per access and is less exact. Nothing
+//! here depends on anything but the inputs, so a mix gives the same results, bit for bit,
+//! every time.
+//!
+//! A batch's `tid` column holds the core; `insn` holds the core's own instruction count.
+
+use super::threaded::ReadAhead;
+use super::{Batch, Event, Progress, RecordSource, Summary, TraceMeta};
+use crate::engine::TraceOpener;
+use crate::error::{Error, Result};
+use crate::timing::ClockBoard;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Bit at which a program's number starts in its addresses.
+pub const PROGRAM_SHIFT: u32 = 52;
+
+/// The default quantum, accesses.
+pub const DEFAULT_QUANTUM: usize = 1;
+
+/// One core's pending records.
+#[derive(Default)]
+struct Lane {
+    b: Batch,
+    pos: usize,
+    /// events not yet handed out, with the index of the access they precede in `b`
+    ev: usize,
+    ended: bool,
+}
+
+impl Lane {
+    fn pending(&self) -> bool {
+        self.pos < self.b.addr.len()
+    }
+    fn compact(&mut self) {
+        if self.pos == 0 {
+            return;
+        }
+        let p = self.pos;
+        let b = &mut self.b;
+        b.addr.drain(..p);
+        b.write.drain(..p);
+        if !b.insn.is_empty() {
+            b.insn.drain(..p);
+        }
+        b.events.drain(..self.ev);
+        for e in b.events.iter_mut() {
+            e.at -= p as u32;
+        }
+        self.ev = 0;
+        self.pos = 0;
+    }
+}
+
+enum Feed {
+    /// one source per core
+    Programs(Vec<Box<dyn RecordSource>>),
+    /// one source for every core, its threads mapped to cores
+    Threads { src: Box<dyn RecordSource>, cores: HashMap<u32, usize>, next: usize, buf: Batch },
+}
+
+pub struct MixSource {
+    meta: TraceMeta,
+    feed: Feed,
+    lanes: Vec<Lane>,
+    board: Arc<ClockBoard>,
+    quantum: usize,
+    name: String,
+    exhausted: bool,
+    /// wrap the inputs in read-ahead threads when reading starts (after the projection is set)
+    read_ahead: bool,
+    started: bool,
+    /// what the inputs had read at the latest refill (the engine asks after every batch)
+    progress: Progress,
+}
+
+impl MixSource {
+    fn read_progress(&self) -> Progress {
+        match &self.feed {
+            Feed::Programs(srcs) => {
+                let mut p = Progress { bytes_read: 0, bytes_total: Some(0) };
+                for s in srcs {
+                    let q = s.progress();
+                    p.bytes_read += q.bytes_read;
+                    p.bytes_total = match (p.bytes_total, q.bytes_total) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
+                }
+                p
+            }
+            Feed::Threads { src, .. } => src.progress(),
+        }
+    }
+
+    fn start(&mut self) {
+        self.started = true;
+        if !self.read_ahead {
+            return;
+        }
+        let wrap = |s: Box<dyn RecordSource>| -> Box<dyn RecordSource> { Box::new(ReadAhead::new(s)) };
+        match &mut self.feed {
+            Feed::Programs(srcs) => {
+                let old = std::mem::take(srcs);
+                *srcs = old.into_iter().map(wrap).collect();
+            }
+            Feed::Threads { src, .. } => {
+                let old = std::mem::replace(src, Box::new(super::VecSource::from_accesses(Vec::new())));
+                *src = wrap(old);
+            }
+        }
+    }
+
+    fn refill(&mut self, c: usize) -> Result<()> {
+        let lane = &mut self.lanes[c];
+        if lane.pending() || lane.ended {
+            return Ok(());
+        }
+        lane.compact();
+        match &mut self.feed {
+            Feed::Programs(srcs) => {
+                let tag = (c as u64) << PROGRAM_SHIFT;
+                loop {
+                    if !srcs[c].next_batch(&mut lane.b)? {
+                        lane.ended = true;
+                        return Ok(());
+                    }
+                    for a in lane.b.addr.iter_mut() {
+                        *a |= tag;
+                    }
+                    if !lane.b.addr.is_empty() || !lane.b.events.is_empty() {
+                        return Ok(());
+                    }
+                }
+            }
+            Feed::Threads { src, cores, next, buf } => {
+                let n = self.lanes.len();
+                // read on until this lane has an access or the trace ends
+                while !self.lanes[c].pending() {
+                    if !src.next_batch(buf)? {
+                        for l in self.lanes.iter_mut() {
+                            l.ended = true;
+                        }
+                        return Ok(());
+                    }
+                    let mut ev = 0;
+                    for i in 0..buf.addr.len() {
+                        let tid = buf.tid.get(i).copied().unwrap_or(0);
+                        let core = *cores.entry(tid).or_insert_with(|| {
+                            let k = *next % n;
+                            *next += 1;
+                            k
+                        });
+                        let l = &mut self.lanes[core];
+                        while ev < buf.events.len() && buf.events[ev].at as usize <= i {
+                            let mut e = buf.events[ev].clone();
+                            e.at = l.b.addr.len() as u32;
+                            l.b.events.push(e);
+                            ev += 1;
+                        }
+                        l.b.addr.push(buf.addr[i]);
+                        l.b.write.push(buf.write[i]);
+                        if !buf.insn.is_empty() {
+                            l.b.insn.push(buf.insn[i]);
+                        }
+                    }
+                    // events after the batch's last access go with the next access of core 0
+                    for e in buf.events.drain(ev..) {
+                        let l = &mut self.lanes[0];
+                        let mut e: Event = e;
+                        e.at = l.b.addr.len() as u32;
+                        l.b.events.push(e);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl RecordSource for MixSource {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn set_projection(&mut self, p: super::Projection) {
+        // the cores' accesses are copied by address: every input fills `addr`
+        let p = super::Projection { addr: true, ..p };
+        match &mut self.feed {
+            Feed::Programs(srcs) => srcs.iter_mut().for_each(|s| s.set_projection(p)),
+            Feed::Threads { src, .. } => src.set_projection(p),
+        }
+    }
+
+    fn next_batch(&mut self, out: &mut Batch) -> Result<bool> {
+        if !self.started {
+            self.start();
+        }
+        out.clear();
+        if self.exhausted {
+            return Ok(false);
+        }
+        let has_insn = self.meta.time_insn;
+        loop {
+            // the core whose next access issues first, as the timing model posted it
+            let mut best: Option<(f64, usize)> = None;
+            for c in 0..self.lanes.len() {
+                let l = &self.lanes[c];
+                if l.ended && !l.pending() && l.ev >= l.b.events.len() {
+                    continue;
+                }
+                let t = self.board.get(c);
+                if best.is_none_or(|(bt, _)| t < bt) {
+                    best = Some((t, c));
+                }
+            }
+            let Some((_, c)) = best else {
+                self.exhausted = true;
+                return Ok(false);
+            };
+            let l = &mut self.lanes[c];
+            if !l.pending() && l.ev < l.b.events.len() {
+                // events after the lane's last access: handed out before it is refilled
+                for e in l.b.events.drain(l.ev..) {
+                    let mut e = e;
+                    e.at = 0;
+                    out.events.push(e);
+                }
+                l.ev = 0;
+                return Ok(true);
+            }
+            if !self.lanes[c].pending() {
+                self.refill(c)?;
+                self.progress = self.read_progress();
+            }
+            let l = &mut self.lanes[c];
+            if !l.pending() {
+                continue; // ended (or only events, handed out by the next pick)
+            }
+            let end = (l.pos + self.quantum).min(l.b.addr.len());
+            for i in l.pos..end {
+                while l.ev < l.b.events.len() && l.b.events[l.ev].at as usize <= i {
+                    let mut e = l.b.events[l.ev].clone();
+                    e.at = out.addr.len() as u32;
+                    out.events.push(e);
+                    l.ev += 1;
+                }
+                out.addr.push(l.b.addr[i]);
+                out.write.push(l.b.write[i]);
+                if has_insn {
+                    out.insn.push(l.b.insn.get(i).copied().unwrap_or(0));
+                }
+                out.tid.push(c as u32);
+            }
+            l.pos = end;
+            // the core's following access, for the timing model to time (its issue decides
+            // when the core runs next)
+            if !self.lanes[c].pending() {
+                self.refill(c)?;
+                self.progress = self.read_progress();
+            }
+            let l = &self.lanes[c];
+            if l.pending() {
+                let insn = if has_insn { l.b.insn.get(l.pos).copied().unwrap_or(0) } else { 0 };
+                self.board.set_next(c, insn, l.b.write[l.pos]);
+            }
+            return Ok(true);
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        self.progress
+    }
+
+    fn digest(&self) -> Option<String> {
+        match &self.feed {
+            Feed::Programs(srcs) => {
+                let ds: Option<Vec<String>> = srcs.iter().map(|s| s.digest()).collect();
+                ds.map(|d| d.join("+"))
+            }
+            Feed::Threads { src, .. } => src.digest(),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What a mix opens: programs, or one trace's threads on cores.
+#[derive(Clone)]
+pub struct MixOpener {
+    parts: Vec<Arc<dyn TraceOpener + Send>>,
+    /// threads mode: the number of cores (programs mode: 0)
+    thread_cores: usize,
+    board: Arc<ClockBoard>,
+    quantum: usize,
+    /// decode each input on a thread of its own (the same batches in the same order; off by
+    /// default)
+    read_ahead: bool,
+}
+
+impl MixOpener {
+    /// Each trace a program on a core of its own.
+    pub fn programs(parts: Vec<Arc<dyn TraceOpener + Send>>, quantum: usize) -> Result<MixOpener> {
+        if parts.len() < 2 {
+            return Err(Error::config("--mix", "a mix needs at least two traces"));
+        }
+        if parts.len() > 1 << (64 - PROGRAM_SHIFT) {
+            return Err(Error::config("--mix", format!("at most {} programs", 1u64 << (64 - PROGRAM_SHIFT))));
+        }
+        let board = ClockBoard::new(parts.len());
+        Ok(MixOpener { parts, thread_cores: 0, board, quantum: check_quantum(quantum)?, read_ahead: default_read_ahead() })
+    }
+
+    /// One trace's threads on `cores` cores.
+    pub fn threads(trace: Arc<dyn TraceOpener + Send>, cores: usize, quantum: usize) -> Result<MixOpener> {
+        if cores < 1 {
+            return Err(Error::config("--cores", "at least 1 core"));
+        }
+        let board = ClockBoard::new(cores);
+        Ok(MixOpener { parts: vec![trace], thread_cores: cores, board, quantum: check_quantum(quantum)?, read_ahead: default_read_ahead() })
+    }
+
+    pub fn with_read_ahead(mut self, on: bool) -> MixOpener {
+        self.read_ahead = on;
+        self
+    }
+
+    pub fn cores(&self) -> usize {
+        if self.thread_cores > 0 { self.thread_cores } else { self.parts.len() }
+    }
+
+    pub fn board(&self) -> Arc<ClockBoard> {
+        self.board.clone()
+    }
+
+    fn open_with(&self, board: Arc<ClockBoard>) -> Result<MixSource> {
+        let cores = self.cores();
+        let open = |p: &Arc<dyn TraceOpener + Send>| p.open();
+        let feed = if self.thread_cores > 0 {
+            Feed::Threads { src: open(&self.parts[0])?, cores: HashMap::new(), next: 0, buf: Batch::default() }
+        } else {
+            Feed::Programs(self.parts.iter().map(open).collect::<Result<Vec<_>>>()?)
+        };
+        let meta = match &feed {
+            Feed::Programs(srcs) => {
+                let m = srcs[0].meta().clone();
+                for (s, p) in srcs.iter().zip(&self.parts).skip(1) {
+                    let o = s.meta();
+                    if o.page_size != m.page_size || o.line_size != m.line_size {
+                        return Err(Error::config("--mix", format!("{}: its page or line size differs from the first trace's; a mix needs the same", p.describe())));
+                    }
+                    if o.time_insn != m.time_insn {
+                        return Err(Error::config("--mix", format!("{}: it has instruction counts where the first trace has none, or the other way round; a mix needs the same", p.describe())));
+                    }
+                }
+                m
+            }
+            Feed::Threads { src, .. } => src.meta().clone(),
+        };
+        let name = self.describe();
+        Ok(MixSource {
+            meta,
+            feed,
+            lanes: (0..cores).map(|_| Lane::default()).collect(),
+            board,
+            quantum: self.quantum,
+            name,
+            exhausted: false,
+            read_ahead: self.read_ahead,
+            started: false,
+            progress: Progress::default(),
+        })
+    }
+}
+
+/// Off: with one decoding thread per input, a 16-program mix ran 19% slower on 2 CPUs
+/// (bench/mix.py, 2026-11-27): the threads take the simulation's CPU.
+fn default_read_ahead() -> bool {
+    false
+}
+
+fn check_quantum(q: usize) -> Result<usize> {
+    if q == 0 {
+        return Err(Error::config("--quantum", "at least 1 access"));
+    }
+    Ok(q)
+}
+
+impl TraceOpener for MixOpener {
+    fn open(&self) -> Result<Box<dyn RecordSource>> {
+        Ok(Box::new(self.open_with(self.board.clone())?))
+    }
+    /// The whole mix's: its programs' accesses and pages add up (their address spaces are
+    /// apart); a threaded trace's is the trace's.
+    fn summary(&self) -> Result<Summary> {
+        if self.thread_cores > 0 {
+            return self.parts[0].summary();
+        }
+        let mut s = Summary::default();
+        for p in &self.parts {
+            let q = p.summary()?;
+            s.records += q.records;
+            s.accesses += q.accesses;
+            s.reads += q.reads;
+            s.writes += q.writes;
+            s.pages += q.pages;
+            s.footprint_bytes += q.footprint_bytes;
+            s.page_size = q.page_size;
+            s.duration_insn = s.duration_insn.max(q.duration_insn);
+            s.duration_ns = s.duration_ns.max(q.duration_ns);
+            s.allocation_sites += q.allocation_sites;
+            s.allocs += q.allocs;
+            s.frees += q.frees;
+            s.reallocs += q.reallocs;
+            s.markers += q.markers;
+            s.threads += q.threads;
+        }
+        Ok(s)
+    }
+    fn describe(&self) -> String {
+        if self.thread_cores > 0 {
+            format!("{} on {} cores", self.parts[0].describe(), self.thread_cores)
+        } else {
+            self.parts.iter().map(|p| p.describe()).collect::<Vec<_>>().join(" + ")
+        }
+    }
+    fn format_name(&self) -> String {
+        if self.thread_cores > 0 { self.parts[0].format_name() } else { "mix".into() }
+    }
+    fn incomplete(&self) -> Option<String> {
+        self.parts.iter().find_map(|p| p.incomplete().map(|w| format!("{}: {w}", p.describe())))
+    }
+    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
+        Arc::new(self.clone())
+    }
+}

@@ -1,0 +1,173 @@
+//! Many cores sharing the tiers (issue 19, docs/models.md "Many cores"): the detailed model's
+//! cores with their own clocks and windows in front of shared tier queues, hand-computed; a
+//! mix of programs against the same accesses as a trace's threads; determinism.
+//!
+//! Platform (as tests/timing_detailed.rs): tier 1 "PMEM" 150 ns, 10 ns per 64-byte line;
+//! CPU 2 GHz, CPI 1 → 0.5 ns per instruction.
+
+mod common;
+
+use std::sync::Arc;
+use tierkit_core::engine::{simulate, Job, SimResult, TraceOpener};
+use tierkit_core::platform::{Platform, Resolved};
+use tierkit_core::policy::{PolicySpec, NO_TIER};
+use tierkit_core::timing::{AccessEvent, ClockBoard, DetailedTiming, RunCounters, Timing, TimingKind, TimingSetup};
+use tierkit_core::trace::mix::{MixOpener, PROGRAM_SHIFT};
+use tierkit_core::trace::tkt::TktWriter;
+use tierkit_core::trace::{Access, TraceInput, TraceMeta};
+use tierkit_core::units::Capacity;
+
+fn platform() -> Platform {
+    let mut p = Platform::load("dram-pmem").unwrap();
+    p.tiers.truncate(2);
+    for (t, lat, bw) in [(0, 50.0, 64.0), (1, 150.0, 6.4)] {
+        let x = &mut p.tiers[t];
+        x.read_latency_ns = lat;
+        x.write_latency_ns = lat;
+        x.read_bw_gb_per_s = bw;
+        x.write_bw_gb_per_s = bw;
+        x.shared_bandwidth = false;
+        x.capacity = None;
+        x.loaded_latency.clear();
+    }
+    p.cpu.freq_ghz = 2.0;
+    p.cpu.base_cpi = 1.0;
+    p.cpu.rob_entries = 1;
+    p.cpu.max_outstanding = 32;
+    p.cpu.write_queue_entries = 64;
+    p
+}
+
+fn resolved() -> Resolved {
+    platform().resolve(0, 4096, &[]).unwrap()
+}
+
+fn read(page: u32, tier: u8) -> AccessEvent {
+    AccessEvent { page, tier, write: false, probe: NO_TIER, delay_ns: 0.0, insn: 0 }
+}
+
+#[test]
+fn two_cores_queue_at_the_shared_tier_but_not_behind_each_others_window() {
+    // one core, ROB of 1: the second read's instruction cannot dispatch before the first read
+    // retires (150.5 ns); it issues then and is back at 300.5
+    let r = resolved();
+    let mut one = DetailedTiming::new(&r, TimingSetup { line_bytes: 64, ..Default::default() });
+    one.access(read(0, 1));
+    one.access(read(1, 1));
+    let rep = one.finish(&RunCounters { line_bytes: 64, page_bytes: 4096, ..Default::default() });
+    assert_eq!(rep.runtime_ns, 300.5);
+    // two cores, one read each: both issue at 0.5 ns (one instruction); the tier's read queue
+    // takes core 0's line first (0.5 → 10.5), core 1's waits 10 ns: back at 0.5 + 10 + 150
+    let board = ClockBoard::new(2);
+    let mut two = DetailedTiming::new(&r, TimingSetup { line_bytes: 64, cores: 2, board: Some(board.clone()), ..Default::default() });
+    two.set_core(0);
+    two.access(read(0, 1));
+    // core 0's next access (a read at the next instruction) waits for this one to retire:
+    // the ROB holds one miss
+    assert_eq!(board.get(0), 150.5);
+    two.set_core(1);
+    two.access(read(1, 1));
+    let cores = two.core_reports();
+    assert_eq!(cores.iter().map(|c| c.runtime_ns).collect::<Vec<_>>(), vec![150.5, 160.5]);
+    assert_eq!(cores.iter().map(|c| c.instructions).collect::<Vec<_>>(), vec![1, 1]);
+    let rep = two.finish(&RunCounters { line_bytes: 64, page_bytes: 4096, ..Default::default() });
+    assert_eq!(rep.runtime_ns, 160.5);
+    let t1 = &rep.detail["tiers"][1];
+    assert_eq!(t1["read_queue_delay_ns"], 10.0);
+    assert_eq!(t1["reads"], 2);
+    assert_eq!(rep.detail["cores"], 2);
+}
+
+fn write_trace(dir: &std::path::Path, name: &str, recs: &[(u64, bool, u32)]) -> TraceInput {
+    let p = dir.join(name);
+    let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
+    for &(addr, write, tid) in recs {
+        w.write_access(&Access { addr, write, size: 64, tid, ..Default::default() }).unwrap();
+    }
+    w.finish().unwrap();
+    TraceInput::new(p)
+}
+
+/// A program: a stream over 64 pages, every fourth access a write, a hot page in between.
+fn program() -> Vec<(u64, bool)> {
+    (0..4000u64).map(|i| (0x10000 + if i % 3 == 0 { 7 * 4096 } else { (i % 64) * 4096 + (i % 64) * 64 }, i % 4 == 0)).collect()
+}
+
+fn run(opener: &dyn TraceOpener, mix: Option<(&MixOpener, bool)>, spec: &str, quantum_note: &str) -> SimResult {
+    let mut job = Job::new(opener, platform());
+    if let Some((m, programs)) = mix {
+        job = job.with_mix(m, programs);
+    }
+    job.timing = TimingKind::Detailed;
+    job.capacity = vec![(0, Capacity::Fraction(0.25))];
+    job.paranoid = true;
+    simulate(&mut job, &PolicySpec::parse(spec).unwrap()).unwrap_or_else(|e| panic!("{spec} {quantum_note}: {e}"))
+}
+
+#[test]
+fn a_mix_of_a_program_with_itself_is_its_two_copies_as_threads() {
+    let d = tempfile::tempdir().unwrap();
+    let prog = program();
+    let a = write_trace(d.path(), "a.tkt", &prog.iter().map(|&(x, w)| (x, w, 0)).collect::<Vec<_>>());
+    // the same accesses twice as two threads, the second in the second program's address space
+    let mut both: Vec<(u64, bool, u32)> = prog.iter().map(|&(x, w)| (x, w, 0)).collect();
+    both.extend(prog.iter().map(|&(x, w)| (x | 1 << PROGRAM_SHIFT, w, 1)));
+    let t = write_trace(d.path(), "t.tkt", &both);
+    for quantum in [1, 16] {
+        for spec in ["first-touch", "history:period=500", "otf"] {
+            let shared: Arc<dyn TraceOpener + Send> = Arc::new(a.clone());
+            let mix = MixOpener::programs(vec![shared.clone(), shared], quantum).unwrap();
+            let m = run(&mix, Some((&mix, true)), spec, &format!("quantum {quantum}"));
+            let threads = MixOpener::threads(Arc::new(t.clone()), 2, quantum).unwrap();
+            let th = run(&threads, Some((&threads, false)), spec, &format!("quantum {quantum}"));
+            assert_eq!(m.runtime_ns, th.runtime_ns, "{spec} quantum {quantum}");
+            assert_eq!(m.fast_hit_ratio, th.fast_hit_ratio, "{spec}");
+            assert_eq!(m.migrations, th.migrations, "{spec}");
+            let (mc, tc) = (m.cores.as_ref().unwrap(), th.cores.as_ref().unwrap());
+            assert_eq!(mc.len(), 2);
+            for (x, y) in mc.iter().zip(tc) {
+                assert_eq!((x.runtime_ns, x.accesses, x.fast_hit_ratio), (y.runtime_ns, y.accesses, y.fast_hit_ratio), "{spec}");
+            }
+            assert_eq!(mc[0].accesses, 4000);
+            assert_eq!(m.pages, 2 * 64, "two address spaces: each program's 64 pages are its own");
+            // the programs' migrations add up to the run's
+            assert_eq!(mc.iter().map(|c| c.migrations.unwrap()).sum::<u64>(), m.migrations);
+            // and the same inputs give the same results, bit for bit
+            let again = run(&mix, Some((&mix, true)), spec, "again");
+            assert_eq!(serde_json::to_string(&again.stats).unwrap(), serde_json::to_string(&m.stats).unwrap());
+        }
+    }
+}
+
+#[test]
+fn sharing_the_tiers_slows_each_program_down() {
+    // two copies of a streaming program, every access a read of PMEM (no fast capacity to
+    // speak of): each program alone against each in the mix
+    let d = tempfile::tempdir().unwrap();
+    let recs: Vec<(u64, bool, u32)> = (0..3000u64).map(|i| (0x100000 + i * 64, false, 0)).collect();
+    let a = write_trace(d.path(), "s.tkt", &recs);
+    let mut job = Job::new(&a, platform());
+    job.timing = TimingKind::Detailed;
+    job.capacity = vec![(0, Capacity::Bytes(4096))];
+    let alone = simulate(&mut job, &PolicySpec::parse("all-slow").unwrap()).unwrap();
+    let shared: Arc<dyn TraceOpener + Send> = Arc::new(a.clone());
+    let mix = MixOpener::programs(vec![shared.clone(), shared], 1).unwrap();
+    let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+    job.timing = TimingKind::Detailed;
+    job.capacity = vec![(0, Capacity::Bytes(4096))];
+    let m = simulate(&mut job, &PolicySpec::parse("all-slow").unwrap()).unwrap();
+    let cores = m.cores.unwrap();
+    // alone, one read per 10 ns of queue at best and a window of one miss: latency-bound
+    // (150.5 ns per read); two cores overlap their misses on the shared queue
+    assert!(cores.iter().all(|c| c.runtime_ns >= alone.runtime_ns), "{:?} vs {}", cores, alone.runtime_ns);
+    assert!(m.runtime_ns < 2.0 * alone.runtime_ns);
+    // the simple model is one core's: a mix says so
+    let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+    let e = simulate(&mut job, &PolicySpec::parse("first-touch").unwrap()).unwrap_err().to_string();
+    assert!(e.contains("simple timing model is one core's"), "{e}");
+    // an oracle cannot see a mix's future
+    let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+    job.timing = TimingKind::Detailed;
+    let e = simulate(&mut job, &PolicySpec::parse("oracle:period=100").unwrap()).unwrap_err().to_string();
+    assert!(e.contains("future of the access stream"), "{e}");
+}
