@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -159,6 +159,12 @@ experiments-guided: $(VENV)/.built workloads tracer
 experiments-learned: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/learned/study.yaml --out target/experiments/learned
 	$(PY) experiments/learned_scheduling.py target/experiments/learned
+
+# issue 19's study of seed 001 with many programs: 4- and 16-program mixes on hbm-pcm; needs the
+# shared SPEC traces (SPEC_TRACES, default ../shared/traces); about 2 minutes on 2 cores
+SPEC_TRACES ?= $(abspath ../shared/traces)
+experiments-mixes: $(VENV)/.built workloads tracer
+	SPEC_TRACES=$(SPEC_TRACES) $(SWEEP) experiments/mixes/study.yaml --out target/experiments/mixes
 
 # issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm; records six workloads
 # once (seconds), then about 4 minutes of simulation on 2 cores

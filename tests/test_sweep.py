@@ -256,6 +256,30 @@ grids:
         assert list(k["gap_bridged_pct"]) == list(want["gap_bridged_pct"])
 
 
+def test_a_mix_is_a_trace_of_the_study(tmp_path, small_trace):
+    # issue 19: several programs on cores of their own, sharing the tiers, as one cell
+    f = study_file(tmp_path, f"""
+traces:
+  - {{mix: [{small_trace}, {{synth: stream, accesses: 20K, pages: 500}}], name: pair}}
+  - {small_trace}
+timing: [detailed]
+policies: [first-touch, otf]
+""")
+    df = sw.sweep(f, tmp_path / "o", workers=2, progress=False, report=False)
+    assert df["error"].isna().all(), df["error"].tolist()
+    pair = df[df["trace"] == "pair"].set_index("policy")
+    assert pair.loc["otf", "programs"] == 2 and 0 < pair.loc["otf", "weighted_speedup"] <= 2
+    made = next((tmp_path / "o" / "traces").glob("stream-*.tkt"))
+    want = tierkit.run([small_trace, made], "dram-pmem", "otf", 0.2, timing="detailed", mix=True, progress=False)
+    assert pair.loc["otf", "runtime_ns"] == want["runtime_ns"]
+    assert pair.loc["otf", "weighted_speedup"] == want["mix"]["weighted_speedup"]
+    assert pair.loc["otf", "accesses"] == 40_000
+    # a mix runs simulations only
+    g = study_file(tmp_path, f"traces: [{{mix: [{small_trace}, {small_trace}], name: m}}]\ntune: {{scheduler: history}}\n", "g.yaml")
+    with pytest.raises(tierkit.TierkitError, match="a mix runs simulations only"):
+        sw.sweep(g, tmp_path / "g", workers=1, progress=False)
+
+
 def test_synthetic_and_workload_traces_are_made_once(tmp_path):
     f = study_file(tmp_path, """
 traces:

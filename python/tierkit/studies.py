@@ -36,7 +36,8 @@ ANALYSES = {
     "kleio": ("pages", "period", "history", "hidden", "epochs", "seed", "holdout", "weight"),
     "kleoniki": ("pages", "period", "tol", "history", "hidden", "epochs", "seed", "holdout", "weight"),
 }
-TRACE_KINDS = ("file", "workload", "synth")
+TRACE_KINDS = ("file", "workload", "synth", "mix")
+MIX_KEYS = ("mix", "name", "quantum")
 SYNTH_KEYS = ("synth", "accesses", "pages", "write_ratio", "theta", "phases", "hot_fraction", "insn_per_access", "seed", "name")
 WORKLOAD_KEYS = ("workload", "size", "cache", "args", "slice", "name")
 FILE_KEYS = ("file", "format", "cache", "name")
@@ -60,6 +61,8 @@ class TraceSpec:
     args: tuple = ()
     slice: Optional[str] = None          # workload: only this many instructions (--slice)
     synth: Optional[dict] = None         # synth: the synth() arguments
+    parts: tuple = ()                    # mix: the programs' traces (TraceSpecs), each on a core
+    quantum: int = 1                     # mix: --quantum
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,16 @@ def _fmt(v: Any) -> str:
 
 
 def _trace_specs(source: str, items: list, seeds: list, base: Path, default_format, default_cache) -> list[TraceSpec]:
+    out = _parse_traces(source, items, seeds, base, default_format, default_cache, True)
+    names = [t.name for t in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise _err(source, "traces", f"two traces are called {dup!r}: give one of them a name:")
+    return out
+
+
+def _parse_traces(source: str, items: list, seeds: list, base: Path, default_format, default_cache,
+                  mixes: bool) -> list[TraceSpec]:
     out: list[TraceSpec] = []
     for it in items:
         if isinstance(it, str):
@@ -251,12 +264,24 @@ def _trace_specs(source: str, items: list, seeds: list, base: Path, default_form
             raise _err(source, "traces", f"{it!r}: give a path or glob, or a mapping with file:, workload: or synth:")
         kinds = [k for k in TRACE_KINDS if k in it]
         if len(kinds) != 1:
-            raise _err(source, "traces", f"{it!r}: give exactly one of file:, workload:, synth:")
+            raise _err(source, "traces", f"{it!r}: give exactly one of file:, workload:, synth:, mix:")
         kind = kinds[0]
-        allowed = {"file": FILE_KEYS, "workload": WORKLOAD_KEYS, "synth": SYNTH_KEYS}[kind]
+        allowed = {"file": FILE_KEYS, "workload": WORKLOAD_KEYS, "synth": SYNTH_KEYS, "mix": MIX_KEYS}[kind]
         extra = [k for k in it if k not in allowed]
         if extra:
             raise _err(source, f"traces: {it[kind]}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
+        if kind == "mix":
+            # several programs on cores of their own, sharing the tiers (docs/models.md, "Many cores")
+            if not mixes:
+                raise _err(source, "traces: mix", "a mix's programs are traces, not mixes")
+            if not isinstance(it["mix"], list) or len(it["mix"]) < 2:
+                raise _err(source, "traces: mix", "give a list of at least two traces, each a program")
+            parts = _parse_traces(source, it["mix"], [1], base, default_format, default_cache, False)
+            q = it.get("quantum", 1)
+            if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+                raise _err(source, "traces: mix: quantum", f"{q!r}: a whole number of accesses >= 1")
+            out.append(TraceSpec("mix", str(it.get("name") or f"mix-{len(parts)}"), parts=tuple(parts), quantum=q))
+            continue
         if kind == "file":
             pattern = os.path.expandvars(str(it["file"]))
             if "$" in pattern:
@@ -293,10 +318,6 @@ def _trace_specs(source: str, items: list, seeds: list, base: Path, default_form
                 label = f"{label}-s{seed}" if len(seeds) > 1 and "seed" not in it else label
                 out.append(TraceSpec("synth", label, synth={"kind": kind_s, **{k: _fmt(v) if k in ("accesses", "pages") else v
                                                                                  for k, v in params.items()}, "seed": int(seed)}))
-    names = [t.name for t in out]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise _err(source, "traces", f"two traces are called {dup!r}: give one of them a name:")
     return out
 
 
@@ -434,13 +455,20 @@ class Cell:
     guide_path: Optional[str] = None
     guide_digest: Optional[str] = None
     grid: str = "main"
+    mix_paths: tuple = ()       # a mix: its programs' traces (`path` is the first), and digests
+    mix_digests: tuple = ()
+    quantum: int = 1
 
     def config(self) -> dict:
         """What the key is made of: the path is where the trace is, not what it is; the grid
         is who asked. A simulation without guidance has the keys it always had."""
         c = asdict(self)
-        for k in ("path", "grid", "guide_trace", "guide_path"):
+        for k in ("path", "grid", "guide_trace", "guide_path", "mix_paths"):
             del c[k]
+        if not self.mix_digests:
+            del c["mix_digests"], c["quantum"]
+        else:
+            c["mix_digests"] = list(self.mix_digests)
         if self.task == "simulate":
             del c["task"], c["params"]
         else:
@@ -512,6 +540,14 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
             paths[name] = (path, file_digest(path, memo))
         return paths[name]
 
+    mixes: dict[str, tuple[tuple, tuple]] = {}
+
+    def mix_files(t: TraceSpec) -> tuple[tuple, tuple]:
+        if t.name not in mixes:
+            ps = [materialize(x, out, progress) for x in t.parts]
+            mixes[t.name] = (tuple(ps), tuple(file_digest(x, memo) for x in ps))
+        return mixes[t.name]
+
     out_cells = []
     for g in study.grids:
         tasks = list(g.tasks)
@@ -520,7 +556,15 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
         plats = [(pl, file_digest(pl, memo) if _is_file(pl) else None) for pl in g.platforms]
         for name in g.traces:
             t = specs[name]
-            path, dig = trace_file(name)
+            mpaths: tuple = ()
+            mdigs: tuple = ()
+            if t.kind == "mix":
+                if any(x.kind != "simulate" for x in tasks):
+                    raise TierkitError(f"{study.source}: grids: {g.name}: {name}: a mix runs simulations only, not tune, kleio or kleoniki")
+                mpaths, mdigs = mix_files(t)
+                path, dig = mpaths[0], "mix:" + hashlib.sha256("+".join(mdigs).encode()).hexdigest()
+            else:
+                path, dig = trace_file(name)
             fmt = t.format if t.kind == "file" else None
             cache = t.cache if t.kind == "file" else None
             guide = g.guide_from.get(name)
@@ -534,7 +578,7 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
                 guided = task.kind == "simulate" and guide is not None and task.label.split(":", 1)[0] == "guided"
                 out_cells.append(Cell(name, path, dig, fmt, cache, pl, pd_, cap, tm, task.label, rep, ts, task.kind,
                                       task.params, guide if guided else None, gpath if guided else None,
-                                      gdig if guided else None, g.name))
+                                      gdig if guided else None, g.name, mpaths, mdigs, t.quantum if mpaths else 1))
     return out_cells
 
 
@@ -558,6 +602,9 @@ def run_cell(cell: Cell) -> dict:
 def _run_task(cell: Cell) -> dict:
     from . import api
 
+    if cell.task == "simulate" and cell.mix_paths:
+        return api.run(list(cell.mix_paths), cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
+                       cell.cache, False, repeat=cell.repeat, time_scale=cell.time_scale, mix=True, quantum=cell.quantum)
     if cell.task == "simulate":
         return api.run(cell.path, cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
                        cell.cache, False, guide_from=cell.guide_path, repeat=cell.repeat, time_scale=cell.time_scale)
@@ -734,6 +781,13 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
                 if k not in row and k != "warnings":
                     row[k] = r.get(k) if r else None
             row["warnings"] = list(r.get("warnings") or []) if r else []
+            if c.mix_paths:
+                m = (r or {}).get("mix") or {}
+                progs = (r or {}).get("programs") or []
+                row["programs"] = len(c.mix_paths)
+                row["weighted_speedup"] = m.get("weighted_speedup")
+                row["throughput_accesses_per_us"] = m.get("throughput_accesses_per_us")
+                row["max_slowdown"] = max((p.get("slowdown") or 0 for p in progs), default=None) if progs else None
         tail = {"trace_digest": c.digest, "key": c.key, "error": rec.get("error")}
         if c.task == "simulate" or not r:
             rows.append({**row, **tail})
