@@ -615,7 +615,7 @@ impl TktReader {
             return Err(Error::at_offset(&p, len, "truncated or corrupt trace: no trailer at the end of the file (was the write interrupted?)"));
         }
         let end = u64::from_le_bytes(t[..8].try_into().unwrap());
-        if end < r.input.pos || end + CHUNK_HEADER_LEN > len - 16 {
+        if end < r.input.pos || end.saturating_add(CHUNK_HEADER_LEN) > len - 16 {
             return Err(Error::at_offset(&p, len - 16, format!("corrupt trailer: end chunk offset {end} is out of range")));
         }
         f.seek(SeekFrom::Start(end)).map_err(|e| Error::io(path, e))?;
@@ -1124,6 +1124,20 @@ mod tests {
         let (_, s2) = TktReader::read_summary(&p).unwrap();
         assert_eq!(s, s2);
         assert_eq!(r.digest().unwrap(), blake3::hash(&std::fs::read(&p).unwrap()).to_hex().to_string());
+    }
+
+    #[test]
+    fn a_trailer_pointing_past_the_end_is_an_error_not_an_overflow() {
+        // found by the fuzzer (2026-11-27): an end-chunk offset near 2^64 overflowed the check
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.tkt");
+        write_sample(&p, 10);
+        let mut bytes = std::fs::read(&p).unwrap();
+        let n = bytes.len();
+        bytes[n - 16..n - 8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        std::fs::write(&p, &bytes).unwrap();
+        let e = TktReader::read_summary(&p).unwrap_err().to_string();
+        assert!(e.contains("end chunk offset") && e.contains("out of range"), "{e}");
     }
 
     #[test]
