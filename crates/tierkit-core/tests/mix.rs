@@ -2,8 +2,8 @@
 //! cores with their own clocks and windows in front of shared tier queues, hand-computed; a
 //! mix of programs against the same accesses as a trace's threads; determinism.
 //!
-//! Platform (as tests/timing_detailed.rs): tier 1 "PMEM" 150 ns, 10 ns per 64-byte line;
-//! CPU 2 GHz, CPI 1 → 0.5 ns per instruction.
+//! Platform: the timing tests' (`common::hand_platform`) with a ROB of one miss: tier 1
+//! "PMEM" 150 ns, 10 ns per 64-byte line; CPU 2 GHz, CPI 1 → 0.5 ns per instruction.
 
 mod common;
 
@@ -18,23 +18,9 @@ use tierkit_core::trace::{Access, TraceInput, TraceMeta};
 use tierkit_core::units::Capacity;
 
 fn platform() -> Platform {
-    let mut p = Platform::load("dram-pmem").unwrap();
-    p.tiers.truncate(2);
-    for (t, lat, bw) in [(0, 50.0, 64.0), (1, 150.0, 6.4)] {
-        let x = &mut p.tiers[t];
-        x.read_latency_ns = lat;
-        x.write_latency_ns = lat;
-        x.read_bw_gb_per_s = bw;
-        x.write_bw_gb_per_s = bw;
-        x.shared_bandwidth = false;
-        x.capacity = None;
-        x.loaded_latency.clear();
-    }
-    p.cpu.freq_ghz = 2.0;
-    p.cpu.base_cpi = 1.0;
+    // a window of one miss, so that a core's second read waits for its first
+    let mut p = common::hand_platform();
     p.cpu.rob_entries = 1;
-    p.cpu.max_outstanding = 32;
-    p.cpu.write_queue_entries = 64;
     p
 }
 

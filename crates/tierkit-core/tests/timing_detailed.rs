@@ -9,6 +9,8 @@
 //!   CPU: 2 GHz, CPI 1 → 0.5 ns per instruction; ROB 128; 32 outstanding misses; 64 writes
 //!   migration: fault 1000 + TLB 500 + per page 250 = 1750 ns fixed; period 3000 ns.
 
+mod common;
+
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tierkit_core::engine::{run_policy, simulate, Job};
@@ -22,28 +24,7 @@ use tierkit_core::trace::{Access, TraceInput, TraceMeta};
 use tierkit_core::units::{Capacity, Period};
 
 fn platform() -> Platform {
-    let mut p = Platform::load("dram-pmem").unwrap();
-    p.tiers.truncate(2);
-    for (t, lat, bw) in [(0, 50.0, 64.0), (1, 150.0, 6.4)] {
-        let x = &mut p.tiers[t];
-        x.read_latency_ns = lat;
-        x.write_latency_ns = lat;
-        x.read_bw_gb_per_s = bw;
-        x.write_bw_gb_per_s = bw;
-        x.shared_bandwidth = false;
-        x.capacity = None;
-    }
-    p.cpu.freq_ghz = 2.0;
-    p.cpu.base_cpi = 1.0;
-    p.cpu.rob_entries = 128;
-    p.cpu.max_outstanding = 32;
-    p.cpu.write_queue_entries = 64;
-    p.migration.fault_ns = 1000.0;
-    p.migration.tlb_shootdown_ns = 500.0;
-    p.migration.per_page_ns = 250.0;
-    p.migration.per_period_ns = 3000.0;
-    p.migration.copy_from_bandwidth = false;
-    p
+    common::hand_platform()
 }
 
 fn resolved(edit: impl FnOnce(&mut Platform)) -> Resolved {

@@ -10,6 +10,8 @@
 //!        load window 1000 ns
 //!   migration: fault 1000 + TLB 500 + per page 250 = 1750 ns fixed; period 3000 ns.
 
+mod common;
+
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tierkit_core::engine::{simulate, Job, SimResult};
@@ -23,29 +25,8 @@ use tierkit_core::trace::{Access, TraceInput, TraceMeta};
 use tierkit_core::units::Capacity;
 
 fn platform() -> Platform {
-    let mut p = Platform::load("dram-pmem").unwrap();
-    p.tiers.truncate(2);
-    for (t, lat, bw) in [(0, 50.0, 64.0), (1, 150.0, 6.4)] {
-        let x = &mut p.tiers[t];
-        x.read_latency_ns = lat;
-        x.write_latency_ns = lat;
-        x.read_bw_gb_per_s = bw;
-        x.write_bw_gb_per_s = bw;
-        x.shared_bandwidth = false;
-        x.capacity = None;
-        x.loaded_latency = vec![];
-    }
-    p.cpu.freq_ghz = 2.0;
-    p.cpu.base_cpi = 1.0;
-    p.cpu.rob_entries = 128;
-    p.cpu.max_outstanding = 32;
-    p.cpu.write_queue_entries = 64;
+    let mut p = common::hand_platform();
     p.cpu.load_window_ns = 1000.0;
-    p.migration.fault_ns = 1000.0;
-    p.migration.tlb_shootdown_ns = 500.0;
-    p.migration.per_page_ns = 250.0;
-    p.migration.per_period_ns = 3000.0;
-    p.migration.copy_from_bandwidth = false;
     p
 }
 

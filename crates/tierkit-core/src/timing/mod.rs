@@ -157,12 +157,6 @@ impl ClockBoard {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.clocks.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.clocks.is_empty()
-    }
     #[inline(always)]
     pub fn get(&self, core: usize) -> f64 {
         f64::from_bits(self.clocks[core].load(std::sync::atomic::Ordering::Relaxed))

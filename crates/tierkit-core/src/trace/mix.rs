@@ -20,7 +20,6 @@
 //!
 //! A batch's `tid` column holds the core; `insn` holds the core's own instruction count.
 
-use super::threaded::ReadAhead;
 use super::{Batch, Event, Progress, RecordSource, Summary, TraceMeta};
 use crate::engine::TraceOpener;
 use crate::error::{Error, Result};
@@ -30,9 +29,6 @@ use std::sync::Arc;
 
 /// Bit at which a program's number starts in its addresses.
 pub const PROGRAM_SHIFT: u32 = 52;
-
-/// The default quantum, accesses.
-pub const DEFAULT_QUANTUM: usize = 1;
 
 /// One core's pending records.
 #[derive(Default)]
@@ -83,9 +79,6 @@ pub struct MixSource {
     quantum: usize,
     name: String,
     exhausted: bool,
-    /// wrap the inputs in read-ahead threads when reading starts (after the projection is set)
-    read_ahead: bool,
-    started: bool,
     /// what the inputs had read at the latest refill (the engine asks after every batch)
     progress: Progress,
 }
@@ -106,24 +99,6 @@ impl MixSource {
                 p
             }
             Feed::Threads { src, .. } => src.progress(),
-        }
-    }
-
-    fn start(&mut self) {
-        self.started = true;
-        if !self.read_ahead {
-            return;
-        }
-        let wrap = |s: Box<dyn RecordSource>| -> Box<dyn RecordSource> { Box::new(ReadAhead::new(s)) };
-        match &mut self.feed {
-            Feed::Programs(srcs) => {
-                let old = std::mem::take(srcs);
-                *srcs = old.into_iter().map(wrap).collect();
-            }
-            Feed::Threads { src, .. } => {
-                let old = std::mem::replace(src, Box::new(super::VecSource::from_accesses(Vec::new())));
-                *src = wrap(old);
-            }
         }
     }
 
@@ -209,9 +184,6 @@ impl RecordSource for MixSource {
     }
 
     fn next_batch(&mut self, out: &mut Batch) -> Result<bool> {
-        if !self.started {
-            self.start();
-        }
         out.clear();
         if self.exhausted {
             return Ok(false);
@@ -311,9 +283,6 @@ pub struct MixOpener {
     thread_cores: usize,
     board: Arc<ClockBoard>,
     quantum: usize,
-    /// decode each input on a thread of its own (the same batches in the same order; off by
-    /// default)
-    read_ahead: bool,
 }
 
 impl MixOpener {
@@ -326,7 +295,7 @@ impl MixOpener {
             return Err(Error::config("--mix", format!("at most {} programs", 1u64 << (64 - PROGRAM_SHIFT))));
         }
         let board = ClockBoard::new(parts.len());
-        Ok(MixOpener { parts, thread_cores: 0, board, quantum: check_quantum(quantum)?, read_ahead: default_read_ahead() })
+        Ok(MixOpener { parts, thread_cores: 0, board, quantum: check_quantum(quantum)? })
     }
 
     /// One trace's threads on `cores` cores.
@@ -335,12 +304,7 @@ impl MixOpener {
             return Err(Error::config("--cores", "at least 1 core"));
         }
         let board = ClockBoard::new(cores);
-        Ok(MixOpener { parts: vec![trace], thread_cores: cores, board, quantum: check_quantum(quantum)?, read_ahead: default_read_ahead() })
-    }
-
-    pub fn with_read_ahead(mut self, on: bool) -> MixOpener {
-        self.read_ahead = on;
-        self
+        Ok(MixOpener { parts: vec![trace], thread_cores: cores, board, quantum: check_quantum(quantum)? })
     }
 
     pub fn cores(&self) -> usize {
@@ -384,17 +348,9 @@ impl MixOpener {
             quantum: self.quantum,
             name,
             exhausted: false,
-            read_ahead: self.read_ahead,
-            started: false,
             progress: Progress::default(),
         })
     }
-}
-
-/// Off: with one decoding thread per input, a 16-program mix ran 19% slower on 2 CPUs
-/// (bench/mix.py, 2026-11-27): the threads take the simulation's CPU.
-fn default_read_ahead() -> bool {
-    false
 }
 
 fn check_quantum(q: usize) -> Result<usize> {

@@ -73,3 +73,33 @@ pub fn write_file(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path:
     }
     p
 }
+
+/// The hand-computed platform of the timing tests (figures set field by field, so that edits
+/// to the presets do not move them): tier 0 "DRAM" 50 ns, 64 GB/s (1 ns per line); tier 1
+/// "PMEM" 150 ns, 6.4 GB/s (10 ns per line); CPU 2 GHz, CPI 1, ROB 128, 32 MSHRs, 64 writes;
+/// migration 1000 + 500 + 250 ns fixed, 3000 ns per period; no loaded-latency curves.
+pub fn hand_platform() -> Platform {
+    let mut p = Platform::load("dram-pmem").unwrap();
+    p.tiers.truncate(2);
+    for (t, lat, bw) in [(0, 50.0, 64.0), (1, 150.0, 6.4)] {
+        let x = &mut p.tiers[t];
+        x.read_latency_ns = lat;
+        x.write_latency_ns = lat;
+        x.read_bw_gb_per_s = bw;
+        x.write_bw_gb_per_s = bw;
+        x.shared_bandwidth = false;
+        x.capacity = None;
+        x.loaded_latency = vec![];
+    }
+    p.cpu.freq_ghz = 2.0;
+    p.cpu.base_cpi = 1.0;
+    p.cpu.rob_entries = 128;
+    p.cpu.max_outstanding = 32;
+    p.cpu.write_queue_entries = 64;
+    p.migration.fault_ns = 1000.0;
+    p.migration.tlb_shootdown_ns = 500.0;
+    p.migration.per_page_ns = 250.0;
+    p.migration.per_period_ns = 3000.0;
+    p.migration.copy_from_bandwidth = false;
+    p
+}
