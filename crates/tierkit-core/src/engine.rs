@@ -841,6 +841,10 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         // positions on. Ids are still assigned in first-access order.
         let n = batch.len();
         let has_insn = !batch.insn.is_empty();
+        if multi && n > 0 {
+            // a mix's batch is one core's
+            st.pm.use_cursor(batch.tid[0] as usize);
+        }
         ids.clear();
         if batch.dict_shift == st.pm.page_shift() && batch.dict_idx.len() == n {
             // the reader's page dictionary: one lookup per distinct page of the batch
@@ -859,6 +863,19 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     st.pm.prefetch(a);
                 }
                 ids.push(st.pm.id(batch.addr[i]));
+            }
+        }
+        // the source's hints: translations to load for later, per-page state for soon
+        for &a in &batch.later {
+            st.pm.prefetch(a);
+        }
+        for &a in &batch.soon {
+            if let Some(p) = st.pm.peek(a) {
+                st.mem.prefetch(p);
+                st.track.prefetch(p);
+                if P::PER_ACCESS {
+                    policy.prefetch(p);
+                }
             }
         }
         let known = st.pm.len();

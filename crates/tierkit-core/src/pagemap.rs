@@ -20,6 +20,10 @@ pub struct PageMap {
     pages: Vec<u64>,
     last_region: u64,
     last_block: usize,
+    /// Several cores: each core's last region (their accesses interleave, each with locality
+    /// of its own), swapped in by [`PageMap::use_cursor`].
+    cursors: Vec<(u64, usize)>,
+    cursor: usize,
 }
 
 impl PageMap {
@@ -32,6 +36,8 @@ impl PageMap {
             pages: Vec::new(),
             last_region: u64::MAX,
             last_block: 0,
+            cursors: Vec::new(),
+            cursor: 0,
         }
     }
 
@@ -48,6 +54,20 @@ impl PageMap {
 
     pub fn is_empty(&self) -> bool {
         self.pages.is_empty()
+    }
+
+    /// Translate for core `c` from now on: its own last region cached.
+    #[inline]
+    pub fn use_cursor(&mut self, c: usize) {
+        if c != self.cursor {
+            let n = c.max(self.cursor) + 1;
+            if self.cursors.len() < n {
+                self.cursors.resize(n, (u64::MAX, 0));
+            }
+            self.cursors[self.cursor] = (self.last_region, self.last_block);
+            (self.last_region, self.last_block) = self.cursors[c];
+            self.cursor = c;
+        }
     }
 
     /// The id of the page holding `addr`, assigning the next id if the page is new.
@@ -103,6 +123,17 @@ impl PageMap {
         crate::prefetch::read(self.blocks.as_ptr().wrapping_add(block + (pn as usize & (REGION_PAGES - 1))));
     }
 
+    /// The id of `addr`'s page if it has been seen; for prefetching ahead, so the last region
+    /// first.
+    #[inline(always)]
+    pub fn peek(&self, addr: u64) -> Option<PageId> {
+        let pn = addr >> self.page_shift;
+        let region = pn >> REGION_BITS;
+        let block = if region == self.last_region { self.last_block } else { *self.regions.get(&region)? as usize * REGION_PAGES };
+        let id = self.blocks[block + (pn as usize & (REGION_PAGES - 1))];
+        (id != NO_PAGE).then_some(id)
+    }
+
     /// The id of `addr`'s page if it has been seen.
     pub fn get(&self, addr: u64) -> Option<PageId> {
         let pn = addr >> self.page_shift;
@@ -125,6 +156,22 @@ impl PageMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn cursors_translate_alike() {
+        // two cores alternating between far-apart regions: each keeps its own region cached,
+        // and the ids are those of one cursor
+        let mut a = PageMap::new(4096);
+        let mut b = PageMap::new(4096);
+        for i in 0..2000u64 {
+            let addr = if i % 2 == 0 { 0x1000 * (i % 700) } else { (1 << 52) | (0x1000 * (i % 900)) };
+            a.use_cursor((i % 2) as usize);
+            assert_eq!(a.peek(addr).is_some(), b.get(addr).is_some());
+            assert_eq!(a.id(addr), b.id(addr));
+            assert_eq!(a.peek(addr), b.get(addr));
+        }
+        assert_eq!(a.len(), b.len());
+    }
+
     #[test]
     fn ids_are_dense_in_first_seen_order() {
         let mut m = PageMap::new(4096);

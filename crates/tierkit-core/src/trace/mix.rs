@@ -30,6 +30,9 @@ use std::sync::Arc;
 /// Bit at which a program's number starts in its addresses.
 pub const PROGRAM_SHIFT: u32 = 52;
 
+/// How many records ahead of a lane's position its columns are prefetched.
+const LANE_AHEAD: usize = 16;
+
 /// One core's pending records.
 #[derive(Default)]
 struct Lane {
@@ -81,6 +84,49 @@ pub struct MixSource {
     exhausted: bool,
     /// what the inputs had read at the latest refill (the engine asks after every batch)
     progress: Progress,
+    /// Which core runs next, as a tournament over the cores' posted times: `key[c]` is core
+    /// c's (infinite once it is done), `tree[1..]` the winner of each match, leaves at
+    /// `tree[width..]`. Only the core that ran last has a new time between two picks (no
+    /// core's posting depends on another's), so a pick replays that core's matches alone.
+    key: Vec<f64>,
+    tree: Vec<usize>,
+    width: usize,
+    /// the core handed out last (its time to be read back from the board)
+    last: Option<usize>,
+}
+
+impl MixSource {
+    /// The tournament's winner of the match at node `i` (the lower core on a tie).
+    #[inline(always)]
+    fn winner(&self, i: usize) -> usize {
+        let (l, r) = (self.tree[2 * i], self.tree[2 * i + 1]);
+        // without a branch: which core wins is as good as random
+        std::hint::select_unpredictable(self.key[r] < self.key[l], r, l)
+    }
+
+    fn start_tournament(&mut self) {
+        let n = self.lanes.len();
+        self.width = n.next_power_of_two();
+        self.key = (0..self.width).map(|c| if c < n { self.board.get(c) } else { f64::INFINITY }).collect();
+        self.tree = vec![0; 2 * self.width];
+        for c in 0..self.width {
+            self.tree[self.width + c] = c;
+        }
+        for i in (1..self.width).rev() {
+            self.tree[i] = self.winner(i);
+        }
+    }
+
+    /// Core `c` now waits until `t` (infinite: done).
+    #[inline]
+    fn update(&mut self, c: usize, t: f64) {
+        self.key[c] = t;
+        let mut i = (self.width + c) / 2;
+        while i >= 1 {
+            self.tree[i] = self.winner(i);
+            i /= 2;
+        }
+    }
 }
 
 impl MixSource {
@@ -189,23 +235,28 @@ impl RecordSource for MixSource {
             return Ok(false);
         }
         let has_insn = self.meta.time_insn;
+        if self.tree.is_empty() {
+            self.start_tournament();
+        }
+        if let Some(c) = self.last.take() {
+            // its next access's issue time, as the timing model posted it
+            let t = self.board.get(c);
+            self.update(c, t);
+        }
         loop {
-            // the core whose next access issues first, as the timing model posted it
-            let mut best: Option<(f64, usize)> = None;
-            for c in 0..self.lanes.len() {
-                let l = &self.lanes[c];
-                if l.ended && !l.pending() && l.ev >= l.b.events.len() {
-                    continue;
-                }
-                let t = self.board.get(c);
-                if best.is_none_or(|(bt, _)| t < bt) {
-                    best = Some((t, c));
-                }
-            }
-            let Some((_, c)) = best else {
+            // the core whose next access issues first
+            let c = self.tree[1];
+            if self.key[c] == f64::INFINITY {
                 self.exhausted = true;
                 return Ok(false);
-            };
+            }
+            {
+                let l = &self.lanes[c];
+                if l.ended && !l.pending() && l.ev >= l.b.events.len() {
+                    self.update(c, f64::INFINITY);
+                    continue;
+                }
+            }
             let l = &mut self.lanes[c];
             if !l.pending() && l.ev < l.b.events.len() {
                 // events after the lane's last access: handed out before it is refilled
@@ -251,7 +302,22 @@ impl RecordSource for MixSource {
             if l.pending() {
                 let insn = if has_insn { l.b.insn.get(l.pos).copied().unwrap_or(0) } else { 0 };
                 self.board.set_next(c, insn, l.b.write[l.pos]);
+                // the core runs again after the others' turns: its next access's page state
+                // to load for then, and the translation of the one after
+                out.soon.push(l.b.addr[l.pos]);
+                if let Some(&a) = l.b.addr.get(l.pos + 1) {
+                    out.later.push(a);
+                }
+                // and the lane's own records a little further on (a lane is read a record at a
+                // time, one among many streams: too many for the hardware to follow)
+                let ahead = l.pos + LANE_AHEAD;
+                crate::prefetch::read(l.b.addr.as_ptr().wrapping_add(ahead));
+                crate::prefetch::read(l.b.write.as_ptr().wrapping_add(ahead));
+                if has_insn {
+                    crate::prefetch::read(l.b.insn.as_ptr().wrapping_add(ahead));
+                }
             }
+            self.last = Some(c);
             return Ok(true);
         }
     }
@@ -349,6 +415,10 @@ impl MixOpener {
             name,
             exhausted: false,
             progress: Progress::default(),
+            key: Vec::new(),
+            tree: Vec::new(),
+            width: 0,
+            last: None,
         })
     }
 }

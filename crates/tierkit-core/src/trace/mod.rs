@@ -170,6 +170,12 @@ pub struct Batch {
     pub dict_shift: u32,
     pub dict_pages: Vec<u64>,
     pub dict_idx: Vec<u32>,
+    /// Prefetch hints, no part of the stream: addresses a source expects among the next
+    /// batches' accesses, whose per-page state (`soon`) or translation (`later`) the engine
+    /// may load into the cache ahead (a mix hands out a core's access at a time, too few
+    /// for the engine to look ahead within the batch).
+    pub soon: Vec<u64>,
+    pub later: Vec<u64>,
 }
 
 impl Batch {
@@ -186,6 +192,8 @@ impl Batch {
             dict_shift: 0,
             dict_pages: Vec::new(),
             dict_idx: Vec::new(),
+            soon: Vec::new(),
+            later: Vec::new(),
         }
     }
     pub fn clear(&mut self) {
@@ -200,6 +208,8 @@ impl Batch {
         self.dict_shift = 0;
         self.dict_pages.clear();
         self.dict_idx.clear();
+        self.soon.clear();
+        self.later.clear();
     }
     /// Number of accesses (events not counted).
     #[inline]
