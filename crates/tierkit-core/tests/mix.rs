@@ -157,3 +157,42 @@ fn sharing_the_tiers_slows_each_program_down() {
     let e = simulate(&mut job, &PolicySpec::parse("oracle:period=100").unwrap()).unwrap_err().to_string();
     assert!(e.contains("future of the access stream"), "{e}");
 }
+
+#[test]
+fn a_traced_programs_threads_count_their_own_instructions() {
+    // A tracer runs one thread at a time and counts the instructions of all of them together:
+    // here thread 0 makes its 2,000 accesses (one every 10 instructions), then thread 1 its
+    // own. On two cores each thread counts its own instructions, so the two run side by side,
+    // exactly as two programs whose traces count 10, 20, ..., 20,000.
+    let d = tempfile::tempdir().unwrap();
+    let meta = TraceMeta { time_insn: true, ..Default::default() };
+    let write = |name: &str, recs: &[(u64, bool, u32, u64)]| {
+        let p = d.path().join(name);
+        let mut w = TktWriter::create(&p, &meta, true).unwrap();
+        for &(addr, write, tid, insn) in recs {
+            w.write_access(&Access { addr, write, size: 64, tid, insn, ..Default::default() }).unwrap();
+        }
+        w.finish().unwrap();
+        TraceInput::new(p)
+    };
+    let prog: Vec<(u64, bool)> = program().into_iter().take(2000).collect();
+    let own: Vec<(u64, bool, u32, u64)> = prog.iter().enumerate().map(|(i, &(x, w))| (x, w, 0, 10 * (i as u64 + 1))).collect();
+    let a = write("a.tkt", &own);
+    let mut serial = own.clone();
+    serial.extend(prog.iter().enumerate().map(|(i, &(x, w))| (x | 1 << PROGRAM_SHIFT, w, 1, 20_000 + 10 * (i as u64 + 1))));
+    let t = write("t.tkt", &serial);
+    for spec in ["first-touch", "history:period=500"] {
+        let shared: Arc<dyn TraceOpener + Send> = Arc::new(a.clone());
+        let mix = MixOpener::programs(vec![shared.clone(), shared], 1).unwrap();
+        let m = run(&mix, Some((&mix, true)), spec, "");
+        let threads = MixOpener::threads(Arc::new(t.clone()), 2, 1).unwrap();
+        let th = run(&threads, Some((&threads, false)), spec, "");
+        assert_eq!(m.runtime_ns, th.runtime_ns, "{spec}");
+        let tc = th.cores.as_ref().unwrap();
+        assert_eq!(tc.iter().map(|c| c.instructions).collect::<Vec<_>>(), vec![20_000, 20_000], "{spec}");
+        // one core runs them one after the other: about twice as long
+        let one = MixOpener::threads(Arc::new(t.clone()), 1, 1).unwrap();
+        let o = run(&one, Some((&one, false)), spec, "");
+        assert!(o.runtime_ns > 1.8 * th.runtime_ns, "{spec}: {} on one core, {} on two", o.runtime_ns, th.runtime_ns);
+    }
+}

@@ -18,7 +18,9 @@
 //! here depends on anything but the inputs, so a mix gives the same results, bit for bit,
 //! every time.
 //!
-//! A batch's `tid` column holds the core; `insn` holds the core's own instruction count.
+//! A batch's `tid` column holds the core; `insn` holds the core's own instruction count (for
+//! a trace's threads, whose counts are the whole program's, the instructions between an
+//! access and the one before it are counted to the later access's core).
 
 use super::{Batch, Event, Progress, RecordSource, Summary, TraceMeta};
 use crate::engine::TraceOpener;
@@ -71,7 +73,9 @@ enum Feed {
     /// one source per core
     Programs(Vec<Box<dyn RecordSource>>),
     /// one source for every core, its threads mapped to cores
-    Threads { src: Box<dyn RecordSource>, cores: HashMap<u32, usize>, next: usize, buf: Batch },
+    /// one source for every core, its threads mapped to cores. `own[c]`: core c's own
+    /// instruction count, `global`: the trace's at the last access (see `refill`)
+    Threads { src: Box<dyn RecordSource>, cores: HashMap<u32, usize>, next: usize, buf: Batch, own: Vec<u64>, global: u64 },
 }
 
 pub struct MixSource {
@@ -170,7 +174,7 @@ impl MixSource {
                     }
                 }
             }
-            Feed::Threads { src, cores, next, buf } => {
+            Feed::Threads { src, cores, next, buf, own, global } => {
                 let n = self.lanes.len();
                 // read on until this lane has an access or the trace ends
                 while !self.lanes[c].pending() {
@@ -198,7 +202,14 @@ impl MixSource {
                         l.b.addr.push(buf.addr[i]);
                         l.b.write.push(buf.write[i]);
                         if !buf.insn.is_empty() {
-                            l.b.insn.push(buf.insn[i]);
+                            // a trace counts the instructions of all its threads together (the
+                            // tracer runs one at a time); the instructions since the previous
+                            // access, whichever thread made it, are this access's thread's
+                            // (its core's), so each core counts its own
+                            let g = buf.insn[i];
+                            own[core] += g.saturating_sub(*global);
+                            *global = g.max(*global);
+                            l.b.insn.push(own[core]);
                         }
                     }
                     // events after the batch's last access go with the next access of core 0
@@ -385,7 +396,7 @@ impl MixOpener {
         let cores = self.cores();
         let open = |p: &Arc<dyn TraceOpener + Send>| p.open();
         let feed = if self.thread_cores > 0 {
-            Feed::Threads { src: open(&self.parts[0])?, cores: HashMap::new(), next: 0, buf: Batch::default() }
+            Feed::Threads { src: open(&self.parts[0])?, cores: HashMap::new(), next: 0, buf: Batch::default(), own: vec![0; cores], global: 0 }
         } else {
             Feed::Programs(self.parts.iter().map(open).collect::<Result<Vec<_>>>()?)
         };
