@@ -122,3 +122,24 @@ def testbed_vm():
 
     with Testbed() as vm:
         yield vm
+
+
+@pytest.fixture(scope="session")
+def threads_trace(tmp_path_factory):
+    """A two-thread trace (perf's format is the text one with thread ids), one thread after
+    the other as a tracer runs them: 3,000 loads and stores of thread 101 over 300 pages, then
+    thread 102's over 300 others; converted to the native format."""
+    import tierkit
+
+    d = tmp_path_factory.mktemp("threads")
+    lines = []
+    for k, tid in enumerate((101, 102)):
+        for i in range(3000):
+            page = (i * 7919) % 300 + 1000 * k
+            ev = "cpu/mem-stores/P" if i % 4 == 0 else "cpu/mem-loads/P"
+            lines.append(f"{tid} {1 + (3000 * k + i) / 1e6:.6f}: {ev}: {0x10000000 + page * 4096 + (i % 64) * 64:x}")
+    src = d / "threads.perf"
+    src.write_text("\n".join(lines) + "\n")
+    out = d / "threads.tkt"
+    tierkit.convert(src, out, format="perf", progress=False)
+    return out

@@ -70,3 +70,44 @@ def test_mix_errors_are_one_line(programs, cli, args, named):
     rc, _, err = cli("simulate", *programs, *args, "-q")
     lines = [x for x in err.splitlines() if x.strip()]
     assert rc == 2 and len(lines) == 1 and named in lines[0], err
+
+
+def test_compare_a_mix_and_replay_it(programs, cli, tmp_path):
+    pols = "first-touch,history:period=5K"
+    df = tierkit.compare(programs, "dram-dcpmm", pols, 0.2, timing="detailed", mix=True, progress=False)
+    # one thing compared: the mix, under each policy (and the all-slow baseline)
+    assert df["trace"].nunique() == 1 and set(df["policy"]) == {"first-touch", "history:period=5K", "all-slow"}
+    for r in df.attrs["results"]:
+        want = tierkit.run(programs, "dram-dcpmm", r["policy"], 0.2, timing="detailed", mix=True, progress=False)
+        assert r["runtime_ns"] == want["runtime_ns"] and r["mix"] == want["mix"]
+    row = df.set_index("policy").loc["history:period=5K"]
+    assert row["weighted_speedup"] == pytest.approx(
+        sum(p["runtime_alone_ns"] / p["runtime_ns"] for p in df.attrs["results"][1]["programs"]))
+    assert row["max_slowdown"] >= 1.0
+    # the command line: the mix's columns, a report without a heat map, and replay of a row
+    rc, out, err = cli("compare", *programs, "--mix", "-p", "dram-dcpmm", "--policies", pols, "-c", "0.2",
+                       "--timing", "detailed", "-q", "-o", tmp_path / "rep")
+    assert rc == 0, err
+    assert "weighted speedup" in out and "zipf.tkt + stream.tkt" in out
+    assert (tmp_path / "rep" / "index.html").exists() and not list((tmp_path / "rep").glob("heatmap-*"))
+    rc, out, err = cli("compare", *programs, "--mix", "-p", "dram-dcpmm", "--policies", "first-touch", "-c", "0.2",
+                       "--timing", "detailed", "-q", "--json")
+    (tmp_path / "r.json").write_text(out.splitlines()[0])
+    rc, out, err = cli("replay", tmp_path / "r.json")
+    assert rc == 0 and "same figures, bit for bit" in out, out + err
+    rc, out, err = cli("compare", programs[0], "--mix", "--timing", "detailed", "-q")
+    assert rc == 2 and err.count("\n") == 1 and "--mix: give at least two traces" in err
+
+
+def test_compare_threads_on_cores_and_replay(threads_trace, cli, tmp_path):
+    df = tierkit.compare(threads_trace, "dram-dcpmm", "first-touch,history:period=2K", 0.2, timing="detailed", cores=2,
+                         progress=False)
+    for r in df.attrs["results"]:
+        want = tierkit.run(threads_trace, "dram-dcpmm", r["policy"], 0.2, timing="detailed", cores=2, progress=False)
+        assert r["runtime_ns"] == want["runtime_ns"] and [c["accesses"] for c in r["cores"]] == [3000, 3000]
+    rc, out, err = cli("compare", threads_trace, "--cores", "2", "-p", "dram-dcpmm", "--policies", "history:period=2K",
+                       "-c", "0.2", "--timing", "detailed", "-q", "--json")
+    assert rc == 0, err
+    (tmp_path / "r.json").write_text(out.splitlines()[0])
+    rc, out, err = cli("replay", tmp_path / "r.json")
+    assert rc == 0 and "same figures, bit for bit" in out, out + err

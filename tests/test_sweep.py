@@ -94,6 +94,9 @@ baseline: first-touch
     ("traces: [a.tkt]\nkleio: {period: cori}\n", "kleio: period: 'cori': a number of accesses >= 1, or default or aligned"),
     ("traces: [a.tkt]\ntune: {scheduler: lru}\n", "tune: scheduler: 'lru': history or oracle"),
     ("traces: [a.tkt]\ntune: {epochs: 3}\n", "tune: epochs: unknown parameter"),
+    ("traces: [{file: a.tkt, cores: 0}]\npolicies: [otf]\n", "traces: a.tkt: cores: 0: a whole number of cores >= 1"),
+    ("traces: [{file: a.tkt, quantum: 4}]\npolicies: [otf]\n", "traces: a.tkt: quantum: only with cores: N"),
+    ("traces: [{mix: [a.tkt, {file: a.tkt, cores: 2}]}]\npolicies: [otf]\n", "cores: a mix's program runs on one core"),
 ])
 def test_a_bad_study_is_one_line_naming_the_file_and_key(tmp_path, small_trace, cli, text, named):
     shutil.copy(small_trace, tmp_path / "a.tkt")
@@ -277,6 +280,30 @@ policies: [first-touch, otf]
     # a mix runs simulations only
     g = study_file(tmp_path, f"traces: [{{mix: [{small_trace}, {small_trace}], name: m}}]\ntune: {{scheduler: history}}\n", "g.yaml")
     with pytest.raises(tierkit.TierkitError, match="a mix runs simulations only"):
+        sw.sweep(g, tmp_path / "g", workers=1, progress=False)
+
+
+def test_a_traces_threads_on_cores_are_a_trace_of_the_study(tmp_path, threads_trace):
+    # issue 19: a trace's threads on N cores (--cores), its own cell beside the one-core run
+    f = study_file(tmp_path, f"""
+traces:
+  - {{file: {threads_trace}, cores: 2, name: two}}
+  - {{file: {threads_trace}, name: one}}
+platforms: [dram-dcpmm]
+timing: [detailed]
+policies: [first-touch, history:period=2K]
+""")
+    df = sw.sweep(f, tmp_path / "o", workers=1, progress=False, report=False)
+    assert df["error"].isna().all(), df["error"].tolist()
+    two = df[df["trace"] == "two"].set_index("policy")
+    one = df[df["trace"] == "one"].set_index("policy")
+    want = tierkit.run(threads_trace, "dram-dcpmm", "history:period=2K", 0.2, timing="detailed", cores=2, progress=False)
+    assert two.loc["history:period=2K", "runtime_ns"] == want["runtime_ns"] and two.loc["first-touch", "cores"] == 2
+    # the two threads side by side on two cores take less time than one after the other on one
+    assert two.loc["first-touch", "runtime_ns"] < 0.8 * one.loc["first-touch", "runtime_ns"]
+    assert two.loc["first-touch", "key"] != one.loc["first-touch", "key"]
+    g = study_file(tmp_path, f"traces: [{{file: {threads_trace}, cores: 2}}]\ntune: {{scheduler: history}}\n", "g.yaml")
+    with pytest.raises(tierkit.TierkitError, match="a trace on several cores runs simulations only"):
         sw.sweep(g, tmp_path / "g", workers=1, progress=False)
 
 

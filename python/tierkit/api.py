@@ -192,6 +192,14 @@ def _row(r: Mapping[str, Any]) -> dict:
     row["policy_config"] = r["config"].get("policy")
     row["repeat"] = r["config"].get("repeat", 1)
     row["time_scale"] = r["config"].get("time_scale", 1.0)
+    if r.get("mix"):
+        # a mix's own figures (docs/models.md, "Many cores")
+        m = r["mix"]
+        progs = r.get("programs") or []
+        row["weighted_speedup"] = m.get("weighted_speedup")
+        row["throughput_accesses_per_us"] = m.get("throughput_accesses_per_us")
+        slow = [p["slowdown"] for p in progs if p.get("slowdown") is not None]
+        row["max_slowdown"] = max(slow) if slow else None
     return row
 
 
@@ -257,6 +265,9 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
                              None if summary is None or cores > 1 else json.dumps(summary), bar.callback, paranoid, repeat,
                              time_scale, watch, float(watch_every_ns or 0.0), None, cores, _quantum(quantum))
     r = json.loads(out)
+    if cores > 1:
+        # what replay needs: the trace's path, the cores and the quantum
+        r["config"].update(trace=_s(trace), cores=cores, quantum=quantum)
     if r["policy"] != label:
         # the warnings name the run as the user wrote it, not the spec it was made into
         run_as = r["policy"]
@@ -334,6 +345,8 @@ def _run_mix(traces, platform, policy, fast_capacity, capacities, timing, format
         mix_stats["weighted_speedup"] = sum(p["runtime_alone_ns"] / p["runtime_ns"] for p in programs if p["runtime_ns"] > 0)
     r["programs"] = programs
     r["mix"] = mix_stats
+    # what replay needs: the programs' traces and the quantum
+    r["config"].update(mix=paths, quantum=quantum)
     if cache is not None:
         r["config"]["cache"] = cache
     return r
@@ -486,13 +499,14 @@ def _compared_policies(policies: Union[str, Iterable[PolicyLike]], baseline: str
 
 
 def compare_runs(traces: Union[PathLike, Sequence[PathLike]], policies: Union[str, Iterable[PolicyLike]] = "all",
-                 baseline: str = "all-slow") -> list[tuple[str, str]]:
+                 baseline: str = "all-slow", mix: bool = False) -> list[tuple[str, str]]:
     """The runs :func:`compare` makes, in its order: (trace, policy label) pairs, the labels
     its results carry (so that ``compare --out`` knows every file it will write before the run)."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     pols = _compared_policies(policies, baseline)
-    return [(os.fspath(t), p if isinstance(p, str) else p.name) for t in traces for p in pols]
+    units = [" + ".join(os.fspath(t) for t in traces)] if mix else [os.fspath(t) for t in traces]
+    return [(t, p if isinstance(p, str) else p.name) for t in units for p in pols]
 
 
 def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
@@ -500,11 +514,17 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             capacities: Optional[Mapping[str, Union[float, str]]] = None, timing: str = "simple",
             format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
             baseline: str = "all-slow", guide_from: Optional[PathLike] = None, repeat: int = 1,
-            time_scale: float = 1.0, workers: Optional[int] = 1) -> pd.DataFrame:
+            time_scale: float = 1.0, workers: Optional[int] = 1, mix: bool = False, cores: int = 1,
+            quantum: int = 1, alone: bool = True) -> pd.DataFrame:
     """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
     baseline policy's runtime on the same trace; the baseline is run if not listed) and
     ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``. ``repeat`` and
     ``time_scale`` (as in :func:`run`) apply to every run, the baseline's included.
+
+    Several cores, as :func:`run`: ``mix=True`` compares the policies on the traces run
+    together as one mix (each a program on its own core; the rows add ``weighted_speedup``,
+    ``throughput_accesses_per_us`` and ``max_slowdown``, the slowest program's runtime in the
+    mix over its runtime alone); ``cores=N`` runs each trace's threads on N cores.
 
     ``workers``: runs at once, each in its own process (the same results, bit for bit, in the
     same order); None: every core, when the work is long enough to pay for starting them
@@ -517,11 +537,25 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     pols = _compared_policies(policies, baseline)
-    # one summary per trace (instant for native traces), shared by its runs
-    summaries = [trace_info(t, format, cache, progress)["summary"] for t in traces]
+    args: dict[str, Any] = dict(platform=platform, fast_capacity=fast_capacity, capacities=capacities, timing=timing,
+                                format=format, cache=cache, repeat=repeat, time_scale=time_scale)
+    if mix:
+        if len(traces) < 2:
+            raise _core.TierkitError("--mix: give at least two traces, each a program of the mix")
+        if guide_from is not None:
+            raise _core.TierkitError("--guide-from: guided policies are made from one trace's profile; they do not run on a mix")
+        # the mix is the one thing compared; its summary is its programs' together
+        parts = [trace_info(t, format, cache, progress)["summary"] for t in traces]
+        traces = [tuple(os.fspath(t) for t in traces)]
+        summaries: list[Optional[dict]] = [{"accesses": sum(int(x["accesses"]) for x in parts)}]
+        args.update(mix=True, quantum=quantum, alone=alone)
+    else:
+        # one summary per trace (instant for native traces), shared by its runs
+        summaries = [trace_info(t, format, cache, progress)["summary"] for t in traces]
+        args.update(guide_from=guide_from)
+        if cores != 1:
+            args.update(cores=cores, quantum=quantum)
     jobs = [(i, p) for i in range(len(traces)) for p in pols]
-    args = dict(platform=platform, fast_capacity=fast_capacity, capacities=capacities, timing=timing, format=format,
-                cache=cache, guide_from=guide_from, repeat=repeat, time_scale=time_scale)
     par = [k for k, (_, p) in enumerate(jobs) if isinstance(p, str)]
     from .pool import cpu_count
 
@@ -533,7 +567,8 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
         from .pool import pool as make_pool
 
         with Bar("compare", progress, unit="run") as bar, make_pool(n) as pool:
-            futs = {k: pool.submit(_compare_job, os.fspath(traces[jobs[k][0]]), jobs[k][1], summaries[jobs[k][0]], args)
+            futs = {k: pool.submit(_compare_job, _job_trace(traces[jobs[k][0]]), jobs[k][1], _job_summary(summaries[jobs[k][0]], mix),
+                                   args)
                     for k in par}
             done = 0
             for k in range(len(jobs)):
@@ -543,13 +578,13 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
                         raise _core.TierkitError(r)
                 else:
                     i, p = jobs[k]
-                    r = run(traces[i], policy=p, progress=False, summary=summaries[i], **args)
+                    r = run(_job_trace(traces[i]), policy=p, progress=False, summary=_job_summary(summaries[i], mix), **args)
                 out[k] = r
                 done += 1
                 bar.callback(done, len(jobs))
     else:
         for k, (i, p) in enumerate(jobs):
-            out[k] = run(traces[i], policy=p, progress=progress, summary=summaries[i], **args)
+            out[k] = run(_job_trace(traces[i]), policy=p, progress=progress, summary=_job_summary(summaries[i], mix), **args)
     results = [r for r in out if r is not None]
     rows = [_row(r) for r in results]
     _flag_identical(results, rows)
@@ -564,7 +599,16 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     return df
 
 
-def _compare_job(trace: str, policy: str, summary: dict, args: dict) -> tuple[bool, Any]:
+def _job_trace(t: Any) -> Any:
+    """What :func:`run` takes for one compared unit: a trace's path, or a mix's list."""
+    return list(t) if isinstance(t, tuple) else os.fspath(t)
+
+
+def _job_summary(s: Optional[dict], mix: bool) -> Optional[dict]:
+    return None if mix else s
+
+
+def _compare_job(trace: Any, policy: str, summary: Optional[dict], args: dict) -> tuple[bool, Any]:
     """One run of :func:`compare` in a worker process: (True, result) or (False, the error)."""
     try:
         return True, run(trace, policy=policy, progress=False, summary=summary, **args)

@@ -304,6 +304,8 @@ def _table(df) -> str:
         "migrations": "migrations",
         "migrated_mib": "migrated MiB",
         "energy_j": "energy (J)",
+        "weighted_speedup": "weighted speedup",
+        "max_slowdown": "worst slowdown",
     }
     d = df.copy()
     if "warnings" in d.columns:
@@ -342,9 +344,13 @@ def compare(
     time_scale: TimeScaleOpt = 1.0,
     sort: Annotated[str, typer.Option("--sort", help="order of the table's rows within a trace: runtime (fastest first), hits (most fast-tier hits first), migrations, energy, or policy (as given)")] = "runtime",
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="runs at once, a process each [default: every core, when the runs are long enough to pay for it]")] = None,
+    mix: Annotated[bool, typer.Option("--mix", help="compare the policies on the traces run together as one mix: each a program on its own core, sharing the tiers (detailed timing; docs/models.md, \"Many cores\")")] = False,
+    cores: Annotated[int, typer.Option("--cores", help="run each trace's threads on N cores sharing the tiers (detailed timing)")] = 1,
+    quantum: Annotated[int, typer.Option("--quantum", help="several cores: accesses a core may run at once before the cores are compared again (1, the default: in time order)")] = 1,
     quiet: QuietOpt = False,
 ) -> None:
-    """Compare policies on one or more traces (runtime normalized to all-slow).
+    """Compare policies on one or more traces (runtime normalized to all-slow), or on a mix
+    of traces run together (--mix).
 
     'guided:strategy=thermos' (or knapsack, hotset) profiles the trace itself, or the
     --guide-from trace (a training input), and places by the guidance it makes."""
@@ -356,9 +362,10 @@ def compare(
         from . import report
 
         # every file the report will write, checked before the run, not after it
-        report.check_out_dir(out, force, report.planned_files(api.compare_runs(traces, policies)))
+        report.check_out_dir(out, force, report.planned_files(api.compare_runs(traces, policies, mix=mix), mix))
     df = api.compare(traces, platform, policies, fast_capacity, _caps(capacity), timing, format, cache, _progress(quiet),
-                     guide_from=guide_from, repeat=repeat, time_scale=time_scale, workers=workers)
+                     guide_from=guide_from, repeat=repeat, time_scale=time_scale, workers=workers, mix=mix, cores=cores,
+                     quantum=quantum)
     if json_out:
         for r in df.attrs["results"]:
             print(json.dumps(r))

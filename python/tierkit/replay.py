@@ -114,10 +114,28 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
     from .api import run, trace_info
 
     cfg = result["config"]
-    tr = os.fspath(trace) if trace is not None else cfg["trace"]
-    fmt = cfg.get("trace_format")
+    several: dict[str, Any] = {}
+    if cfg.get("mix"):
+        # a mix (docs/models.md, "Many cores"): its programs, each checked against its digest
+        if trace is not None:
+            raise _core.TierkitError("replay: a mix's result names its programs' traces; --trace gives one trace")
+        tr: Any = list(cfg["mix"])
+        wants = str(cfg.get("trace_digest") or "").split("+")
+        for t, w in zip(tr, wants):
+            got = trace_info(t, None, cfg.get("cache"), False)["summary"].get("digest")
+            if w and got is not None and got != w:
+                raise _core.TierkitError(f"replay: {t} has digest {got[:12]}..., the mix was made from {w[:12]}...: "
+                                         f"give the traces it was made from")
+        several = dict(mix=True, quantum=int(cfg.get("quantum", 1)),
+                       alone=(result.get("mix") or {}).get("weighted_speedup") is not None)
+        want = None
+    else:
+        tr = os.fspath(trace) if trace is not None else cfg["trace"]
+        want = cfg.get("trace_digest")
+        if int(cfg.get("cores", 1)) > 1:
+            several = dict(cores=int(cfg["cores"]), quantum=int(cfg.get("quantum", 1)))
+    fmt = None if cfg.get("mix") else cfg.get("trace_format")
     cache = cfg.get("cache")
-    want = cfg.get("trace_digest")
     if want:
         got = trace_info(tr, fmt, cache, False)["summary"].get("digest")
         if got is not None and got != want:
@@ -137,14 +155,14 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
         plat = os.path.join(tmp, "platform.json")
         Path(plat).write_text(json.dumps(cfg["platform"]["platform"]))
         r = run(tr, plat, spec, None, _capacities(cfg), cfg["timing"], fmt, cache, progress,
-                repeat=int(cfg.get("repeat", 1)), time_scale=float(cfg.get("time_scale", 1.0)))
+                repeat=int(cfg.get("repeat", 1)), time_scale=float(cfg.get("time_scale", 1.0)), **several)
     finally:
         shutil.rmtree(tmp, True)
     # the replay is the recorded run: keep its labels and the record of its inputs
     r["policy"] = result.get("policy", r["policy"])
     r["platform"] = result.get("platform", r["platform"])
     r["config"]["policy"] = cfg["policy"]
-    for k in ("inputs", "guidance", "models", "cache"):
+    for k in ("inputs", "guidance", "models", "cache", "mix", "cores", "quantum"):
         if k in cfg:
             r["config"][k] = cfg[k]
     return r

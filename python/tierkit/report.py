@@ -55,12 +55,13 @@ def _heatmap_name(i: int, trace: str) -> str:
     return f"heatmap-{i}-{_slug(Path(trace).name)}.png"
 
 
-def planned_files(runs: Iterable[Tuple[str, str]]) -> List[str]:
+def planned_files(runs: Iterable[Tuple[str, str]], mix: bool = False) -> List[str]:
     """Every file a report of ``runs`` ((trace, policy label) in the comparison's order) may
     write, in the order written: a time series for every run (only those of policies that
-    record one are written) and a heat map for every distinct trace."""
+    record one are written) and a heat map for every distinct trace (none for a mix: its
+    programs' heat maps are each trace's own, ``tierkit heatmap``)."""
     runs = list(runs)
-    traces = list(dict.fromkeys(str(t) for t, _ in runs))
+    traces = [] if mix else list(dict.fromkeys(str(t) for t, _ in runs))
     return (FILES[:-1] + [_timeseries_name(i, str(p)) for i, (_, p) in enumerate(runs)]
             + [_heatmap_name(i, t) for i, t in enumerate(traces)] + FILES[-1:])
 
@@ -277,7 +278,8 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     the comparison's order."""
     out = Path(out)
     results = df.attrs.get("results", [])
-    names = planned_files((r["trace"], r["policy"]) for r in results)
+    mix = any(r["config"].get("mix") for r in results)
+    names = planned_files(((r["trace"], r["policy"]) for r in results), mix)
     check_out_dir(out, force, names)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -356,12 +358,14 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
     from .learned import counts, default_period
 
-    for i, t in enumerate(dict.fromkeys(r["trace"] for r in results)):
+    mix = any(r["config"].get("mix") for r in results)
+    for i, t in enumerate([] if mix else dict.fromkeys(r["trace"] for r in results)):
         rs = [r for r in results if r["trace"] == t]
         cfg0 = rs[0]["config"]
-        period = next((_period_of(r) for r in rs if _period_of(r)), None) or default_period(t, cfg0.get("trace_format"), cache)
+        path = cfg0["trace"]  # the file (a trace on several cores is labelled with them)
+        period = next((_period_of(r) for r in rs if _period_of(r)), None) or default_period(path, cfg0.get("trace_format"), cache)
         name = _heatmap_name(i, t)
-        c = counts(t, period, cfg0.get("trace_format"), cache, False)
+        c = counts(path, period, cfg0.get("trace_format"), cache, False)
         pngs[name] = put(name, _png(heatmap_figure(c, f"{Path(t).name}: access heat map")))
 
     from .api import representative

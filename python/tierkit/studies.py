@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, Union
 
@@ -39,8 +39,8 @@ ANALYSES = {
 TRACE_KINDS = ("file", "workload", "synth", "mix")
 MIX_KEYS = ("mix", "name", "quantum")
 SYNTH_KEYS = ("synth", "accesses", "pages", "write_ratio", "theta", "phases", "hot_fraction", "insn_per_access", "seed", "name")
-WORKLOAD_KEYS = ("workload", "size", "cache", "args", "slice", "name")
-FILE_KEYS = ("file", "format", "cache", "name")
+WORKLOAD_KEYS = ("workload", "size", "cache", "args", "slice", "name", "cores", "quantum")
+FILE_KEYS = ("file", "format", "cache", "name", "cores", "quantum")
 
 
 # --- the study file --------------------------------------------------------------------------
@@ -62,7 +62,8 @@ class TraceSpec:
     slice: Optional[str] = None          # workload: only this many instructions (--slice)
     synth: Optional[dict] = None         # synth: the synth() arguments
     parts: tuple = ()                    # mix: the programs' traces (TraceSpecs), each on a core
-    quantum: int = 1                     # mix: --quantum
+    quantum: int = 1                     # mix, or threads on cores: --quantum
+    cores: int = 1                       # file or workload: its threads on this many cores (--cores)
 
 
 @dataclass(frozen=True)
@@ -277,11 +278,17 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
             if not isinstance(it["mix"], list) or len(it["mix"]) < 2:
                 raise _err(source, "traces: mix", "give a list of at least two traces, each a program")
             parts = _parse_traces(source, it["mix"], [1], base, default_format, default_cache, False)
-            q = it.get("quantum", 1)
-            if isinstance(q, bool) or not isinstance(q, int) or q < 1:
-                raise _err(source, "traces: mix: quantum", f"{q!r}: a whole number of accesses >= 1")
+            q = _whole(source, "traces: mix: quantum", it.get("quantum", 1), "accesses")
             out.append(TraceSpec("mix", str(it.get("name") or f"mix-{len(parts)}"), parts=tuple(parts), quantum=q))
             continue
+        # a trace's threads on several cores, sharing the tiers (file and workload traces)
+        cores = _whole(source, f"traces: {it[kind]}: cores", it.get("cores", 1), "cores")
+        quantum = _whole(source, f"traces: {it[kind]}: quantum", it.get("quantum", 1), "accesses")
+        if "quantum" in it and cores == 1:
+            raise _err(source, f"traces: {it[kind]}: quantum", "only with cores: N (N > 1)")
+        if not mixes and cores > 1:
+            raise _err(source, f"traces: mix: {it[kind]}: cores", "a mix's program runs on one core")
+        first = len(out)
         if kind == "file":
             pattern = os.path.expandvars(str(it["file"]))
             if "$" in pattern:
@@ -318,7 +325,15 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
                 label = f"{label}-s{seed}" if len(seeds) > 1 and "seed" not in it else label
                 out.append(TraceSpec("synth", label, synth={"kind": kind_s, **{k: _fmt(v) if k in ("accesses", "pages") else v
                                                                                  for k, v in params.items()}, "seed": int(seed)}))
+        if cores > 1:
+            out[first:] = [replace(t, cores=cores, quantum=quantum) for t in out[first:]]
     return out
+
+
+def _whole(source: str, key: str, v: Any, unit: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise _err(source, key, f"{v!r}: a whole number of {unit} >= 1")
+    return v
 
 
 def load_study(path: PathLike) -> Study:
@@ -458,6 +473,7 @@ class Cell:
     mix_paths: tuple = ()       # a mix: its programs' traces (`path` is the first), and digests
     mix_digests: tuple = ()
     quantum: int = 1
+    cores: int = 1              # a trace's threads on this many cores
 
     def config(self) -> dict:
         """What the key is made of: the path is where the trace is, not what it is; the grid
@@ -466,9 +482,13 @@ class Cell:
         for k in ("path", "grid", "guide_trace", "guide_path", "mix_paths"):
             del c[k]
         if not self.mix_digests:
-            del c["mix_digests"], c["quantum"]
+            del c["mix_digests"]
         else:
             c["mix_digests"] = list(self.mix_digests)
+        if not self.mix_digests and self.cores == 1:
+            del c["quantum"]
+        if self.cores == 1:
+            del c["cores"]
         if self.task == "simulate":
             del c["task"], c["params"]
         else:
@@ -565,6 +585,8 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
                 path, dig = mpaths[0], "mix:" + hashlib.sha256("+".join(mdigs).encode()).hexdigest()
             else:
                 path, dig = trace_file(name)
+                if t.cores > 1 and any(x.kind != "simulate" for x in tasks):
+                    raise TierkitError(f"{study.source}: grids: {g.name}: {name}: a trace on several cores runs simulations only, not tune, kleio or kleoniki")
             fmt = t.format if t.kind == "file" else None
             cache = t.cache if t.kind == "file" else None
             guide = g.guide_from.get(name)
@@ -578,7 +600,8 @@ def cells(study: Study, out: Path, progress: Optional[bool] = None, memo: Option
                 guided = task.kind == "simulate" and guide is not None and task.label.split(":", 1)[0] == "guided"
                 out_cells.append(Cell(name, path, dig, fmt, cache, pl, pd_, cap, tm, task.label, rep, ts, task.kind,
                                       task.params, guide if guided else None, gpath if guided else None,
-                                      gdig if guided else None, g.name, mpaths, mdigs, t.quantum if mpaths else 1))
+                                      gdig if guided else None, g.name, mpaths, mdigs,
+                                      t.quantum if mpaths or t.cores > 1 else 1, t.cores))
     return out_cells
 
 
@@ -607,7 +630,8 @@ def _run_task(cell: Cell) -> dict:
                        cell.cache, False, repeat=cell.repeat, time_scale=cell.time_scale, mix=True, quantum=cell.quantum)
     if cell.task == "simulate":
         return api.run(cell.path, cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
-                       cell.cache, False, guide_from=cell.guide_path, repeat=cell.repeat, time_scale=cell.time_scale)
+                       cell.cache, False, guide_from=cell.guide_path, repeat=cell.repeat, time_scale=cell.time_scale,
+                       cores=cell.cores, quantum=cell.quantum)
     p = dict(cell.params)
     common = dict(platform=cell.platform, fast_capacity=cell.fast_capacity, timing=cell.timing, format=cell.format,
                   cache=cell.cache, progress=False)
@@ -788,6 +812,8 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
                 row["weighted_speedup"] = m.get("weighted_speedup")
                 row["throughput_accesses_per_us"] = m.get("throughput_accesses_per_us")
                 row["max_slowdown"] = max((p.get("slowdown") or 0 for p in progs), default=None) if progs else None
+            if c.cores > 1:
+                row["cores"] = c.cores
         tail = {"trace_digest": c.digest, "key": c.key, "error": rec.get("error")}
         if c.task == "simulate" or not r:
             rows.append({**row, **tail})

@@ -22,6 +22,11 @@ SORT_KEYS = {"runtime": ("runtime_ns", True), "policy": (None, True), "hits": ("
              "migrations": ("migrations", True), "energy": ("energy_j", True)}
 
 
+
+def _short(trace: str) -> str:
+    """A trace's file name; a mix's, its programs' names (``a.tkt + b.tkt``)."""
+    return " + ".join(Path(t).name for t in str(trace).split(" + "))
+
 def _name(policy: str) -> str:
     return str(policy).split(":", 1)[0]
 
@@ -114,7 +119,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
             continue
         best = min(contenders, key=lambda r: r["runtime_ns"])
         timing = best.get("timing", "")
-        head = f"{Path(t).name} ({best.get('platform', '')}, {timing} timing): "
+        head = f"{_short(t)} ({best.get('platform', '')}, {timing} timing): "
         refs = []
         for ref in dict.fromkeys([baseline, "first-touch"]):
             b = by.get(ref)
@@ -148,7 +153,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
             if not beaten_by:
                 continue
             most_hits = max(contenders, key=lambda x: x["fast_hit_ratio"]) is r
-            note = (f"{Path(t).name}: {r['policy']}, an upper bound by name, is slower than {len(beaten_by)} "
+            note = (f"{_short(t)}: {r['policy']}, an upper bound by name, is slower than {len(beaten_by)} "
                     f"polic{'y' if len(beaten_by) == 1 else 'ies'} (the fastest, {best['policy']}, by "
                     f"{ms(r['runtime_ns'] - best['runtime_ns'])}): {why_bound}. ")
             note += (f"It has the most fast-tier hits ({100 * r['fast_hit_ratio']:.1f}%), " if most_hits
@@ -159,7 +164,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
             out.append(note)
         idle = [r["policy"] for r in rs if did_nothing(r)]
         if idle:
-            out.append(f"{Path(t).name}: {', '.join(idle)} never acted (their result is their initial placement, "
+            out.append(f"{_short(t)}: {', '.join(idle)} never acted (their result is their initial placement, "
                        "marked ! in the table): see --repeat / --time-scale.")
     return out
 
@@ -174,7 +179,7 @@ def breakdown_table(results: Sequence[Mapping[str, Any]]) -> Optional["pd.DataFr
         b = breakdown(r)
         if not b:
             continue
-        rows.append({"trace": Path(r["trace"]).name, "policy": r["policy"], **{k: v / 1e6 for k, v in b.items()},
+        rows.append({"trace": _short(r["trace"]), "policy": r["policy"], **{k: v / 1e6 for k, v in b.items()},
                      "runtime": r["runtime_ns"] / 1e6})
     if not rows:
         return None
