@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -165,6 +165,13 @@ experiments-learned: $(VENV)/.built workloads tracer
 SPEC_TRACES ?= $(abspath ../shared/traces)
 experiments-mixes: $(VENV)/.built workloads tracer
 	SPEC_TRACES=$(SPEC_TRACES) $(SWEEP) experiments/mixes/study.yaml --out target/experiments/mixes
+
+# issue 19's study of seed 004's setting with many cores: the tiering policies on gups's threads
+# (8 and 16 cores) and on mixes of 8 and 16 workload-suite programs, on the whole socket's
+# dram-dcpmm; records the workloads once, then about 6 minutes of simulation on 2 cores
+experiments-tiering-cores: $(VENV)/.built workloads tracer
+	$(SWEEP) experiments/tiering-cores/study.yaml --out target/experiments/tiering-cores
+	$(PY) experiments/tiering_cores.py target/experiments/tiering-cores
 
 # issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm; records six workloads
 # once (seconds), then about 4 minutes of simulation on 2 cores
