@@ -4,6 +4,7 @@ executor and however many workers run them, and the report from the store."""
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -452,3 +453,25 @@ def test_compare_runs_its_policies_in_parallel_with_the_same_results(zipf_trace)
         [json.dumps(r, sort_keys=True) for r in two.attrs["results"]]
     with pytest.raises(tierkit.TierkitError, match="^workers: 0"):
         tierkit.compare(zipf_trace, policies="otf", workers=0)
+
+
+def test_the_experiments_study_files_read(monkeypatch):
+    # every study file behind a `make experiments-*` parses and expands to tasks (the SPEC
+    # traces' studies where ../shared has them; the migration study's traces are made by its
+    # make target first)
+    root = Path(__file__).resolve().parent.parent
+    spec = root.parent / "shared" / "traces"
+    files = sorted((root / "experiments").glob("*/*.yaml"))
+    read = 0
+    for f in files:
+        text = f.read_text()
+        if "SPEC_TRACES" in text:
+            if not spec.is_dir():
+                continue
+            monkeypatch.setenv("SPEC_TRACES", str(spec))
+        if "MIGRATION_TRACES" in text:
+            continue
+        s = sw.load_study(f)
+        assert s.traces and s.grids, f
+        read += 1
+    assert read >= 4
