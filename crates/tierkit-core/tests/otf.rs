@@ -515,7 +515,7 @@ fn adaptive_runs_pause_migrations() {
 /// enough to reconcile, stall and reverse-migrate all the time; runs are deterministic.
 #[test]
 fn invariants_on_two_and_three_tiers() {
-    let spec = SynthSpec { kind: SynthKind::Phases, accesses: 40_000, pages: 2_000, seed: 9, write_ratio: 0.3, phases: 3, insn_per_access: 15, ..Default::default() };
+    let spec = SynthSpec { kind: SynthKind::Phases, accesses: 20_000, pages: 1_000, seed: 9, write_ratio: 0.3, phases: 3, insn_per_access: 15, ..Default::default() };
     let policies = [
         "otf",
         "otf:ar=os,remap=8,threshold=4",
