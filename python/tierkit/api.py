@@ -193,14 +193,17 @@ def _row(r: Mapping[str, Any]) -> dict:
     row["repeat"] = r["config"].get("repeat", 1)
     row["time_scale"] = r["config"].get("time_scale", 1.0)
     if r.get("mix"):
-        # a mix's own figures (docs/models.md, "Many cores")
-        m = r["mix"]
-        progs = r.get("programs") or []
-        row["weighted_speedup"] = m.get("weighted_speedup")
-        row["throughput_accesses_per_us"] = m.get("throughput_accesses_per_us")
-        slow = [p["slowdown"] for p in progs if p.get("slowdown") is not None]
-        row["max_slowdown"] = max(slow) if slow else None
+        row.update(mix_figures(r))
     return row
+
+
+def mix_figures(r: Mapping[str, Any]) -> dict:
+    """A mix's own figures for a table's row (docs/models.md, "Many cores"): its weighted
+    speedup, its throughput, and its slowest program's slowdown (None without ``alone``)."""
+    m = r.get("mix") or {}
+    slow = [p["slowdown"] for p in r.get("programs") or [] if p.get("slowdown") is not None]
+    return {"weighted_speedup": m.get("weighted_speedup"), "throughput_accesses_per_us": m.get("throughput_accesses_per_us"),
+            "max_slowdown": max(slow) if slow else None}
 
 
 def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
@@ -544,32 +547,34 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             raise _core.TierkitError("--mix: give at least two traces, each a program of the mix")
         if guide_from is not None:
             raise _core.TierkitError("--guide-from: guided policies are made from one trace's profile; they do not run on a mix")
-        # the mix is the one thing compared; its summary is its programs' together
+        # the mix is the one thing compared (a run takes no summary for it), its size its
+        # programs' together
         parts = [trace_info(t, format, cache, progress)["summary"] for t in traces]
-        traces = [tuple(os.fspath(t) for t in traces)]
-        summaries: list[Optional[dict]] = [{"accesses": sum(int(x["accesses"]) for x in parts)}]
+        units: list[Any] = [[os.fspath(t) for t in traces]]
+        summaries: list[Optional[dict]] = [None]
+        sizes = [sum(int(x["accesses"]) for x in parts)]
         args.update(mix=True, quantum=quantum, alone=alone)
     else:
         # one summary per trace (instant for native traces), shared by its runs
+        units = [os.fspath(t) for t in traces]
         summaries = [trace_info(t, format, cache, progress)["summary"] for t in traces]
+        sizes = [int(x["accesses"]) for x in summaries]  # type: ignore[index]
         args.update(guide_from=guide_from)
         if cores != 1:
             args.update(cores=cores, quantum=quantum)
-    jobs = [(i, p) for i in range(len(traces)) for p in pols]
+    jobs = [(i, p) for i in range(len(units)) for p in pols]
     par = [k for k, (_, p) in enumerate(jobs) if isinstance(p, str)]
     from .pool import cpu_count
 
     n = min(cpu_count() if workers is None else workers, len(par))
-    if workers is None and sum(int(summaries[jobs[k][0]]["accesses"]) * repeat for k in par) < 5_000_000:
+    if workers is None and sum(sizes[jobs[k][0]] * repeat for k in par) < 5_000_000:
         n = 1
     out: list[Optional[dict]] = [None] * len(jobs)
     if n > 1:
         from .pool import pool as make_pool
 
         with Bar("compare", progress, unit="run") as bar, make_pool(n) as pool:
-            futs = {k: pool.submit(_compare_job, _job_trace(traces[jobs[k][0]]), jobs[k][1], _job_summary(summaries[jobs[k][0]], mix),
-                                   args)
-                    for k in par}
+            futs = {k: pool.submit(_compare_job, units[jobs[k][0]], jobs[k][1], summaries[jobs[k][0]], args) for k in par}
             done = 0
             for k in range(len(jobs)):
                 if k in futs:
@@ -578,13 +583,13 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
                         raise _core.TierkitError(r)
                 else:
                     i, p = jobs[k]
-                    r = run(_job_trace(traces[i]), policy=p, progress=False, summary=_job_summary(summaries[i], mix), **args)
+                    r = run(units[i], policy=p, progress=False, summary=summaries[i], **args)
                 out[k] = r
                 done += 1
                 bar.callback(done, len(jobs))
     else:
         for k, (i, p) in enumerate(jobs):
-            out[k] = run(_job_trace(traces[i]), policy=p, progress=progress, summary=_job_summary(summaries[i], mix), **args)
+            out[k] = run(units[i], policy=p, progress=progress, summary=summaries[i], **args)
     results = [r for r in out if r is not None]
     rows = [_row(r) for r in results]
     _flag_identical(results, rows)
@@ -597,15 +602,6 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
         df[f"speedup_vs_{baseline}"] = 1.0 / df[f"runtime_vs_{baseline}"]
     df.attrs["results"] = results
     return df
-
-
-def _job_trace(t: Any) -> Any:
-    """What :func:`run` takes for one compared unit: a trace's path, or a mix's list."""
-    return list(t) if isinstance(t, tuple) else os.fspath(t)
-
-
-def _job_summary(s: Optional[dict], mix: bool) -> Optional[dict]:
-    return None if mix else s
 
 
 def _compare_job(trace: Any, policy: str, summary: Optional[dict], args: dict) -> tuple[bool, Any]:

@@ -55,6 +55,11 @@ def _heatmap_name(i: int, trace: str) -> str:
     return f"heatmap-{i}-{_slug(Path(trace).name)}.png"
 
 
+def _is_mix(results: Sequence[dict]) -> bool:
+    """The results compare policies on a mix (whose trace is no one file)."""
+    return any(r["config"].get("mix") for r in results)
+
+
 def planned_files(runs: Iterable[Tuple[str, str]], mix: bool = False) -> List[str]:
     """Every file a report of ``runs`` ((trace, policy label) in the comparison's order) may
     write, in the order written: a time series for every run (only those of policies that
@@ -278,8 +283,7 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     the comparison's order."""
     out = Path(out)
     results = df.attrs.get("results", [])
-    mix = any(r["config"].get("mix") for r in results)
-    names = planned_files(((r["trace"], r["policy"]) for r in results), mix)
+    names = planned_files(((r["trace"], r["policy"]) for r in results), _is_mix(results))
     check_out_dir(out, force, names)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -358,8 +362,7 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
     from .learned import counts, default_period
 
-    mix = any(r["config"].get("mix") for r in results)
-    for i, t in enumerate([] if mix else dict.fromkeys(r["trace"] for r in results)):
+    for i, t in enumerate([] if _is_mix(results) else dict.fromkeys(r["trace"] for r in results)):
         rs = [r for r in results if r["trace"] == t]
         cfg0 = rs[0]["config"]
         path = cfg0["trace"]  # the file (a trace on several cores is labelled with them)

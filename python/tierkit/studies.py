@@ -789,7 +789,7 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
     capacity, timing, repeat and time scale)."""
     import pandas as pd
 
-    from .api import RESULT_COLUMNS
+    from .api import RESULT_COLUMNS, mix_figures
 
     rows = []
     for c in all_cells:
@@ -806,12 +806,8 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
                     row[k] = r.get(k) if r else None
             row["warnings"] = list(r.get("warnings") or []) if r else []
             if c.mix_paths:
-                m = (r or {}).get("mix") or {}
-                progs = (r or {}).get("programs") or []
                 row["programs"] = len(c.mix_paths)
-                row["weighted_speedup"] = m.get("weighted_speedup")
-                row["throughput_accesses_per_us"] = m.get("throughput_accesses_per_us")
-                row["max_slowdown"] = max((p.get("slowdown") or 0 for p in progs), default=None) if progs else None
+                row.update(mix_figures(r or {}))
             if c.cores > 1:
                 row["cores"] = c.cores
         tail = {"trace_digest": c.digest, "key": c.key, "error": rec.get("error")}

@@ -22,10 +22,10 @@ SORT_KEYS = {"runtime": ("runtime_ns", True), "policy": (None, True), "hits": ("
              "migrations": ("migrations", True), "energy": ("energy_j", True)}
 
 
-
 def _short(trace: str) -> str:
     """A trace's file name; a mix's, its programs' names (``a.tkt + b.tkt``)."""
     return " + ".join(Path(t).name for t in str(trace).split(" + "))
+
 
 def _name(policy: str) -> str:
     return str(policy).split(":", 1)[0]

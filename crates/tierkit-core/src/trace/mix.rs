@@ -72,7 +72,6 @@ impl Lane {
 enum Feed {
     /// one source per core
     Programs(Vec<Box<dyn RecordSource>>),
-    /// one source for every core, its threads mapped to cores
     /// one source for every core, its threads mapped to cores. `own[c]`: core c's own
     /// instruction count, `global`: the trace's at the last access (see `refill`)
     Threads { src: Box<dyn RecordSource>, cores: HashMap<u32, usize>, next: usize, buf: Batch, own: Vec<u64>, global: u64 },
