@@ -95,6 +95,13 @@ def test_compare_a_mix_and_replay_it(programs, cli, tmp_path):
     (tmp_path / "r.json").write_text(out.splitlines()[0])
     rc, out, err = cli("replay", tmp_path / "r.json")
     assert rc == 0 and "same figures, bit for bit" in out, out + err
+    # a program that is not the one recorded is named (the run computes each program's digest)
+    d = json.loads((tmp_path / "r.json").read_text())
+    first, _ = d["config"]["trace_digest"].split("+")
+    d["config"]["trace_digest"] = first + "+" + "0" * 64
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    rc, out, err = cli("replay", tmp_path / "bad.json")
+    assert rc == 2 and err.count("\n") == 1 and "stream.tkt has digest" in err and "made from 000000000000" in err, err
     rc, out, err = cli("compare", programs[0], "--mix", "--timing", "detailed", "-q")
     assert rc == 2 and err.count("\n") == 1 and "--mix: give at least two traces" in err
 
@@ -111,3 +118,8 @@ def test_compare_threads_on_cores_and_replay(threads_trace, cli, tmp_path):
     (tmp_path / "r.json").write_text(out.splitlines()[0])
     rc, out, err = cli("replay", tmp_path / "r.json")
     assert rc == 0 and "same figures, bit for bit" in out, out + err
+    d = json.loads((tmp_path / "r.json").read_text())
+    d["config"]["trace_digest"] = "ab" * 32
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    rc, out, err = cli("replay", tmp_path / "bad.json")
+    assert rc == 2 and err.count("\n") == 1 and "threads.tkt has digest" in err, err

@@ -111,36 +111,24 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
     recorded one. Files the run read are taken from ``config.inputs`` (checked against their
     SHA-256); a result without them (made before they were recorded) reads the recorded paths,
     which must still exist."""
-    from .api import run, trace_info
+    from .api import run
 
     cfg = result["config"]
     several: dict[str, Any] = {}
+    fmt = cfg.get("trace_format")
+    cache = cfg.get("cache")
     if cfg.get("mix"):
-        # a mix (docs/models.md, "Many cores"): its programs, each checked against its digest
+        # a mix (docs/models.md, "Many cores"): its programs, each with its own digest
         if trace is not None:
             raise _core.TierkitError("replay: a mix's result names its programs' traces; --trace gives one trace")
         tr: Any = list(cfg["mix"])
-        wants = str(cfg.get("trace_digest") or "").split("+")
-        for t, w in zip(tr, wants):
-            got = trace_info(t, None, cfg.get("cache"), False)["summary"].get("digest")
-            if w and got is not None and got != w:
-                raise _core.TierkitError(f"replay: {t} has digest {got[:12]}..., the mix was made from {w[:12]}...: "
-                                         f"give the traces it was made from")
+        fmt = None  # (each program's format is found in its file)
         several = dict(mix=True, quantum=int(cfg.get("quantum", 1)),
                        alone=(result.get("mix") or {}).get("weighted_speedup") is not None)
-        want = None
     else:
         tr = os.fspath(trace) if trace is not None else cfg["trace"]
-        want = cfg.get("trace_digest")
         if int(cfg.get("cores", 1)) > 1:
             several = dict(cores=int(cfg["cores"]), quantum=int(cfg.get("quantum", 1)))
-    fmt = None if cfg.get("mix") else cfg.get("trace_format")
-    cache = cfg.get("cache")
-    if want:
-        got = trace_info(tr, fmt, cache, False)["summary"].get("digest")
-        if got is not None and got != want:
-            raise _core.TierkitError(f"replay: {tr} has digest {got[:12]}..., the result was made from {want[:12]}...: "
-                                     f"give the trace it was made from")
     tmp = tempfile.mkdtemp(prefix="tierkit-replay-")
     try:
         paths = {}
@@ -158,6 +146,14 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
                 repeat=int(cfg.get("repeat", 1)), time_scale=float(cfg.get("time_scale", 1.0)), **several)
     finally:
         shutil.rmtree(tmp, True)
+    # the trace read must be the one recorded: the run computes its digest as it reads it (a
+    # mix's is its programs', joined by '+')
+    want, got = str(cfg.get("trace_digest") or ""), str(r["config"].get("trace_digest") or "")
+    if want and got and want != got:
+        names = tr if isinstance(tr, list) else [tr]
+        t, w, g = next((x for x in zip(names, want.split("+"), got.split("+")) if x[1] != x[2]), (tr, want, got))
+        raise _core.TierkitError(f"replay: {t} has digest {g[:12]}..., the result was made from {w[:12]}...: "
+                                 f"give the trace it was made from")
     # the replay is the recorded run: keep its labels and the record of its inputs
     r["policy"] = result.get("policy", r["policy"])
     r["platform"] = result.get("platform", r["platform"])
