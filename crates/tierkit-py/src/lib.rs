@@ -44,13 +44,13 @@ fn plain(e: Error) -> PyErr {
     to_py(e, &Arc::new(Mutex::new(None)))
 }
 
-fn input(path: &str, format: Option<&str>, cache: Option<&str>) -> Result<TraceInput, Error> {
+fn input(path: &std::path::Path, format: Option<&str>, cache: Option<&str>) -> Result<TraceInput, Error> {
     let fmt = format.map(|f| Format::parse("--format", f)).transpose()?;
     let cache = match cache {
         Some(c) => CacheSpec::parse("--cache", c)?,
         None => None,
     };
-    Ok(TraceInput::new(PathBuf::from(path)).with_format(fmt).with_cache(cache))
+    Ok(TraceInput::new(path.to_path_buf()).with_format(fmt).with_cache(cache))
 }
 
 /// A progress callback into Python: `cb(done, total) -> bool | None`; also turns Ctrl-C
@@ -100,9 +100,9 @@ fn json_out<T: serde::Serialize>(v: &T) -> PyResult<String> {
 /// Summary of a trace as JSON (`trace info`).
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, progress=None))]
-fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn trace_info(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(path, format, cache)?;
+        let inp = input(&path, format, cache)?;
         let fmt = inp.resolved_format()?;
         let (meta, summary) = if fmt == Format::Tkt && inp.cache.is_none() {
             trace::tkt::TktReader::read_summary(&inp.path)?
@@ -122,7 +122,7 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
             s.import_losses = src.import_losses();
             (meta, s)
         };
-        Ok(serde_json::json!({ "path": path, "format": fmt.spec(), "meta": meta, "summary": summary }).to_string())
+        Ok(serde_json::json!({ "path": path.to_string_lossy(), "format": fmt.spec(), "meta": meta, "summary": summary }).to_string())
     })
 }
 
@@ -130,7 +130,7 @@ fn trace_info(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&s
 /// `slice`: `None` (the trace's markers, else 64 equal slices), `N-insn` or `N` accesses.
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, slice=None, progress=None))]
-fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option<&str>, slice: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn profile_trace(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Option<&str>, slice: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     let slice_by = match slice {
         None => tierkit_core::profile::SliceBy::Auto,
         Some(s) => match Period::parse("--slice", s).map_err(plain)? {
@@ -141,7 +141,7 @@ fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option
         },
     };
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(path, format, cache)?;
+        let inp = input(&path, format, cache)?;
         let p = tierkit_core::profile::profile(&inp, slice_by, cb)?;
         serde_json::to_string(&p).map_err(|e| Error::Invariant(e.to_string()))
     })
@@ -151,9 +151,9 @@ fn profile_trace(py: Python<'_>, path: &str, format: Option<&str>, cache: Option
 /// (sparse: one entry per page accessed in a period; see `tierkit_core::periods`).
 #[pyfunction]
 #[pyo3(signature = (path, period, format=None, cache=None, progress=None))]
-fn period_counts<'py>(py: Python<'py>, path: &str, period: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+fn period_counts<'py>(py: Python<'py>, path: PathBuf, period: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
     let c = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(path, format, cache)?;
+        let inp = input(&path, format, cache)?;
         tierkit_core::periods::period_counts(&inp, period, cb)
     })?;
     let d = PyDict::new(py);
@@ -173,9 +173,9 @@ fn period_counts<'py>(py: Python<'py>, path: &str, period: u64, format: Option<&
 /// Page reuse distances in buckets of `bucket` accesses, as JSON (Cori's reuse collector).
 #[pyfunction]
 #[pyo3(signature = (path, bucket, format=None, cache=None, progress=None))]
-fn reuse_histogram(py: Python<'_>, path: &str, bucket: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn reuse_histogram(py: Python<'_>, path: PathBuf, bucket: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     let h = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(path, format, cache)?;
+        let inp = input(&path, format, cache)?;
         tierkit_core::periods::reuse_histogram(&inp, bucket, cb)
     })?;
     json_out(&h)
@@ -183,8 +183,8 @@ fn reuse_histogram(py: Python<'_>, path: &str, bucket: u64, format: Option<&str>
 
 /// Detect a trace's format.
 #[pyfunction]
-fn detect_format(path: &str) -> PyResult<String> {
-    trace::input::detect(std::path::Path::new(path)).map(|f| f.name().to_string()).map_err(plain)
+fn detect_format(path: PathBuf) -> PyResult<String> {
+    trace::input::detect(&path).map(|f| f.name().to_string()).map_err(plain)
 }
 
 /// Convert a trace; returns the report as JSON.
@@ -193,8 +193,8 @@ fn detect_format(path: &str) -> PyResult<String> {
 #[allow(clippy::too_many_arguments)]
 fn trace_convert(
     py: Python<'_>,
-    src: &str,
-    out: &str,
+    src: PathBuf,
+    out: PathBuf,
     format: Option<&str>,
     to: Option<&str>,
     cache: Option<&str>,
@@ -202,9 +202,9 @@ fn trace_convert(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(src, format, cache)?;
+        let inp = input(&src, format, cache)?;
         let to = to.map(|t| Format::parse("--to", t)).transpose()?;
-        let r = trace::convert::convert(&inp, std::path::Path::new(out), to, force, Some(cb))?;
+        let r = trace::convert::convert(&inp, &out, to, force, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
     })
 }
@@ -216,7 +216,7 @@ fn trace_convert(
 fn trace_synth(
     py: Python<'_>,
     kind: &str,
-    out: &str,
+    out: PathBuf,
     accesses: &str,
     pages: &str,
     seed: u64,
@@ -233,7 +233,7 @@ fn trace_synth(
         let pages = tierkit_core::units::parse_count("--pages", pages)?;
         let spec = SynthSpec { kind: SynthKind::parse(kind)?, accesses, pages, seed, write_ratio, theta, phases, hot_fraction, insn_per_access, ..Default::default() };
         let mut src = SynthSource::new(spec)?;
-        let mut w = TktWriter::create(std::path::Path::new(out), src.meta(), force)?;
+        let mut w = TktWriter::create(&out, src.meta(), force)?;
         let mut b = Batch::default();
         while src.next_batch(&mut b)? {
             w.write_batch(&b)?;
@@ -258,8 +258,8 @@ fn trace_record(
     py: Python<'_>,
     program: &str,
     args: Vec<String>,
-    out: &str,
-    tool_dir: &str,
+    out: PathBuf,
+    tool_dir: PathBuf,
     cache: &str,
     context: u32,
     slice: Option<&str>,
@@ -278,12 +278,12 @@ fn trace_record(
         let opts = trace::raw::RecordOptions {
             program: program.to_string(),
             args,
-            out: PathBuf::from(out),
+            out,
             cache: CacheSpec::parse("--cache", cache)?,
             context,
             slice_insn: slice.map(|s| tierkit_core::units::parse_count("--slice", s)).transpose()?.unwrap_or(0),
             force,
-            tool_dir: PathBuf::from(tool_dir),
+            tool_dir,
             valgrind: valgrind.map(PathBuf::from),
             kill_after,
         };
@@ -294,9 +294,9 @@ fn trace_record(
 /// Read a trace into numpy arrays (accesses) plus a JSON list of the other records.
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, limit=None))]
-fn trace_read<'py>(py: Python<'py>, path: &str, format: Option<&str>, cache: Option<&str>, limit: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
+fn trace_read<'py>(py: Python<'py>, path: PathBuf, format: Option<&str>, cache: Option<&str>, limit: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
     let res = py.detach(move || -> Result<(Batch, TraceMeta), Error> {
-        let inp = input(path, format, cache)?;
+        let inp = input(&path, format, cache)?;
         let mut src = inp.open()?;
         let meta = src.meta().clone();
         let mut all = Batch::default();
@@ -340,7 +340,7 @@ fn trace_read<'py>(py: Python<'py>, path: &str, format: Option<&str>, cache: Opt
 #[pyfunction]
 #[pyo3(signature = (out, addr, write, insn=None, page_size=4096, force=false))]
 fn trace_write(
-    out: &str,
+    out: PathBuf,
     addr: PyReadonlyArray1<'_, u64>,
     write: PyReadonlyArray1<'_, bool>,
     insn: Option<PyReadonlyArray1<'_, u64>>,
@@ -363,7 +363,7 @@ fn trace_write(
     }
     let mut meta = TraceMeta { page_size, time_insn: ins.is_some(), ..Default::default() };
     meta.provenance.tool = "tierkit.write_trace (Python)".into();
-    let mut wr = TktWriter::create(std::path::Path::new(out), &meta, force).map_err(plain)?;
+    let mut wr = TktWriter::create(&out, &meta, force).map_err(plain)?;
     for k in 0..a.len() {
         wr.write_access(&Access { addr: a[k], write: w[k], insn: ins.map(|i| i[k]).unwrap_or(0), size: 64, ..Default::default() }).map_err(plain)?;
     }
@@ -436,7 +436,7 @@ impl PeriodicDecider for PyDecider {
 #[allow(clippy::too_many_arguments)]
 fn simulate(
     py: Python<'_>,
-    trace: &str,
+    trace: PathBuf,
     platform: &str,
     policy: Py<PyAny>,
     fast_capacity: Option<&str>,
@@ -451,7 +451,7 @@ fn simulate(
     time_scale: f64,
     watch: Option<Vec<(String, u64, u64)>>,
     watch_every_ns: f64,
-    mix: Option<Vec<String>>,
+    mix: Option<Vec<PathBuf>>,
     cores: usize,
     quantum: usize,
 ) -> PyResult<String> {
@@ -468,7 +468,7 @@ fn simulate(
         }
     };
     detached(py, progress, pending, move |cb| {
-        let inp = input(trace, format, cache)?;
+        let inp = input(&trace, format, cache)?;
         let plat = Platform::load(platform)?;
         let mut caps = Vec::new();
         if let Some(f) = fast_capacity {
@@ -596,8 +596,8 @@ fn cache_presets() -> PyResult<String> {
 /// returns the exit status to pass on (the program's, or 2 after one error line). Runs
 /// without the GIL; SIGINT, SIGTERM and SIGHUP go to the program meanwhile.
 #[pyfunction]
-fn run_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    let args: Vec<String> = std::iter::once("tierkit run".to_string()).chain(argv).collect();
+fn run_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
+    let args: Vec<std::ffi::OsString> = std::iter::once("tierkit run".into()).chain(argv).collect();
     let _ = std::io::Write::flush(&mut std::io::stdout());
     py.detach(move || tierkit_run::main_with_args(args))
 }

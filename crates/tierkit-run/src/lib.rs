@@ -109,7 +109,7 @@ pub struct Args {
     pub pid: Option<i32>,
     /// The program and its arguments, after --
     #[arg(last = true)]
-    pub program: Vec<String>,
+    pub program: Vec<std::ffi::OsString>,
 }
 
 /// What kind of policy a spec names.
@@ -132,8 +132,12 @@ pub fn policy_kind(name: &str) -> Kind {
 
 /// The entry point of `tierkit run` and of the `tierkit-run` binary: `args[0]` is the
 /// program name. Returns the exit status: the program's, or 2 after one error line.
-pub fn main_with_args(args: Vec<String>) -> i32 {
-    let args = match Args::try_parse_from(&args) {
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = match Args::try_parse_from(args) {
         Ok(a) => a,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -819,7 +823,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                     Ok(())
                 });
             }
-            let child = cmd.spawn().map_err(|e| Error::config("program", format!("'{}' cannot be run: {e}", args.program[0])))?;
+            let child = cmd.spawn().map_err(|e| Error::config("program", format!("'{}' cannot be run: {e}", args.program[0].to_string_lossy())))?;
             let pid = child.id() as i32;
             CHILD.store(pid, SeqCst);
             Proc { pid, target: Target::Child(child), pidfd: pidfd_open(pid), status: None, gone: false }
@@ -1042,7 +1046,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "policy": spec.name,
         "policy_spec": args.policy,
         "kind": match kind { Kind::Memory => "memory policy", Kind::Daemon => "daemon", Kind::Kernel => "kernel" },
-        "program": args.program,
+        "program": args.program.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>(),
         "pid": pid,
         "attached": args.pid.is_some(),
         "fast_node": tiers.fast,
@@ -1189,7 +1193,7 @@ mod tests {
 
     #[test]
     fn command_line_errors_are_one_line_exit_2() {
-        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
         assert_eq!(run(&["--bogus", "--", "true"]), 2);
         assert_eq!(run(&[]), 2);
         assert_eq!(run(&["--interval", "fast", "--", "true"]), 2);
@@ -1210,7 +1214,7 @@ mod tests {
         std::fs::write(&v2, r#"{"format": "tierkit-guidance", "version": 2, "context": 1, "arenas": [], "sites": []}"#).unwrap();
         assert!(guided::check_guidance(&v2).is_ok());
         assert!(guided::check_guidance(&dir.path().join("none.json")).unwrap_err().to_string().contains("cannot read"));
-        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
         let v2s = v2.to_str().unwrap();
         assert_eq!(run(&["--guidance", v1.to_str().unwrap(), "--", "true"]), 2);
         assert_eq!(run(&["--policy", "hyplacer", "--guidance", v2s, "--", "true"]), 2);
@@ -1219,8 +1223,20 @@ mod tests {
 
     #[test]
     fn the_exit_status_passes_through() {
-        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+        let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
         assert_eq!(run(&["--json", "--", "sh", "-c", "exit 3"]), 3);
         assert_eq!(run(&["--json", "--", "sh", "-c", "kill -9 $$"]), 128 + 9);
+    }
+
+    #[test]
+    fn the_programs_arguments_pass_through_as_bytes() {
+        // Linux arguments are bytes, not always UTF-8: the program gets them as they were
+        use std::os::unix::ffi::OsStringExt;
+        let odd = std::ffi::OsString::from_vec(b"a\xffb".to_vec());
+        let args = |last: std::ffi::OsString| -> Vec<std::ffi::OsString> {
+            ["tierkit-run", "--json", "--", "sh", "-c", r#"test "$1" = "$(printf 'a\377b')""#, "sh"].iter().map(std::ffi::OsString::from).chain([last]).collect()
+        };
+        assert_eq!(main_with_args(args(odd)), 0);
+        assert_eq!(main_with_args(args("ab".into())), 1);
     }
 }

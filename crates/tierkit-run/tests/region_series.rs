@@ -118,7 +118,7 @@ fn a_bad_region_line_written_mid_run_ends_the_program_with_an_error_naming_file_
 fn region_series_needs_regions_and_an_existing_file_needs_force() {
     let d = tempfile::tempdir().unwrap();
     let rs = d.path().join("rs.csv");
-    let run_cli = |a: &[&str]| tierkit_run::main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from).collect());
+    let run_cli = |a: &[&str]| tierkit_run::main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
     let rss = rs.to_str().unwrap();
     assert_eq!(run_cli(&["--region-series", rss, "--", "true"]), 2);
     assert!(!rs.exists());

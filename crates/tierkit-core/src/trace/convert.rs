@@ -25,7 +25,8 @@ pub struct ConvertReport {
 
 /// The output format implied by a file name (`.tkt` → native), if any.
 pub fn format_from_name(out: &Path) -> Option<Format> {
-    let name = out.file_name()?.to_str()?.to_ascii_lowercase();
+    // (the suffix decides: a name with bytes that are not UTF-8 before it still has one)
+    let name = out.file_name()?.to_string_lossy().to_ascii_lowercase();
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     if name.ends_with(".tkt") {
         Some(Format::Tkt)

@@ -86,8 +86,12 @@ impl SynthSpec {
         if self.pages == 0 {
             return Err(Error::config("--pages", "must be at least 1"));
         }
-        if self.pages > (1 << 40) {
-            return Err(Error::config("--pages", "too many pages"));
+        if self.pages > MAX_PAGES {
+            return Err(Error::config("--pages", format!("{}: at most {MAX_PAGES} (2^40 pages of 4 KiB: the addresses stay within 64 bits)", self.pages)));
+        }
+        // zipf keeps a permutation of 32-bit page ranks: checked before it is allocated
+        if self.kind == SynthKind::Zipf && self.pages > MAX_ZIPF_PAGES {
+            return Err(Error::config("--pages", format!("{}: zipf draws at most {MAX_ZIPF_PAGES} pages (2^27, 512 GiB of 4 KiB pages; its permutation of ranks takes 4 bytes a page)", self.pages)));
         }
         if !(0.0..=1.0).contains(&self.write_ratio) {
             return Err(Error::config("--write-ratio", format!("{} is not in [0, 1]", self.write_ratio)));
@@ -104,6 +108,12 @@ impl SynthSpec {
         Ok(())
     }
 }
+
+/// The most pages a synthetic trace spans (docs/limits.md).
+pub const MAX_PAGES: u64 = 1 << 40;
+/// The most pages a `zipf` trace spans: its rank permutation is allocated up front, 4 bytes
+/// a page (512 MiB at this limit), and holds 32-bit ranks.
+pub const MAX_ZIPF_PAGES: u64 = 1 << 27;
 
 /// A generator of synthetic records.
 pub struct SynthSource {
@@ -233,6 +243,20 @@ mod tests {
         assert!((wr - 0.25).abs() < 0.02, "{wr}");
         let st = scan(&mut SynthSource::new(SynthSpec { kind: SynthKind::Stream, accesses: 64 * 10, pages: 100, ..Default::default() }).unwrap()).unwrap();
         assert_eq!(st.pages, 10);
+    }
+
+    #[test]
+    fn page_counts_are_checked_before_anything_is_allocated() {
+        // 2^32 used to be truncated to 0 ranks (then a panic) and 1G allocated 4 GB first
+        for pages in [1u64 << 32, (1 << 32) + 1, 1 << 30, MAX_ZIPF_PAGES + 1] {
+            let e = SynthSource::new(SynthSpec { pages, accesses: 10, ..Default::default() }).err().expect("refused");
+            assert!(e.to_string().contains("--pages") && e.to_string().contains("zipf draws at most"), "{e}");
+        }
+        let e = SynthSource::new(SynthSpec { kind: SynthKind::Uniform, pages: MAX_PAGES + 1, accesses: 10, ..Default::default() }).err().expect("refused");
+        assert!(e.to_string().contains("at most 1099511627776"), "{e}");
+        // the kinds that keep no per-page state take any count up to the address limit
+        let s = scan(&mut SynthSource::new(SynthSpec { kind: SynthKind::Uniform, pages: 1 << 32, accesses: 1000, ..Default::default() }).unwrap()).unwrap();
+        assert_eq!(s.accesses, 1000);
     }
 
     #[test]
