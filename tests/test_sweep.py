@@ -150,7 +150,8 @@ policies: [first-touch, "guided:guidance=missing.json"]
     assert "Failed cells" in (tmp_path / "o" / "index.html").read_text()
     # a failed cell is tried again by the next sweep, a good one is not
     store = sw.Store(tmp_path / "o")
-    assert not store.done(bad["key"].item()) and store.done(df["key"].iloc[0])
+    cell = {c.key: c for c in sw.cells(sw.load_study(f), tmp_path / "o")}
+    assert not store.done(cell[bad["key"].item()]) and store.done(cell[df["key"].iloc[0]])
 
 
 def test_grids_share_the_store_and_compare_within_their_grid(tmp_path, small_trace):

@@ -268,6 +268,11 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
                              None if summary is None or cores > 1 else json.dumps(summary), bar.callback, paranoid, repeat,
                              time_scale, watch, float(watch_every_ns or 0.0), None, cores, _quantum(quantum))
     r = json.loads(out)
+    path = _s(trace)
+    if path != path.encode("utf-8", "surrogatepass").decode("utf-8", "ignore"):
+        # a file name that is not UTF-8: the core writes it with U+FFFD; the result keeps its
+        # bytes (as Python holds them), so that it prints and replays as the file's name
+        r["trace"] = r["config"]["trace"] = path
     if cores > 1:
         # what replay needs: the trace's path, the cores and the quantum
         r["config"].update(trace=_s(trace), cores=cores, quantum=quantum)
@@ -905,22 +910,36 @@ def load(directory: PathLike) -> pd.DataFrame:
     for name in ("results.parquet", "results.jsonl"):
         if not (d / name).is_file():
             raise _core.TierkitError(f"{d / name}: missing: {d} is not a tierkit report directory")
+    # a report may come from anyone (docs/security.md): sizes checked before reading
+    from . import untrusted
+
+    pq = d / "results.parquet"
+    if pq.stat().st_size > untrusted.MAX_RESULT_BYTES:
+        raise _core.TierkitError(f"{pq}: {pq.stat().st_size:,} bytes: larger than a report's table can be "
+                                 f"({untrusted.MAX_RESULT_BYTES:,} bytes)")
     try:
-        df = pd.read_parquet(d / "results.parquet")
+        df = pd.read_parquet(pq)
     except Exception as e:  # pyarrow's errors have no common base
-        raise _core.TierkitError(f"{d / 'results.parquet'}: unreadable: {e}") from None
+        raise _core.TierkitError(f"{pq}: unreadable: {e}") from None
+    jl = d / "results.jsonl"
+    text = untrusted.text(untrusted.read_bytes(jl, "report's results.jsonl", untrusted.MAX_RESULT_BYTES), jl)
     results = []
-    with open(d / "results.jsonl", encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    results.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise _core.TierkitError(f"{d / 'results.jsonl'}:{i}: not JSON: {e.msg}") from None
+    for i, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            r = untrusted.json_doc(line, jl, i)
+            if not isinstance(r, dict):
+                raise untrusted.fail(jl, f"line {i}", f"{untrusted.short(r)} is not a run's result (an object)")
+            results.append(r)
     if len(results) != len(df):
         raise _core.TierkitError(f"{d}: results.jsonl has {len(results)} runs and results.parquet {len(df)} rows")
     if "warnings" in df.columns:
-        df["warnings"] = [list(w) if w is not None else [] for w in df["warnings"]]
+        ws = []
+        for i, w in enumerate(df["warnings"]):
+            w = [] if w is None else w
+            if isinstance(w, str) or not hasattr(w, "__iter__") or not all(isinstance(x, str) for x in w):
+                raise untrusted.fail(pq, f"row {i}: warnings", f"{untrusted.short(w)} is not a list of strings")
+            ws.append(list(w))
+        df["warnings"] = ws
     df.attrs["results"] = results
     return df
 

@@ -252,7 +252,7 @@ def replay(
 
     bad = 0
     for old in rp.load(result):
-        new = rp.replay(old, trace, _progress(quiet))
+        new = rp.replay(old, trace, _progress(quiet), source=str(result))
         diff = rp.differences(old, new)
         bad += bool(diff)
         if json_out:
@@ -398,6 +398,7 @@ def sweep_cmd(
     address: Annotated[Optional[str], typer.Option("--address", help="with --executor ray: the cluster to join (host:port, or auto) [default: start a local instance]")] = None,
     ship_traces: Annotated[bool, typer.Option("--ship-traces", help="with --executor ray: send the traces through Ray's object store instead of reading them at their paths on every node")] = False,
     report: Annotated[bool, typer.Option("--report/--no-report", help="write index.html and its plots")] = True,
+    force: Annotated[bool, typer.Option("--force", help="write the store into OUT even if it is a folder with other files")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -410,7 +411,7 @@ def sweep_cmd(
     st = sw.load_study(study)
     t0 = _time.perf_counter()
     df = sw.sweep(st, out, workers=workers, executor=executor, address=address, ship_traces=ship_traces,
-                  progress=_progress(quiet), report=report)
+                  progress=_progress(quiet), report=report, force=force)
     el = _time.perf_counter() - t0
     if json_out:
         print(df.to_json(orient="records"))
@@ -1025,11 +1026,86 @@ def error_line(prefix: str, message: object, suffix: str = "") -> str:
     return prefix + one_line(message, max(40, _MAX_LINE_CHARS - len(prefix) - len(suffix))) + suffix
 
 
+def _surrogates_kept() -> None:
+    """Text written out keeps a non-UTF-8 file name's bytes as they were (Python reads them
+    from the command line as lone surrogates, which its stdout would refuse to encode)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") == "utf8":
+            try:
+                reconfigure(errors="surrogateescape" if stream is sys.stdout else "backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+def _not_utf8(e: UnicodeEncodeError) -> Optional[str]:
+    """The user error for text with bytes that are not UTF-8 where tierkit needs text (a
+    policy spec, a size, a platform name; file names take any bytes): None if ``e`` is not that."""
+    if "surrogate" not in str(e.reason) or not isinstance(e.object, str):
+        return None
+    try:  # the bytes as they were on the command line (Python keeps them as surrogates)
+        raw = e.object.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = e.object.encode("utf-8", "backslashreplace")
+    shown = raw.decode("utf-8", "backslashreplace")
+    return f"'{shown}': not UTF-8 text (file names may hold any bytes; names, specs and sizes are read as UTF-8)"
+
+
+def crash_log(exc: BaseException, argv: List[str]) -> str:
+    """Write the traceback of an unexpected exception to a log file (under
+    ``$XDG_CACHE_HOME/tierkit/crash`` or ``~/.cache/tierkit/crash``); returns its path, or a
+    note that it could not be written."""
+    import datetime
+    import os
+    import traceback
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = os.path.join(base, "tierkit", "crash")
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = os.path.join(d, f"{stamp}-{os.getpid()}.log")
+    from . import __version__
+
+    try:
+        os.makedirs(d, exist_ok=True)
+        with open(path, "x", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(f"tierkit {__version__}, python {sys.version.split()[0]}\n")
+            f.write("argv: " + " ".join(repr(a) for a in argv) + "\n\n")
+            f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except (OSError, RecursionError, MemoryError):
+        return "no log: it could not be written"
+    return path
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point: run the app, turning every user error into one line and exit status 2."""
+    """Entry point: run the app, turning every user error into one line and exit status 2,
+    and anything unexpected into one line, exit status 3, with the detail in a log file."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    _surrogates_kept()
+    try:
+        return _main(args, argv)
+    except UnicodeEncodeError as e:
+        msg = _not_utf8(e)
+        if msg is not None:
+            print(error_line("tierkit: error: ", msg), file=sys.stderr)
+            return 2
+        return _internal(e, args)
+    except MemoryError as e:
+        return _internal(e, args, "out of memory")
+    except Exception as e:  # the last barrier: never a traceback (docs/security.md)
+        return _internal(e, args)
+
+
+def _internal(e: BaseException, args: List[str], what: Optional[str] = None) -> int:
+    log = crash_log(e, args)
+    detail = what or f"{type(e).__name__}: {e}"
+    print(error_line("tierkit: internal error (a bug in tierkit, please report it): ", detail, f" [{log}]"),
+          file=sys.stderr)
+    return 3
+
+
+def _main(args: List[str], argv: Optional[List[str]]) -> int:
     # 'tierkit run' goes to the Rust command as it is: click would swallow the '--' that
     # separates tierkit's options from the program's
-    args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["run"]:
         return _core_run(args[1:])
     cmd = typer.main.get_command(app)
@@ -1066,8 +1142,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(error_line("tierkit: error: ", e), file=sys.stderr)
         return 2
     except TierkitInternalError as e:
-        print(error_line("tierkit: internal error (a bug in tierkit, please report it): ", e), file=sys.stderr)
-        return 3
+        return _internal(e, args)
     except TestbedError as e:
         # the testbed VM failed (a kernel panic, QEMU gone, a command past its time): not the
         # user's input, but one line all the same; the message names the kept console log

@@ -16,7 +16,6 @@ import math
 import os
 import re
 from bisect import bisect_right
-from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -444,6 +443,21 @@ def check_profile(p: Any, source: str = "profile") -> dict:
     bad = [x for x in of if x >= n_ph]
     if bad:
         raise c.fail("phases.of_slice", f"phase {bad[0]} of a profile with {n_ph} phase(s)")
+    # what the phase markers are made from (phase_markers), where the profile has them
+    for k in ("insn", "alloc_calls"):
+        if k in tot:
+            c.get(tot, k, "totals", "count", nullable=True)
+    if "start_allocs" in sl:
+        c.counts(sl, "start_insn", "slices", n_slices)
+        sa = c.counts(sl, "start_allocs", "slices", n_slices)
+        if any(b < a for a, b in zip(sa, sa[1:])):
+            raise c.fail("slices.start_allocs", "decreases: it counts the allocation calls before each slice")
+        for k in ("first_alloc_insn", "last_alloc_insn"):
+            xs = c.get(sl, k, "slices", "list")
+            if len(xs) != n_slices:
+                raise c.fail(f"slices.{k}", f"{len(xs)} entries, expected {n_slices}")
+            for i, x in enumerate(xs):
+                c.value(x, f"slices.{k}[{i}]", "count", nullable=True)
     for w, s in c.sites(p, ctx, keyed):
         for k in ("peak_bytes", "allocs", "bytes_allocated", "reads", "writes"):
             c.get(s, k, w, "count")
@@ -566,16 +580,14 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
 
 
 def _load_json(path: PathLike) -> Any:
+    """A profile or guidance file, read as untrusted (docs/security.md): a regular file of at
+    most ``untrusted.MAX_PROFILE_BYTES``, UTF-8, JSON nested at most ``untrusted.MAX_DEPTH``."""
+    from . import untrusted
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise GuidanceError(f"{path}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise GuidanceError(f"{path}: byte {e.start}: not UTF-8 text") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise GuidanceError(f"{path}: line {e.lineno} column {e.colno}: not JSON ({e.msg})") from None
+        return untrusted.read_json(path, "profile or guidance file", untrusted.MAX_PROFILE_BYTES)
+    except _ErrorBase as e:
+        raise GuidanceError(str(e)) from None
 
 
 def read_profile(path: PathLike) -> dict:
@@ -764,11 +776,11 @@ def phase_markers(profile: dict) -> tuple[list, list]:
         at = start[k]
         cands = []
         if calls_at > sa[lo]:  # the last call before the boundary, in the run before it
-            j = max(i for i in range(lo, k) if last[i] is not None) if has_insn else None
+            j = max((i for i in range(lo, k) if last[i] is not None), default=None) if has_insn else None
             ins = last[j] if j is not None else None
             cands.append((calls_at - 1, "after", ins))
         if calls_hi > calls_at:  # the first call after it, in the run after it
-            j = min(i for i in range(k, hi) if first[i] is not None) if has_insn else None
+            j = min((i for i in range(k, hi) if first[i] is not None), default=None) if has_insn else None
             ins = first[j] if j is not None else None
             cands.append((calls_at, "before", ins))
         m = {"slice": k, "phase": of[k], "insn": at, "alloc": None, "side": None, "offset_insn": None}

@@ -381,17 +381,52 @@ def _cache_key(**cfg: Any) -> str:
 
 def _cached(key: str) -> Optional[Made]:
     """The predictions made before under `key`, if their file is whole (its digest matches)."""
+    from . import untrusted
+
     d = cache_dir()
     path, meta = os.path.join(d, f"{key}.json"), os.path.join(d, f"{key}.info.json")
     try:
-        with open(meta) as f:
-            info = json.load(f)
-        if file_digest(path) != info.get("predictions_sha256"):
-            return None
-    except (OSError, ValueError):
+        info = untrusted.read_json(meta, "predictions cache record", untrusted.MAX_RECORD_BYTES)
+        if not _valid_info(info) or file_digest(path) != info["predictions_sha256"]:
+            return None  # damaged or not ours: made again (and stored anew)
+    except (OSError, _core.TierkitError):
         return None
     info["cached"] = True
     return Made(path, info)
+
+
+#: what a cached record's figures are (the rest are names, flags or nested scores)
+_INFO_NUMBERS = ("period", "bins", "history", "hidden", "epochs", "seed", "fast_capacity", "pages_total",
+                 "pages_fraction", "misplaced_pages", "pages_selected", "pages_predicted", "models",
+                 "distinct_patterns", "train_seconds", "threads", "select_and_train_seconds", "inference_seconds",
+                 "inference_per_period_ms", "train_periods", "eval_start_period", "eval_periods", "fallback_pages",
+                 "pages_losing_to_history")
+
+
+def _valid_info(info: Any) -> bool:
+    """Whether a predictions cache record has the shape :func:`predictions` writes: every
+    figure a finite number >= 0, the digests SHA-256s, the scores objects."""
+    import math
+
+    if not isinstance(info, dict) or not isinstance(info.get("predictions_sha256"), str):
+        return False
+    for k in _INFO_NUMBERS:
+        v = info.get(k)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            return False
+    for k in ("policy", "trace", "digest", "class_weight"):
+        if not isinstance(info.get(k), str):
+            return False
+    t = info.get("training")
+    # what a run's result takes from the training record (api.run records it in the spec)
+    if not isinstance(t, dict) or any(k not in t or isinstance(t[k], (dict, list)) for k in _TRAINING_KEYS):
+        return False
+    return isinstance(info.get("scores"), dict) and isinstance(info.get("fallback"), bool) \
+        and isinstance(info.get("out_of_sample"), bool)
+
+
+_TRAINING_KEYS = ("policy", "pages", "period", "bins", "history", "hidden", "epochs", "lr", "tol", "seed",
+                  "fast_capacity", "holdout", "fallback", "class_weight", "device", "train_trace", "train_digest")
 
 
 def _store(key: str, path: str, info: dict) -> None:

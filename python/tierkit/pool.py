@@ -6,7 +6,8 @@ own thread instead of starting a read-ahead thread that would compete with the o
 Workers are forked from this process when that is safe (Linux, no other Python thread, no
 PyTorch loaded: its thread pools do not survive a fork), so that a script needs no
 ``if __name__ == "__main__":`` guard; otherwise they are spawned (started afresh, importing
-the script's main module again, which then needs that guard)."""
+the script's main module again, which then needs that guard). Workers end with the process
+that started them, even when it is killed (SIGKILL leaves no chance to shut a pool down)."""
 from __future__ import annotations
 
 import os
@@ -16,7 +17,24 @@ from typing import Any, Optional
 _cpus: Optional[list[int]] = None
 
 
-def _pin(counter: Any, cpus: list[int]) -> None:
+def _end_with_parent(parent: int) -> None:
+    """Have the kernel kill this worker when the process that started it dies (also by
+    SIGKILL, where no clean-up of the parent's runs): PR_SET_PDEATHSIG, prctl(2)."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown is all there is
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _pin(counter: Any, cpus: list[int], parent: int = 0) -> None:
+    if parent:
+        _end_with_parent(parent)
     with counter.get_lock():
         i = counter.value
         counter.value += 1
@@ -39,7 +57,7 @@ def pool(workers: int) -> ProcessPoolExecutor:
     except AttributeError:
         cpus = list(range(os.cpu_count() or 1))
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pin,
-                               initargs=(ctx.Value("i", 0), cpus))
+                               initargs=(ctx.Value("i", 0), cpus, os.getpid()))
 
 
 def cpu_count() -> int:

@@ -21,10 +21,12 @@ import zlib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-from . import _core
+from . import _core, untrusted
 
 #: policy parameters that name an input file the result must carry
 FILE_KEYS = ("guidance", "predictions")
+#: the most repeats a result may ask for (a run repeats its trace as one; --repeat takes any)
+MAX_REPEAT = 1 << 20
 #: the figures a replay must reproduce exactly
 FIGURES = ("accesses", "reads", "writes", "pages", "runtime_ns", "fast_hit_ratio", "migrations", "migrated_bytes",
            "migration_time_ns", "energy_j", "ipc", "periods")
@@ -65,85 +67,133 @@ def keep_inputs(result: dict) -> dict:
     return result
 
 
-def _capacities(cfg: Mapping[str, Any]) -> dict[str, str]:
+def _capacities(cfg: Mapping[str, Any], c: untrusted.Check) -> dict[str, str]:
     caps = {}
-    for i, c in enumerate(cfg["platform"].get("capacity") or []):
-        if isinstance(c, dict) and "fraction" in c:
-            caps[str(i)] = repr(float(c["fraction"]))
-        elif isinstance(c, dict) and "bytes" in c:
-            caps[str(i)] = f"{int(c['bytes'])}B"
-        elif c in ("unlimited", "Unlimited"):
+    for i, x in enumerate(c.get(cfg["platform"], "capacity", "config.platform", "list", default=[])):
+        where = f"config.platform.capacity[{i}]"
+        if isinstance(x, dict) and "fraction" in x:
+            caps[str(i)] = repr(float(c.get(x, "fraction", where, "nonneg")))
+        elif isinstance(x, dict) and "bytes" in x:
+            caps[str(i)] = f"{c.get(x, 'bytes', where, 'count')}B"
+        elif x in ("unlimited", "Unlimited"):
             caps[str(i)] = "unlimited"
         else:
-            raise _core.TierkitError(f"replay: config.platform.capacity[{i}]: '{c}' is not a capacity tierkit records")
+            raise c.fail(where, f"{untrusted.short(x)} is not a capacity tierkit records")
     return caps
 
 
 def load(source: Union[str, os.PathLike, Mapping[str, Any]]) -> list[dict]:
-    """Results from a dict, a JSON file (one result, or a list) or a JSON-lines file."""
+    """Results from a dict, a JSON file (one result, or a list) or a JSON-lines file. A file
+    is untrusted (docs/security.md): a regular file under ``untrusted.MAX_RESULT_BYTES``,
+    UTF-8, bounded nesting; each result's configuration is checked by :func:`replay`."""
     if isinstance(source, Mapping):
         return [dict(source)]
     path = os.fspath(source)
+    text = untrusted.text(untrusted.read_bytes(path, "result file", untrusted.MAX_RESULT_BYTES), path)
+    if not text.strip():
+        raise untrusted.fail(path, "", "empty: not a result (write results with --json or compare --out)")
     try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise _core.TierkitError(f"{path}: {e.strerror or e}") from None
-    try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=untrusted._no_constants)
         docs = doc if isinstance(doc, list) else [doc]
-    except json.JSONDecodeError:
-        try:
-            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as e:
-            raise _core.TierkitError(f"{path}: not a result (JSON or JSON lines): line {e.lineno}: {e.msg}") from None
+        untrusted.check_depth(docs, path)
+    except (ValueError, RecursionError):
+        # JSON lines: each line a result
+        docs = [untrusted.json_doc(line, path, n) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or not isinstance(d.get("config"), dict) or "policy" not in d["config"]:
-            raise _core.TierkitError(f"{path}: result {i}: no 'config' with the run's policy (write results with --json "
-                                     f"or compare --out)")
+            raise untrusted.fail(path, f"result {i}", "no 'config' with the run's policy (write results with --json "
+                                                     "or compare --out)")
     return docs
 
 
+def _checked(result: Mapping[str, Any], source: str) -> dict:
+    """The fields of a result's configuration that replay reads, checked (a result may come
+    from anyone): types, ranges, and the inputs' keys as plain names of files the policy reads."""
+    c = untrusted.Check(source)
+    cfg = c.get(result, "config", "", "dict")
+    out: dict[str, Any] = {}
+    out["policy"] = c.get(cfg, "policy", "config", "str")
+    out["timing"] = c.get(cfg, "timing", "config", "str")
+    for k in ("trace_format", "cache", "trace_digest"):
+        out[k] = c.get(cfg, k, "config", "str", nullable=True, default=None)
+    plat = c.get(cfg, "platform", "config", "dict")
+    out["platform"] = c.get(plat, "platform", "config.platform", "dict")
+    out["capacities"] = _capacities(cfg, c)
+    out["repeat"] = c.get(cfg, "repeat", "config", "count", default=1)
+    if not 1 <= out["repeat"] <= MAX_REPEAT:
+        raise c.fail("config.repeat", f"{out['repeat']} is not in 1..{MAX_REPEAT}")
+    ts = c.get(cfg, "time_scale", "config", "number", default=1.0)
+    if not ts > 0:
+        raise c.fail("config.time_scale", f"{ts} is not > 0")
+    out["time_scale"] = float(ts)
+    for k in ("cores", "quantum"):
+        out[k] = c.get(cfg, k, "config", "count", default=1)
+        if not 1 <= out[k] <= 1 << 16:
+            raise c.fail(f"config.{k}", f"{out[k]} is not in 1..65536")
+    mix = c.get(cfg, "mix", "config", "list", nullable=True, default=None)
+    if mix:
+        out["mix"] = [c.value(m, f"config.mix[{i}]", "str") for i, m in enumerate(mix)]
+    else:
+        out["trace"] = c.get(cfg, "trace", "config", "str")
+    inputs = c.get(cfg, "inputs", "config", "dict", nullable=True, default=None) or {}
+    files = dict(spec_args(out["policy"]))
+    out["inputs"] = {}
+    for key, emb in inputs.items():
+        untrusted.plain_name(key, source, "config.inputs key")
+        where = f"config.inputs.{key[:40]}"
+        if key not in FILE_KEYS or key not in files:
+            raise c.fail(where, f"the policy {untrusted.short(out['policy'])} reads no such file "
+                                f"(files a policy reads: {', '.join(FILE_KEYS)})")
+        c.value(emb, where, "dict")
+        digest = untrusted.sha256_hex(emb.get("sha256"), source, f"{where}.sha256")
+        data = untrusted.inflate_b64(emb.get("zlib_base64"), source, f"{where}.zlib_base64")
+        if sha256(data) != digest:
+            raise c.fail(where, "the embedded file does not match its SHA-256")
+        out["inputs"][key] = data
+    return out
+
+
 def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] = None,
-           progress: Optional[bool] = None) -> dict:
+           progress: Optional[bool] = None, source: str = "result") -> dict:
     """Run a recorded result's configuration again; returns the new result.
 
     ``trace``: where the trace is now (default: the recorded path); its digest must match the
     recorded one. Files the run read are taken from ``config.inputs`` (checked against their
     SHA-256); a result without them (made before they were recorded) reads the recorded paths,
-    which must still exist."""
+    which must still exist. ``source`` names the result in errors (its file)."""
     from .api import run
 
     cfg = result["config"]
+    ok = _checked(result, source)
     several: dict[str, Any] = {}
-    fmt = cfg.get("trace_format")
-    cache = cfg.get("cache")
-    if cfg.get("mix"):
+    fmt = ok["trace_format"]
+    cache = ok["cache"]
+    if "mix" in ok:
         # a mix (docs/models.md, "Many cores"): its programs, each with its own digest
         if trace is not None:
             raise _core.TierkitError("replay: a mix's result names its programs' traces; --trace gives one trace")
-        tr: Any = list(cfg["mix"])
+        tr: Any = ok["mix"]
         fmt = None  # (each program's format is found in its file)
-        several = dict(mix=True, quantum=int(cfg.get("quantum", 1)),
-                       alone=(result.get("mix") or {}).get("weighted_speedup") is not None)
+        mixed = result.get("mix")
+        several = dict(mix=True, quantum=ok["quantum"],
+                       alone=isinstance(mixed, dict) and mixed.get("weighted_speedup") is not None)
     else:
-        tr = os.fspath(trace) if trace is not None else cfg["trace"]
-        if int(cfg.get("cores", 1)) > 1:
-            several = dict(cores=int(cfg["cores"]), quantum=int(cfg.get("quantum", 1)))
+        tr = os.fspath(trace) if trace is not None else ok["trace"]
+        if ok["cores"] > 1:
+            several = dict(cores=ok["cores"], quantum=ok["quantum"])
     tmp = tempfile.mkdtemp(prefix="tierkit-replay-")
     try:
+        # each embedded file under a name of replay's own (the key only chooses which)
         paths = {}
-        for key, emb in (cfg.get("inputs") or {}).items():
-            data = zlib.decompress(base64.b64decode(emb["zlib_base64"]))
-            if sha256(data) != emb["sha256"]:
-                raise _core.TierkitError(f"replay: config.inputs.{key}: the embedded file does not match its SHA-256")
-            p = os.path.join(tmp, f"{key}.json")
+        for key, data in ok["inputs"].items():
+            p = os.path.join(tmp, f"{FILE_KEYS.index(key)}.json")
             Path(p).write_bytes(data)
             paths[key] = p
-        spec = with_args(str(cfg["policy"]), paths, drop_empty=True)
+        spec = with_args(ok["policy"], paths, drop_empty=True)
         plat = os.path.join(tmp, "platform.json")
-        Path(plat).write_text(json.dumps(cfg["platform"]["platform"]))
-        r = run(tr, plat, spec, None, _capacities(cfg), cfg["timing"], fmt, cache, progress,
-                repeat=int(cfg.get("repeat", 1)), time_scale=float(cfg.get("time_scale", 1.0)), **several)
+        Path(plat).write_text(json.dumps(ok["platform"]))
+        r = run(tr, plat, spec, None, ok["capacities"], ok["timing"], fmt, cache, progress,
+                repeat=ok["repeat"], time_scale=ok["time_scale"], **several)
     finally:
         shutil.rmtree(tmp, True)
     # the trace read must be the one recorded: the run computes its digest as it reads it (a
@@ -157,7 +207,7 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
     # the replay is the recorded run: keep its labels and the record of its inputs
     r["policy"] = result.get("policy", r["policy"])
     r["platform"] = result.get("platform", r["platform"])
-    r["config"]["policy"] = cfg["policy"]
+    r["config"]["policy"] = ok["policy"]
     for k in ("inputs", "guidance", "models", "cache", "mix", "cores", "quantum"):
         if k in cfg:
             r["config"][k] = cfg[k]

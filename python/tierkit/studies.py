@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import re
 import itertools
 import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -121,13 +123,11 @@ def _list(source: str, key: str, v: Any, default: Optional[list] = None) -> list
 
 def read_study(path: PathLike) -> dict:
     """The study file's content: YAML (``.yaml``, ``.yml``) or TOML (``.toml``); JSON is YAML."""
+    from . import untrusted
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TierkitError(f"{p}: no such study file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TierkitError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    # a study file may come from anyone (docs/security.md): bounded in size and nesting
+    text = untrusted.text(untrusted.read_bytes(p, "study file", untrusted.MAX_STUDY_BYTES), p)
     if p.suffix.lower() == ".toml":
         import tomllib
 
@@ -135,6 +135,8 @@ def read_study(path: PathLike) -> dict:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise TierkitError(f"{p}: not TOML: {e}") from None
+        except RecursionError:
+            raise TierkitError(f"{p}: nested deeper than {untrusted.MAX_DEPTH} levels") from None
     else:
         import yaml
 
@@ -144,6 +146,9 @@ def read_study(path: PathLike) -> dict:
             mark = getattr(e, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark is not None else ""
             raise TierkitError(f"{p}: {where}not YAML: {getattr(e, 'problem', None) or e}") from None
+        except RecursionError:
+            raise TierkitError(f"{p}: nested deeper than {untrusted.MAX_DEPTH} levels") from None
+    untrusted.check_depth(data, p)
     if not isinstance(data, dict):
         raise TierkitError(f"{p}: a study file is a mapping of keys ({', '.join(KEYS)})")
     return data
@@ -246,6 +251,12 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _short(v: Any) -> str:
+    from .untrusted import short
+
+    return v if isinstance(v, str) and len(v) <= 40 else short(v)
+
+
 def _trace_specs(source: str, items: list, seeds: list, base: Path, default_format, default_cache) -> list[TraceSpec]:
     out = _parse_traces(source, items, seeds, base, default_format, default_cache, True)
     names = [t.name for t in out]
@@ -270,7 +281,12 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
         allowed = {"file": FILE_KEYS, "workload": WORKLOAD_KEYS, "synth": SYNTH_KEYS, "mix": MIX_KEYS}[kind]
         extra = [k for k in it if k not in allowed]
         if extra:
-            raise _err(source, f"traces: {it[kind]}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
+            raise _err(source, f"traces: {_short(it[kind])}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
+        if it.get("name") is not None:
+            # a trace's name names its file in the study's folder: never a path
+            from .untrusted import plain_name
+
+            plain_name(it["name"], source, f"traces: {_short(it[kind])}: name")
         if kind == "mix":
             # several programs on cores of their own, sharing the tiers (docs/models.md, "Many cores")
             if not mixes:
@@ -300,6 +316,8 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
             for m in matches:
                 if not os.path.exists(m):
                     raise _err(source, "traces", f"{pattern}: no such file")
+                if os.path.isdir(m):
+                    raise _err(source, "traces", f"{m}: a folder: a study's traces are files (convert a drmemtrace folder with 'tierkit trace convert' first)")
                 out.append(TraceSpec("file", it.get("name") if len(matches) == 1 and it.get("name") else Path(m).name,
                                      path=m, format=it.get("format", default_format), cache=it.get("cache", default_cache)))
         elif kind == "workload":
@@ -345,7 +363,14 @@ def load_study(path: PathLike) -> Study:
     unknown = [k for k in d if k not in KEYS]
     if unknown:
         raise _err(src, unknown[0], f"unknown key (known: {', '.join(KEYS)})")
-    seeds = [int(s) for s in _list(src, "seeds", d.get("seeds"), [1])]
+    if d.get("name") is not None:
+        from .untrusted import plain_name
+
+        plain_name(d["name"], src, "name")
+    seeds = _list(src, "seeds", d.get("seeds"), [1])
+    for x in seeds:
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 1 << 64:
+            raise _err(src, "seeds", f"{_short(x)}: a whole number in 0..2^64-1")
     traces = _trace_specs(src, _list(src, "traces", d.get("traces")), seeds, p.parent, d.get("format"), d.get("cache"))
     if not traces:
         raise _err(src, "traces", "empty")
@@ -390,6 +415,9 @@ def _grid(src: str, name: str, d: dict, trace_names: list[str], base: Path, sel:
     """One grid's lists, checked; ``src`` names the file (and the grid) in errors."""
     from .api import check_scale
 
+    for k in ("platforms", "capacities", "timing", "repeat", "time_scale"):
+        if isinstance(d.get(k), (list, tuple)) and not d[k]:
+            raise _err(src, k, "empty: give at least one value (or leave it out for the default)")
     platforms = [str(x) for x in _list(src, "platforms", d.get("platforms"), ["dram-pmem"])]
     for pl in platforms:
         _check_platform(src, pl, base)
@@ -530,7 +558,9 @@ def materialize(t: TraceSpec, out: Path, progress: Optional[bool] = None) -> str
     if t.slice:  # a key only where it is set: the traces recorded before keep their names
         what["slice"] = t.slice
     tag = hashlib.sha256(json.dumps(what, sort_keys=True, default=list).encode()).hexdigest()[:16]
-    f = d / f"{t.name}-{tag}.tkt"
+    # (a workload's label holds its arguments: only plain characters go into the file name)
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", t.name).lstrip(".")[:80] or "trace"
+    f = d / f"{stem}-{tag}.tkt"
     if f.exists():
         return str(f)
     if t.kind == "workload":
@@ -661,7 +691,10 @@ def _run_task(cell: Cell) -> dict:
 
 class Store:
     """``DIR/cells/KK/KEY.json``: one file per finished cell, written whole (a ``.partial``
-    renamed). A cell with a result is done; one with an error is tried again by the next sweep."""
+    renamed). A cell with a result is done; one with an error is tried again by the next sweep.
+    A record is read as untrusted (docs/security.md): one that is not the cell's (another key
+    or configuration) or whose result is not what a run gives (a figure missing, not a number,
+    not finite, negative) counts as not run, and the sweep runs the cell again."""
 
     def __init__(self, out: PathLike) -> None:
         self.dir = Path(out) / "cells"
@@ -669,18 +702,17 @@ class Store:
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Optional[dict]:
-        p = self.path(key)
-        try:
-            rec = json.loads(p.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return None  # damaged: run it again
-        return rec if isinstance(rec, dict) and rec.get("key") == key else None
+    def get(self, cell: Cell) -> Optional[dict]:
+        from . import untrusted
 
-    def done(self, key: str) -> bool:
-        rec = self.get(key)
+        try:
+            rec = untrusted.read_json(self.path(cell.key), "store record", untrusted.MAX_RECORD_BYTES)
+        except TierkitError:
+            return None  # missing or damaged: run it again
+        return rec if valid_record(rec, cell) else None
+
+    def done(self, cell: Cell) -> bool:
+        rec = self.get(cell)
         return rec is not None and "result" in rec
 
     def put(self, rec: dict) -> None:
@@ -689,6 +721,87 @@ class Store:
         tmp = p.with_name(p.name + ".partial")
         tmp.write_text(json.dumps(rec))
         os.replace(tmp, p)
+
+
+#: a simulation's figures in a stored result, by what they must be (api.RESULT_COLUMNS): the
+#: table's columns, so a figure of another type would also break results.parquet
+_SIM_FIGURES = {
+    "str": ("trace", "platform", "policy", "timing"),
+    "count": ("accesses", "reads", "writes", "pages", "migrations", "migrated_bytes", "periods"),
+    "amount": ("runtime_ns", "migration_time_ns", "energy_j"),
+}
+_NONNEG_SUFFIXES = ("_ns", "_s", "_seconds", "_bytes", "_pages", "_count", "accesses", "migrations")
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 63  # an int64 column
+
+
+def _is_amount(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 2.0 ** 63
+
+
+def valid_record(rec: Any, cell: Cell) -> bool:
+    """Whether a store record is ``cell``'s, with a result of the shape a run gives or a
+    one-line error."""
+    if not isinstance(rec, dict) or rec.get("key") != cell.key:
+        return False
+    if rec.get("config") != json.loads(json.dumps(cell.config())):
+        return False
+    if "result" not in rec:
+        return isinstance(rec.get("error"), str)
+    r = rec["result"]
+    if not isinstance(r, dict) or not _finite_tree(r):
+        return False
+    if cell.task != "simulate":
+        # an analysis: its figures are scalars (the table's columns), its rows objects of scalars
+        rows = r.get("rows", [])
+        return isinstance(rows, list) and all(isinstance(x, dict) for x in rows) and all(
+            _scalar_or_nested(v) for x in [r, *rows] for v in x.values())
+    if not all(isinstance(r.get(k), str) for k in _SIM_FIGURES["str"]):
+        return False
+    if not all(_is_count(r.get(k)) for k in _SIM_FIGURES["count"]):
+        return False
+    if not all(_is_amount(r.get(k)) for k in _SIM_FIGURES["amount"]):
+        return False
+    h, ipc = r.get("fast_hit_ratio"), r.get("ipc")
+    if not (h is None or (_is_amount(h) and h <= 1)) or not (ipc is None or _is_amount(ipc)):
+        return False
+    if not all(r.get(k) is None or _is_count(r[k]) for k in ("activations", "fast_capacity_pages")):
+        return False
+    w = r.get("warnings", [])
+    if not isinstance(w, list) or not all(isinstance(x, str) for x in w):
+        return False
+    if cell.mix_paths:
+        m, progs = r.get("mix"), r.get("programs")
+        if not isinstance(m, dict) or not all(v is None or _is_amount(v) for k, v in m.items()
+                                              if k in ("weighted_speedup", "throughput_accesses_per_us")):
+            return False
+        if not isinstance(progs, list) or not all(isinstance(p, dict) and (p.get("slowdown") is None or _is_amount(p["slowdown"]))
+                                                  for p in progs):
+            return False
+    return True
+
+
+def _scalar_or_nested(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str, dict, list))
+
+
+def _finite_tree(doc: Any) -> bool:
+    """Every number in a result finite, and those named as counts, sizes or times >= 0."""
+    stack: list = [(None, doc)]
+    while stack:
+        k, v = stack.pop()
+        if isinstance(v, dict):
+            stack += list(v.items())
+        elif isinstance(v, list):
+            stack += [(k, x) for x in v]
+        elif isinstance(v, float) and not math.isfinite(v):
+            return False
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(k, str) \
+                and k.endswith(_NONNEG_SUFFIXES) and v < 0:
+            return False
+    return True
 
 
 # --- executors -------------------------------------------------------------------------------
@@ -721,26 +834,61 @@ def _ray(todo: list[Cell], address: Optional[str], ship: bool, on_done: Callable
 # --- the sweep -------------------------------------------------------------------------------
 
 
+#: the file that marks a folder as a sweep's store (``sweep --out`` writes into no other
+#: folder that holds files without ``--force``)
+STORE_MARK = "tierkit-store.json"
+
+
+def claim(out: Path, force: bool = False) -> None:
+    """Make ``out`` a sweep's store: a new or empty folder, or one a sweep made (its
+    ``STORE_MARK``, or the ``cells/`` of a store made before the mark); any other folder with
+    files in it only with ``force``."""
+    if out.exists() and not out.is_dir():
+        raise TierkitError(f"{out}: exists and is not a folder (--out names the study's folder)")
+    ours = (out / STORE_MARK).is_file() or (out / "cells").is_dir()
+    if out.is_dir() and not ours and any(out.iterdir()) and not force:
+        raise TierkitError(f"{out}: a folder with files that is not a sweep's store: name a new folder, "
+                           f"or give --force to write the store into it")
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / STORE_MARK).is_file():
+        from .output import write_text
+
+        write_text(out / STORE_MARK, json.dumps({"format": "tierkit-sweep-store", "version": 1}) + "\n", True)
+
+
+def _read_memo(path: Path) -> dict:
+    """The digests memo (``digests.json``): path|size|mtime -> SHA-256; anything else in it is
+    dropped (the digests are computed again)."""
+    from . import untrusted
+
+    try:
+        memo = untrusted.read_json(path, "digests memo", untrusted.MAX_RECORD_BYTES)
+    except TierkitError:
+        return {}
+    if not isinstance(memo, dict):
+        return {}
+    return {k: v for k, v in memo.items() if isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v)}
+
+
 def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] = None, executor: str = "local",
           address: Optional[str] = None, ship_traces: bool = False, progress: Optional[bool] = None,
-          report: bool = True) -> pd.DataFrame:
+          report: bool = True, force: bool = False) -> pd.DataFrame:
     """Run every cell of ``study`` not yet in ``out``'s store, then write ``out/results.parquet``
     and ``out/results.jsonl`` (every cell) and, with ``report``, ``out/index.html``. Returns
-    the results as a DataFrame, a row per cell (``error`` holds a failed cell's one line)."""
+    the results as a DataFrame, a row per cell (``error`` holds a failed cell's one line).
+    ``out`` is a new folder or a sweep's store; another folder with files in it only with
+    ``force``."""
     from .progress import Bar
 
     st = study if isinstance(study, Study) else load_study(study)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    claim(out, force)
     memo_path = out / "digests.json"
-    try:
-        memo = json.loads(memo_path.read_text())
-    except (OSError, ValueError):
-        memo = {}
+    memo = _read_memo(memo_path)
     all_cells = cells(st, out, progress, memo)
     memo_path.write_text(json.dumps(memo))
     store = Store(out)
-    todo = list({c.key: c for c in all_cells if not store.done(c.key)}.values())
+    todo = list({c.key: c for c in all_cells if not store.done(c)}.values())
     if executor not in ("local", "ray"):
         raise TierkitError(f"--executor: {executor!r}: local or ray")
     if workers is not None and workers < 1:
@@ -771,7 +919,7 @@ def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] =
     mpath = out / "manifest.json"
     fresh = not todo and all(p.exists() for p in outputs) and mpath.exists() and mpath.read_text() == manifest
     if not fresh:
-        write_dataset(df, [store.get(k) for k in dict.fromkeys(c.key for c in all_cells)], out)
+        write_dataset(df, [store.get(c) for c in {c.key: c for c in all_cells}.values()], out)
         if report:
             from . import studies_report
 
@@ -793,7 +941,7 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
 
     rows = []
     for c in all_cells:
-        rec = store.get(c.key) or {"error": "not run"}
+        rec = store.get(c) or {"error": "not run"}
         r = rec.get("result")
         row: dict[str, Any] = {
             "grid": c.grid, "task": c.task, "trace": c.trace,
@@ -828,6 +976,7 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
         sim = df["task"] == "simulate"
         group = ["grid", "trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
         base = df[sim & (df["policy"] == study.baseline)].set_index(group)["runtime_ns"]
+        base = base[~base.index.duplicated()]  # a cell two grids share is one run
         idx = pd.MultiIndex.from_frame(df[group])
         vs = df["runtime_ns"].to_numpy(dtype=float) / base.reindex(idx).to_numpy(dtype=float)
         df[f"runtime_vs_{study.baseline}"] = [v if s_ else None for v, s_ in zip(vs, sim)]
@@ -861,6 +1010,11 @@ def write_dataset(df: pd.DataFrame, records: Iterable[Optional[dict]], out: Path
     import io
 
     buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
+    try:
+        df.to_parquet(buf, index=False)
+    except Exception as e:  # pyarrow's errors have no common base: a column of mixed types
+        col = e.args[1] if len(getattr(e, "args", ())) > 1 else e
+        raise TierkitError(f"{out / 'results.parquet'}: the store's records do not make one table ({col}): "
+                           f"a record edited by hand? remove it from {out / 'cells'} to run its cell again") from None
     write_bytes(out / "results.parquet", buf.getvalue(), True)
     write_bytes(out / "results.jsonl", "".join(json.dumps(r) + "\n" for r in records if r is not None).encode(), True)

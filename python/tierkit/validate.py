@@ -42,7 +42,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = 4096
@@ -435,7 +435,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                     "node0_lru_pages_end": node0_lru_pages(r.files.get(f"node0meminfo_end{i}", b"").decode()),
                     "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                     "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
-                    "regions": parse_regions(r.files.get(f"regions{i}", b"").decode()),
+                    "regions": parse_regions(r.files.get(f"regions{i}", b"").decode("utf-8", "replace"), f"regions{i}"),
                     "region_series": parse_region_series(r.files.get(f"rs{i}.csv", b"").decode()),
                     "damon_aggregations": {w[0]: int(w[1]) for w in (l.split() for l in r.files.get(f"agg{i}", b"").decode().splitlines()) if len(w) == 2}
                     if p == "damon-tiering" else None,
@@ -476,20 +476,43 @@ def kernel_residency(run: dict) -> list[tuple[float, float]]:
     return out
 
 
-def parse_regions(text: str) -> dict:
+def parse_regions(text: str, source: str = "regions") -> dict:
     """A workload's WL_REGIONS file (workloads/wl.h): its arrays as (name, start, end) and its
     hot data over time as (ms since it started, [region names]), the k-th of which is the
-    trace's user marker k. A last line without its newline (cut off) is left out."""
+    trace's user marker k. A last line without its newline (cut off) is left out; any other
+    line that is not ``region NAME HEXSTART BYTES`` or ``hot MS NAME...`` is an error naming
+    ``source`` and the line (the file comes from the program, which tierkit does not trust)."""
+    from . import untrusted
+
     regions, hot = [], []
     lines = text.split("\n")
-    for line in lines[:-1]:
+    for n, line in enumerate(lines[:-1], 1):
         w = line.split()
-        if len(w) == 4 and w[0] == "region":
-            start = int(w[2], 16)
-            regions.append((w[1], start, start + int(w[3])))
-        elif len(w) >= 3 and w[0] == "hot":
-            hot.append((float(w[1]), w[2:]))
+        try:
+            if len(w) == 4 and w[0] == "region":
+                start, size = int(w[2], 16), int(w[3])
+                if not (0 <= start < 1 << 64 and 0 <= size < 1 << 64 and start + size <= 1 << 64):
+                    raise ValueError("outside the 64-bit address space")
+                regions.append((w[1], start, start + size))
+            elif len(w) >= 3 and w[0] == "hot":
+                ms = float(w[1])
+                if not (math.isfinite(ms) and ms >= 0):
+                    raise ValueError(f"time {w[1]} is not a finite number of ms >= 0")
+                hot.append((ms, w[2:]))
+            elif w:
+                raise ValueError("not 'region NAME HEXSTART BYTES' or 'hot MS NAME...'")
+        except ValueError as e:
+            raise untrusted.fail(source, f"line {n}", str(e)) from None
     return {"regions": regions, "hot": hot}
+
+
+def read_regions(path: Union[str, Path]) -> dict:
+    """A regions file (:func:`parse_regions`), read as untrusted: a regular file of at most
+    ``untrusted.MAX_REGIONS_BYTES``, UTF-8."""
+    from . import untrusted
+
+    data = untrusted.read_bytes(path, "regions file", untrusted.MAX_REGIONS_BYTES)
+    return parse_regions(untrusted.text(data, path), str(path))
 
 
 def parse_region_series(text: str) -> list[tuple[float, str, int, int]]:
@@ -592,7 +615,7 @@ def record_traces(names: Sequence[str], work: Path, progress: bool = True, specs
             raise RuntimeError(f"recording {n} failed: status {r['status']}")
         rec = {"args": list(args), "instructions": r["instructions"], "raw_loads": r["raw_loads"],
                "raw_stores": r["raw_stores"], "path": str(tkt),
-               "regions": parse_regions(regions_file.read_text() if regions_file.is_file() else "")}
+               "regions": read_regions(regions_file) if regions_file.is_file() else parse_regions("")}
         meta.write_text(json.dumps(rec))
         out[n] = rec
         _say(progress, f"recorded {n}: {r['instructions'] / 1e6:.0f} M instructions in {time.time() - t:.0f} s")
