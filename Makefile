@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -74,8 +74,19 @@ test: $(VENV)/.built tracer $(ALLOC_LIB) rust-test py-test test-vm fuzz-smoke
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 3
 FUZZ_TARGETS = $(shell sed -n 's/^name = "\(.*\)"/\1/p' fuzz/Cargo.toml | grep -vc '^tierkit-fuzz$$')
-fuzz:
+# the Python readers' targets (fuzz/python/targets.py) run under atheris for PY_FUZZ_SECONDS
+# each after the Rust targets; in make test they run on their seeds and fixed mutations
+# (tests/test_py_fuzz.py)
+PY_FUZZ_SECONDS ?= 60
+fuzz: $(VENV)/.built
 	fuzz/run.sh release $$(( $(FUZZ_SECONDS) / $(FUZZ_TARGETS) > 0 ? $(FUZZ_SECONDS) / $(FUZZ_TARGETS) : 1 ))
+	$(PY) fuzz/python/run.py $(PY_FUZZ_SECONDS)
+
+# a mutation campaign over every Python-side input, each run in a process of its own with a
+# time and memory limit (docs/fuzzing.md, "The campaign"); about 10 minutes on 2 cores
+CAMPAIGN_RUNS ?= 3200
+fuzz-campaign: $(VENV)/.built
+	$(PY) fuzz/python/campaign.py --runs $(CAMPAIGN_RUNS) --out target/py-campaign
 
 fuzz-smoke:
 	fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
