@@ -139,16 +139,7 @@ fn main() {
         let rate = accesses as f64 / best;
         let per_page = r.stats.engine.state_bytes as f64 / r.pages as f64;
         let threads = if read_ahead { 2 } else { 1 };
-        println!(
-            "{:<16} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10.2} {:>13.1}",
-            name,
-            timing.name(),
-            threads,
-            best,
-            rate,
-            rate / decode_rate,
-            per_page
-        );
+        println!("{:<16} {:<9} {:<8} {:>9.3} {:>13.3e} {:>10.2} {:>13.1}", name, timing.name(), threads, best, rate, rate / decode_rate, per_page);
         rows.push(serde_json::json!({
             "policy": name, "spec": policy, "timing": timing.name(), "threads": threads, "seconds": best,
             "accesses_per_s": rate, "ratio_to_decode": rate / decode_rate, "state_bytes_per_page": per_page,

@@ -40,7 +40,17 @@ fn main() {
 fn write_trace(path: &Path, meta: &TraceMeta, accesses: u64, events: bool) {
     let mut w = TktWriter::create(path, meta, true).unwrap();
     if events {
-        w.write_event(0, 0, 0, &EventKind::Site { site: 1, frames: vec!["make_x (sites.c:10)".into(), "main (sites.c:200)".into()], keys: vec!["build-id:4f1c+0x11d7".into(), "file:sites+0x1300".into()] }).unwrap();
+        w.write_event(
+            0,
+            0,
+            0,
+            &EventKind::Site {
+                site: 1,
+                frames: vec!["make_x (sites.c:10)".into(), "main (sites.c:200)".into()],
+                keys: vec!["build-id:4f1c+0x11d7".into(), "file:sites+0x1300".into()],
+            },
+        )
+        .unwrap();
         w.write_event(1, 5, 0, &EventKind::Alloc { addr: 0x10000, size: 8192, site: 1, func: AllocFn::Malloc }).unwrap();
     }
     for i in 0..accesses {
@@ -71,7 +81,12 @@ fn native() {
     let cases: [(&str, TraceMeta, u64, bool); 4] = [
         ("events-pc-ns.tkt", full.clone(), 40, true),
         ("accesses-only.tkt", TraceMeta { time_insn: false, time_ns: false, has_pc: false, ..Default::default() }, 24, false),
-        ("huge-pages-post-cache.tkt", TraceMeta { page_size: 1 << 21, line_size: 64, post_cache: true, cache_filter: Some("L1:32K:8:64".into()), ..full.clone() }, 16, true),
+        (
+            "huge-pages-post-cache.tkt",
+            TraceMeta { page_size: 1 << 21, line_size: 64, post_cache: true, cache_filter: Some("L1:32K:8:64".into()), ..full.clone() },
+            16,
+            true,
+        ),
         ("no-records.tkt", TraceMeta::default(), 0, false),
     ];
     for (name, meta, n, events) in cases {
@@ -108,7 +123,11 @@ fn text() {
         ("text_ramulator", "cpu.trace", "3 20734016\n1 20846400 20734016\n10 0x13c7840\n0 20846464\n# comment\n\n7 0x7f00 0x8f00\n"),
         ("text_ramulator_nowb", "cpu-nowb.trace", "3 20734016\n1 20846400 20734016\n10 0x13c7840\n0 20846464\n"),
         ("text_hma4", "hma.trace", "5 0x7f3a00 0x400a10 1\n0 0x7f3a40 0x400a14 2\n12 8323072 4196884 1\n"),
-        ("text_lackey", "lackey.out", "==1234== Lackey, an example Valgrind tool\nI  0108f0a0,3\n L 1ffefff8e0,8\n S 1ffefff8d8,8\n M 0030d048,4\nI  0108f0a3,5\n"),
+        (
+            "text_lackey",
+            "lackey.out",
+            "==1234== Lackey, an example Valgrind tool\nI  0108f0a0,3\n L 1ffefff8e0,8\n S 1ffefff8d8,8\n M 0030d048,4\nI  0108f0a3,5\n",
+        ),
         ("text_dramsim3", "dramsim3.trace", "0x1000 READ 12\n0x1040 WRITE 20\n0x2000 read 31\n0x2040 P_MEM_WR 40\n"),
         ("text_ramulator2", "loadstore.trace", "LD 0x1234abcd\nST 0X1234ABCE\nLD 305441741\n# comment\n\nST 0100\n"),
         ("text_perf", "perf-mem.txt", PERF_SCRIPT),
@@ -173,7 +192,9 @@ fn champsim() {
         r[32..40].copy_from_slice(&load.to_le_bytes());
         r
     };
-    let recs: Vec<u8> = (0..12u64).flat_map(|i| champ(0x401000 + 4 * i, i % 4 == 3, if i % 2 == 0 { 0x7ffe0000 + 64 * i } else { 0 }, if i % 3 == 0 { 0x601000 + 8 * i } else { 0 })).collect();
+    let recs: Vec<u8> = (0..12u64)
+        .flat_map(|i| champ(0x401000 + 4 * i, i % 4 == 3, if i % 2 == 0 { 0x7ffe0000 + 64 * i } else { 0 }, if i % 3 == 0 { 0x601000 + 8 * i } else { 0 }))
+        .collect();
     put("champsim", "input_instr", &[&[0u8][..], &recs].concat());
     put("champsim", "input_instr-gz", &[&[2u8][..], &recs].concat());
     let cloud = |ip: u64, load: u64, store: u64| {
@@ -239,8 +260,30 @@ fn small() {
         put("cache_spec", &format!("spec-{i}.txt"), s.as_bytes());
     }
     for (i, s) in [
-        "4096", "32K", "1.5GiB", "16GB", "0.125", "25%", "unlimited", "512M", "1000", "100K", "2.5M", "1M-insn", "1M-acc", "10ms", "3us",
-        "3µs", "2000ns", "1s", "1e3", "1_000", "tkt", "ramulator-nowb", "detailed", "simple",
+        "4096",
+        "32K",
+        "1.5GiB",
+        "16GB",
+        "0.125",
+        "25%",
+        "unlimited",
+        "512M",
+        "1000",
+        "100K",
+        "2.5M",
+        "1M-insn",
+        "1M-acc",
+        "10ms",
+        "3us",
+        "3µs",
+        "2000ns",
+        "1s",
+        "1e3",
+        "1_000",
+        "tkt",
+        "ramulator-nowb",
+        "detailed",
+        "simple",
     ]
     .iter()
     .enumerate()

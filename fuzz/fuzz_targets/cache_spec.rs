@@ -17,9 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let d = spec.describe();
     let back = CacheSpec::parse("--cache", &d).unwrap_or_else(|e| panic!("description {d:?} does not parse: {e}"));
     assert_eq!(back.as_ref(), Some(&spec), "description {d:?} parses to another hierarchy");
-    let accesses: Vec<Access> = (0..64u64)
-        .map(|i| Access { addr: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20, write: i % 3 == 0, insn: i, size: 8, ..Default::default() })
-        .collect();
+    let accesses: Vec<Access> =
+        (0..64u64).map(|i| Access { addr: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20, write: i % 3 == 0, insn: i, size: 8, ..Default::default() }).collect();
     if let Some(mut f) = ok(CacheFilter::new(Box::new(VecSource::from_accesses(accesses)), &spec)) {
         read_to_end(&mut f);
         assert_eq!(f.stats().len(), spec.levels.len());

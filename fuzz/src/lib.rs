@@ -98,11 +98,7 @@ pub fn read_to_end(src: &mut dyn RecordSource) -> Reading {
 
 fn fingerprint(b: &Batch, shift: u32, full: &mut DefaultHasher, pages: &mut DefaultHasher) {
     for i in 0..b.len() {
-        let page = if b.addr.is_empty() {
-            b.dict_pages[b.dict_idx[i] as usize] << b.dict_shift >> shift
-        } else {
-            b.addr[i] >> shift
-        };
+        let page = if b.addr.is_empty() { b.dict_pages[b.dict_idx[i] as usize] << b.dict_shift >> shift } else { b.addr[i] >> shift };
         (page, b.write[i], b.size_at(i), b.tid_at(i)).hash(pages);
         if !b.addr.is_empty() {
             (b.addr[i], b.write[i], b.insn_at(i), b.ns_at(i), b.size_at(i), b.tid_at(i), b.pc_at(i)).hash(full);
@@ -187,7 +183,12 @@ pub fn platform_target(ext: &str, data: &[u8]) {
             // docs/limits.md: every result stays finite, a runtime being a sum of at most
             // 2^64 accesses, each at its tier's (loaded) latency
             let worst = t.read_latency_ns.max(t.write_latency_ns) * f * 2f64.powi(64);
-            assert!(worst.is_finite(), "tier {} at utilisation {u}: latency {} ns × factor {f} can make a runtime infinite", t.name, t.read_latency_ns.max(t.write_latency_ns));
+            assert!(
+                worst.is_finite(),
+                "tier {} at utilisation {u}: latency {} ns × factor {f} can make a runtime infinite",
+                t.name,
+                t.read_latency_ns.max(t.write_latency_ns)
+            );
         }
     }
     let json = serde_json::to_string(&p).expect("a platform serializes");

@@ -62,7 +62,15 @@ fn page() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-unsafe extern "C" fn hook_alloc(_h: *mut je::extent_hooks_t, new_addr: *mut c_void, size: usize, alignment: usize, zero: *mut bool, commit: *mut bool, arena_ind: c_uint) -> *mut c_void {
+unsafe extern "C" fn hook_alloc(
+    _h: *mut je::extent_hooks_t,
+    new_addr: *mut c_void,
+    size: usize,
+    alignment: usize,
+    zero: *mut bool,
+    commit: *mut bool,
+    arena_ind: c_uint,
+) -> *mut c_void {
     let Some(a) = our_arena(arena_ind) else { return std::ptr::null_mut() };
     let every = FAIL_EVERY.load(Relaxed);
     if every > 0 && (EXTENT_CALLS.fetch_add(1, Relaxed) + 1).is_multiple_of(every) {
@@ -198,7 +206,13 @@ pub fn create(nodes: &[Option<i32>], mut per_arena_bytes: usize) -> Result<Vec<S
         // SAFETY: HOOKS lives forever; jemalloc copies the pointer
         let hooks: *mut je::extent_hooks_t = std::ptr::addr_of_mut!(HOOKS);
         let r = unsafe {
-            je::mallctl(c"arenas.create".as_ptr(), &mut ind as *mut c_uint as *mut c_void, &mut sz, &hooks as *const _ as *mut c_void, std::mem::size_of::<*mut je::extent_hooks_t>())
+            je::mallctl(
+                c"arenas.create".as_ptr(),
+                &mut ind as *mut c_uint as *mut c_void,
+                &mut sz,
+                &hooks as *const _ as *mut c_void,
+                std::mem::size_of::<*mut je::extent_hooks_t>(),
+            )
         };
         CREATING.store(usize::MAX, Relaxed);
         if r != 0 {

@@ -129,7 +129,10 @@ impl Guidance {
             }
             let mut ts = Vec::with_capacity(want);
             for (p, t) in tiers.iter().take(want).enumerate() {
-                let t = t.as_u64().filter(|t| (*t as usize) < tier_names.len()).ok_or_else(|| format!("arenas[{i}].tiers[{p}]: not a tier index (0..{})", tier_names.len() - 1))?;
+                let t = t
+                    .as_u64()
+                    .filter(|t| (*t as usize) < tier_names.len())
+                    .ok_or_else(|| format!("arenas[{i}].tiers[{p}]: not a tier index (0..{})", tier_names.len() - 1))?;
                 ts.push(t as u32);
             }
             if let Some(id) = a.get("id") {
@@ -144,7 +147,11 @@ impl Guidance {
         if mode == "per-phase" {
             let ms = o.get("phases").and_then(|p| p.get("markers"));
             for (i, m) in ms.and_then(Value::as_array).map(|v| v.as_slice()).unwrap_or(&[]).iter().enumerate() {
-                let phase = m.get("phase").and_then(Value::as_u64).filter(|p| (*p as usize) < phases).ok_or_else(|| format!("phases.markers[{i}].phase: not a phase (0..{})", phases - 1))?;
+                let phase = m
+                    .get("phase")
+                    .and_then(Value::as_u64)
+                    .filter(|p| (*p as usize) < phases)
+                    .ok_or_else(|| format!("phases.markers[{i}].phase: not a phase (0..{})", phases - 1))?;
                 let Some(at) = m.get("alloc").filter(|v| !v.is_null()) else {
                     unmarked += 1;
                     continue;
@@ -297,9 +304,15 @@ mod tests {
     fn bad_guidance_is_one_line_naming_the_key() {
         let e = Guidance::parse(br#"{"format":"tierkit-guidance","version":1,"context":1,"arenas":[],"sites":[]}"#).unwrap_err();
         assert!(e.starts_with("version: 1") && !e.contains('\n'), "{e}");
-        let e = Guidance::parse(br#"{"format":"tierkit-guidance","version":2,"context":1,"arenas":[{"id":0,"tiers":[0]}],"sites":[{"key":["f (a.c:1)"],"arena":0}]}"#).unwrap_err();
+        let e = Guidance::parse(
+            br#"{"format":"tierkit-guidance","version":2,"context":1,"arenas":[{"id":0,"tiers":[0]}],"sites":[{"key":["f (a.c:1)"],"arena":0}]}"#,
+        )
+        .unwrap_err();
         assert!(e.starts_with("sites[0].key"), "{e}");
-        let e = Guidance::parse(br#"{"format":"tierkit-guidance","version":2,"context":1,"arenas":[{"id":0,"tiers":[0]}],"sites":[{"key":["file:x+0x1"],"arena":3}]}"#).unwrap_err();
+        let e = Guidance::parse(
+            br#"{"format":"tierkit-guidance","version":2,"context":1,"arenas":[{"id":0,"tiers":[0]}],"sites":[{"key":["file:x+0x1"],"arena":3}]}"#,
+        )
+        .unwrap_err();
         assert!(e.starts_with("sites[0].arena"), "{e}");
         assert!(Guidance::parse(b"nope").unwrap_err().starts_with("not JSON"));
     }
@@ -322,7 +335,8 @@ mod tests {
         assert_eq!(gd.unmarked, 1);
         assert_eq!(gd.arena_phase_tiers, vec![vec![0, 1], vec![1, 0]]);
         assert_eq!(gd.arena_tiers, vec![0, 1]);
-        let e = Guidance::parse(doc(serde_json::json!([{"phase": 1, "alloc": 4, "side": "before"}, {"phase": 0, "alloc": 3, "side": "after"}])).as_bytes()).unwrap_err();
+        let e = Guidance::parse(doc(serde_json::json!([{"phase": 1, "alloc": 4, "side": "before"}, {"phase": 0, "alloc": 3, "side": "after"}])).as_bytes())
+            .unwrap_err();
         assert!(e.starts_with("phases.markers[1].alloc"), "{e}");
         let e = Guidance::parse(doc(serde_json::json!([{"phase": 2, "alloc": 4, "side": "before"}])).as_bytes()).unwrap_err();
         assert!(e.starts_with("phases.markers[0].phase"), "{e}");

@@ -41,10 +41,7 @@ unsafe fn build_id(info: &dl_phdr_info) -> Option<String> {
 }
 
 fn exe_basename() -> String {
-    std::fs::read_link("/proc/self/exe")
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "unknown".into())
+    std::fs::read_link("/proc/self/exe").ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "unknown".into())
 }
 
 unsafe extern "C" fn cb(info: *mut dl_phdr_info, _size: size_t, data: *mut c_void) -> c_int {

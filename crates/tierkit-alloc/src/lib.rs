@@ -59,25 +59,45 @@ static GLOBAL: Je = Je;
 
 #[cfg(target_arch = "x86_64")]
 macro_rules! ra_reg {
-    (1) => { "mov rsi, rsp" };
-    (2) => { "mov rdx, rsp" };
-    (3) => { "mov rcx, rsp" };
-    (4) => { "mov r8, rsp" };
+    (1) => {
+        "mov rsi, rsp"
+    };
+    (2) => {
+        "mov rdx, rsp"
+    };
+    (3) => {
+        "mov rcx, rsp"
+    };
+    (4) => {
+        "mov r8, rsp"
+    };
 }
 #[cfg(target_arch = "aarch64")]
 macro_rules! ra_reg {
-    (1) => { "mov x1, x30" };
-    (2) => { "mov x2, x30" };
-    (3) => { "mov x3, x30" };
-    (4) => { "mov x4, x30" };
+    (1) => {
+        "mov x1, x30"
+    };
+    (2) => {
+        "mov x2, x30"
+    };
+    (3) => {
+        "mov x3, x30"
+    };
+    (4) => {
+        "mov x4, x30"
+    };
 }
 #[cfg(target_arch = "x86_64")]
 macro_rules! jump {
-    () => { "jmp {f}" };
+    () => {
+        "jmp {f}"
+    };
 }
 #[cfg(target_arch = "aarch64")]
 macro_rules! jump {
-    () => { "b {f}" };
+    () => {
+        "b {f}"
+    };
 }
 
 macro_rules! with_ra {

@@ -463,9 +463,7 @@ impl Runtime {
         if !self.count {
             return (0, 0);
         }
-        (0..SHARDS).fold((0, 0), |(c, b), s| {
-            (c + self.counters[s * self.stride].load(Relaxed), b + self.counters[s * self.stride + 1].load(Relaxed))
-        })
+        (0..SHARDS).fold((0, 0), |(c, b), s| (c + self.counters[s * self.stride].load(Relaxed), b + self.counters[s * self.stride + 1].load(Relaxed)))
     }
 }
 
@@ -584,12 +582,15 @@ fn step_frame(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usiz
     }
     let r = step_frame_uncached(g, n, fra);
     if key != 0 {
-        STEP.put(key, match r {
-            Ok(c) => enc(DEEPER, 0, c),
-            Err((c, Some(a))) if a <= 0xff => enc(ARENA, a, c),
-            Err((_, Some(_))) => return r,
-            Err((_, None)) => UNMATCHED,
-        });
+        STEP.put(
+            key,
+            match r {
+                Ok(c) => enc(DEEPER, 0, c),
+                Err((c, Some(a))) if a <= 0xff => enc(ARENA, a, c),
+                Err((_, Some(_))) => return r,
+                Err((_, None)) => UNMATCHED,
+            },
+        );
     }
     r
 }
@@ -987,7 +988,10 @@ pub unsafe fn tk_free(p: *mut c_void) {
     match arena::arena_of(p as usize) {
         None => je::free(p),
         Some(a) => {
-            let explicit = { let r = RT.load(Relaxed); r.is_null() || (*r).tcache_explicit };
+            let explicit = {
+                let r = RT.load(Relaxed);
+                r.is_null() || (*r).tcache_explicit
+            };
             je::dallocx(p, tcache_flag(a, explicit))
         }
     }
@@ -1132,25 +1136,45 @@ unsafe extern "C" fn alloc_new(caller: usize, size: usize, align: usize) -> *mut
 
 pub unsafe extern "C-unwind" fn tk_new(size: usize, caller: usize) -> *mut c_void {
     let p = alloc_new(caller, size, 0);
-    if p.is_null() { new_failed(c"_Znwm", size, None) } else { p }
+    if p.is_null() {
+        new_failed(c"_Znwm", size, None)
+    } else {
+        p
+    }
 }
 pub unsafe extern "C-unwind" fn tk_new_arr(size: usize, caller: usize) -> *mut c_void {
     let p = alloc_new(caller, size, 0);
-    if p.is_null() { new_failed(c"_Znam", size, None) } else { p }
+    if p.is_null() {
+        new_failed(c"_Znam", size, None)
+    } else {
+        p
+    }
 }
 pub unsafe extern "C" fn tk_new_nothrow(size: usize, _nt: *const c_void, caller: usize) -> *mut c_void {
     alloc_at(caller, size, 0, false)
 }
 pub unsafe extern "C-unwind" fn tk_new_aligned(size: usize, align: usize, caller: usize) -> *mut c_void {
     let p = if align.is_power_of_two() { alloc_new(caller, size, align) } else { std::ptr::null_mut() };
-    if p.is_null() { new_failed(c"_ZnwmSt11align_val_t", size, Some(align)) } else { p }
+    if p.is_null() {
+        new_failed(c"_ZnwmSt11align_val_t", size, Some(align))
+    } else {
+        p
+    }
 }
 pub unsafe extern "C-unwind" fn tk_new_arr_aligned(size: usize, align: usize, caller: usize) -> *mut c_void {
     let p = if align.is_power_of_two() { alloc_new(caller, size, align) } else { std::ptr::null_mut() };
-    if p.is_null() { new_failed(c"_ZnamSt11align_val_t", size, Some(align)) } else { p }
+    if p.is_null() {
+        new_failed(c"_ZnamSt11align_val_t", size, Some(align))
+    } else {
+        p
+    }
 }
 pub unsafe extern "C" fn tk_new_aligned_nothrow(size: usize, align: usize, _nt: *const c_void, caller: usize) -> *mut c_void {
-    if align.is_power_of_two() { alloc_at(caller, size, align, false) } else { std::ptr::null_mut() }
+    if align.is_power_of_two() {
+        alloc_at(caller, size, align, false)
+    } else {
+        std::ptr::null_mut()
+    }
 }
 
 // ---- per-phase guidance: switching phases at the markers (000 §3.2) -------------------------
@@ -1297,7 +1321,8 @@ extern "C" fn at_exit() {
 fn log_json(depth: usize, pid: i32) -> Value {
     lock();
     // SAFETY: under LOG_LOCK
-    let m: Vec<(Vec<usize>, (u64, u64))> = unsafe { (*std::ptr::addr_of!(LOG)).as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default() };
+    let m: Vec<(Vec<usize>, (u64, u64))> =
+        unsafe { (*std::ptr::addr_of!(LOG)).as_ref().map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default() };
     unlock();
     let mut by_key: HashMap<Vec<String>, (u64, u64)> = HashMap::new();
     let mut names: HashMap<usize, String> = HashMap::new();

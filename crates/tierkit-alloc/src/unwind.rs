@@ -90,7 +90,14 @@ mod cfi {
         if pc < 2 {
             return SLOW;
         }
-        let mut o = DlFindObject { flags: 0, map_start: std::ptr::null_mut(), map_end: std::ptr::null_mut(), link_map: std::ptr::null_mut(), eh_frame: std::ptr::null_mut(), reserved: [0; 7] };
+        let mut o = DlFindObject {
+            flags: 0,
+            map_start: std::ptr::null_mut(),
+            map_end: std::ptr::null_mut(),
+            link_map: std::ptr::null_mut(),
+            eh_frame: std::ptr::null_mut(),
+            reserved: [0; 7],
+        };
         // SAFETY: o is a dl_find_object as glibc lays it out on x86-64
         if unsafe { find((pc - 1) as *mut c_void, &mut o) } != 0 || o.eh_frame.is_null() {
             return SLOW;

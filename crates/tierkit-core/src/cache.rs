@@ -73,7 +73,10 @@ impl CacheSpec {
             if f.len() < 3 || f.len() > 4 {
                 return Err(Error::config(
                     key,
-                    format!("'{part}' is not a cache level; write NAME:SIZE:WAYS[:LINE] (e.g. L1:32K:8), or one of: none, {}", PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "'{part}' is not a cache level; write NAME:SIZE:WAYS[:LINE] (e.g. L1:32K:8), or one of: none, {}",
+                        PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
+                    ),
                 ));
             }
             let size_bytes = crate::units::parse_bytes(key, f[1])?;
@@ -99,7 +102,10 @@ impl CacheSpec {
             if size_bytes / line_bytes as u64 > MAX_LINES {
                 return Err(Error::config(
                     key,
-                    format!("'{part}': a cache level holds at most {MAX_LINES} lines ({} GiB of {line_bytes}-byte lines)", (MAX_LINES * line_bytes as u64) >> 30),
+                    format!(
+                        "'{part}': a cache level holds at most {MAX_LINES} lines ({} GiB of {line_bytes}-byte lines)",
+                        (MAX_LINES * line_bytes as u64) >> 30
+                    ),
                 ));
             }
             levels.push(LevelSpec { name: f[0].to_string(), size_bytes, ways, line_bytes });
@@ -116,11 +122,7 @@ impl CacheSpec {
 
     /// The canonical text form (`L1:32K:8:64,...`), recorded in trace headers and results.
     pub fn describe(&self) -> String {
-        self.levels
-            .iter()
-            .map(|l| format!("{}:{}:{}:{}", l.name, human_bytes(l.size_bytes), l.ways, l.line_bytes))
-            .collect::<Vec<_>>()
-            .join(",")
+        self.levels.iter().map(|l| format!("{}:{}:{}:{}", l.name, human_bytes(l.size_bytes), l.ways, l.line_bytes)).collect::<Vec<_>>().join(",")
     }
 }
 
@@ -290,10 +292,7 @@ impl CacheFilter {
     pub fn new(inner: Box<dyn RecordSource>, spec: &CacheSpec) -> Result<CacheFilter> {
         if inner.meta().post_cache {
             // filtering a post-cache stream again is almost certainly a mistake
-            return Err(Error::config(
-                "--cache",
-                format!("{} already holds post-cache accesses (last-level misses); use --cache none", inner.name()),
-            ));
+            return Err(Error::config("--cache", format!("{} already holds post-cache accesses (last-level misses); use --cache none", inner.name())));
         }
         let mut meta = inner.meta().clone();
         meta.post_cache = true;

@@ -12,12 +12,12 @@ use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
 use crate::policy::{self, Activity, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
 use crate::timing::{AccessEvent, DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
+use crate::trace::repeat::RepeatSource;
 use crate::trace::summary::Summary;
 use crate::trace::synth::{SynthSource, SynthSpec};
 use crate::trace::{Batch, EventKind, MarkerKind, RecordSource, TraceInput, BATCH_RECORDS};
 use crate::tracking::{FutureCounts, Tracking};
 use crate::units::{Capacity, Period};
-use crate::trace::repeat::RepeatSource;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -677,7 +677,10 @@ fn check_needs(needs: &Needs, period: Option<Period>, has_insn: bool, compat: Co
     let key = format!("policy '{label}'");
     if let Some(Period::Insn(_)) = period {
         if !has_insn {
-            return Err(Error::config(key, "its period is in instructions, but the trace has no instruction counts; give it in accesses (e.g. period=100K) or ns"));
+            return Err(Error::config(
+                key,
+                "its period is in instructions, but the trace has no instruction counts; give it in accesses (e.g. period=100K) or ns",
+            ));
         }
     }
     if needs.future && matches!(period, Some(Period::Ns(_))) {
@@ -696,15 +699,24 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let label = if job.policy_label.is_empty() { "policy".to_string() } else { job.policy_label.clone() };
     check_scale(job)?;
     if job.time_scale != 1.0 && job.params.is_none() {
-        return Err(Error::config("--time-scale", format!("policy '{label}' has no declared parameters to scale: give its times already scaled and leave --time-scale at 1")));
+        return Err(Error::config(
+            "--time-scale",
+            format!("policy '{label}' has no declared parameters to scale: give its times already scaled and leave --time-scale at 1"),
+        ));
     }
     let multi = job.cores > 1;
     if multi {
         if job.timing != TimingKind::Detailed {
-            return Err(Error::config("--timing", "the simple timing model is one core's: a mix or a trace's threads on several cores needs --timing detailed (docs/models.md, \"Many cores\")"));
+            return Err(Error::config(
+                "--timing",
+                "the simple timing model is one core's: a mix or a trace's threads on several cores needs --timing detailed (docs/models.md, \"Many cores\")",
+            ));
         }
         if needs.future {
-            return Err(Error::config(format!("policy '{label}'"), "it reads the future of the access stream, which on several cores is decided as the run goes; run it on one core"));
+            return Err(Error::config(
+                format!("policy '{label}'"),
+                "it reads the future of the access stream, which on several cores is decided as the run goes; run it on one core",
+            ));
         }
         if job.watch.is_some() {
             return Err(Error::config("--watch", "not available on several cores"));
@@ -734,8 +746,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let page_bytes = meta.page_size;
 
     // capacities: fractions need the footprint
-    let needs_footprint = job.capacity.iter().any(|(_, c)| matches!(c, Capacity::Fraction(_)))
-        || job.platform.tiers.iter().any(|t| t.capacity.is_some());
+    let needs_footprint = job.capacity.iter().any(|(_, c)| matches!(c, Capacity::Fraction(_))) || job.platform.tiers.iter().any(|t| t.capacity.is_some());
     let summary = if needs_footprint { Some(job.summary()?) } else { job.summary.clone() };
     let footprint = summary.as_ref().map(|s| s.pages).unwrap_or(0);
     for (i, _) in &job.capacity {
@@ -1212,7 +1223,13 @@ pub fn human_ns(ns: f64) -> String {
         (ns, "ns")
     };
     // three significant digits, without trailing zeros
-    let digits = if v >= 100.0 { 0 } else if v >= 10.0 { 1 } else { 2 };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
     let s = format!("{v:.digits$}");
     let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
     format!("{s} {unit}")
@@ -1233,7 +1250,9 @@ pub fn activity_warnings(label: &str, acts: Option<(u64, Period)>, moves_pages: 
         if n < MIN_ACTIVATIONS {
             // the interval and the run, in the interval's own unit
             let (interval, run, fits) = match every {
-                Period::Ns(i) => (format!("{} interval", human_ns(i as f64)), format!("{} of simulated time", human_ns(ran.runtime_ns)), ran.runtime_ns / i.max(1) as f64),
+                Period::Ns(i) => {
+                    (format!("{} interval", human_ns(i as f64)), format!("{} of simulated time", human_ns(ran.runtime_ns)), ran.runtime_ns / i.max(1) as f64)
+                }
                 Period::Accesses(i) => (format!("period of {i} accesses"), format!("{} accesses", ran.accesses), ran.accesses as f64 / i.max(1) as f64),
                 Period::Insn(i) => match ran.instructions {
                     Some(r) => (format!("period of {i} instructions"), format!("{r} instructions"), r as f64 / i.max(1) as f64),
@@ -1245,7 +1264,11 @@ pub fn activity_warnings(label: &str, acts: Option<(u64, Period)>, moves_pages: 
             } else if fits < MIN_ACTIVATIONS as f64 {
                 format!("its {interval} fits only {fits:.2} times in the run's {run}, too few to show how it behaves; {SEE}")
             } else if fits.is_finite() {
-                format!("its {interval} passed {} times in the run's {run}, but its work ran in only {} of them (see stats.policy for the skipped ones)", fits.floor(), n)
+                format!(
+                    "its {interval} passed {} times in the run's {run}, but its work ran in only {} of them (see stats.policy for the skipped ones)",
+                    fits.floor(),
+                    n
+                )
             } else {
                 format!("its {interval} passed too few times in the run; {SEE}")
             };

@@ -148,8 +148,12 @@ mod tests {
     fn a_long_path_keeps_its_start_and_file_name() {
         let p = format!("/data/run-7/{}/trace-of-gcc.tkt", vec!["d".repeat(60); 6].join("/"));
         assert!(p.chars().count() > 390);
-        for e in [Error::Exists { path: p.clone() }, Error::io(&p, std::io::Error::other("disk full")),
-                  Error::at_offset(&p, 7, "corrupt"), Error::config("--out", format!("cannot write {p}"))] {
+        for e in [
+            Error::Exists { path: p.clone() },
+            Error::io(&p, std::io::Error::other("disk full")),
+            Error::at_offset(&p, 7, "corrupt"),
+            Error::config("--out", format!("cannot write {p}")),
+        ] {
             let m = e.to_string();
             assert!(m.chars().count() <= MAX_MSG_CHARS, "{} chars: {m}", m.chars().count());
             assert!(m.contains("/data/run-7/") && m.contains("…") && m.contains("/trace-of-gcc.tkt"), "{m}");

@@ -50,7 +50,11 @@ pub struct ReuseHistogram {
 }
 
 /// Walk the trace's accesses with page ids: `f(index, page, write)`.
-fn walk(trace: &dyn TraceOpener, mut f: impl FnMut(u64, PageId, bool), mut progress: impl FnMut(u64, Option<u64>) -> bool) -> Result<(PageMap, u64, u64, String)> {
+fn walk(
+    trace: &dyn TraceOpener,
+    mut f: impl FnMut(u64, PageId, bool),
+    mut progress: impl FnMut(u64, Option<u64>) -> bool,
+) -> Result<(PageMap, u64, u64, String)> {
     let mut src = trace.open()?;
     let page_size = src.meta().page_size;
     src.set_projection(Projection { insn: false, ns: false, addr: true });
@@ -206,7 +210,12 @@ mod tests {
     struct Pages(Vec<u64>);
     impl TraceOpener for Pages {
         fn open(&self) -> Result<Box<dyn crate::trace::RecordSource>> {
-            let acc = self.0.iter().enumerate().map(|(i, &p)| Access { addr: 0x10_0000 + p * 4096, write: p % 2 == 1, insn: i as u64, ..Default::default() }).collect();
+            let acc = self
+                .0
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| Access { addr: 0x10_0000 + p * 4096, write: p % 2 == 1, insn: i as u64, ..Default::default() })
+                .collect();
             Ok(Box::new(VecSource::new(TraceMeta::default(), acc, Vec::new())))
         }
         fn summary(&self) -> Result<crate::trace::Summary> {

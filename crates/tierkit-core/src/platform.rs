@@ -286,7 +286,8 @@ impl Platform {
         if !(c.freq_ghz > 0.0 && c.base_cpi > 0.0 && c.rob_entries > 0 && c.max_outstanding > 0 && c.write_queue_entries > 0) {
             return Err(Error::config(format!("{origin}: cpu"), "frequency, CPI, ROB, outstanding misses and write queue must be positive"));
         }
-        for (f, v, max) in [("freq_ghz", c.freq_ghz, MAX_FREQ_GHZ), ("base_cpi", c.base_cpi, MAX_CPI), ("load_window_ns", c.load_window_ns, MAX_LOAD_WINDOW_NS)] {
+        for (f, v, max) in [("freq_ghz", c.freq_ghz, MAX_FREQ_GHZ), ("base_cpi", c.base_cpi, MAX_CPI), ("load_window_ns", c.load_window_ns, MAX_LOAD_WINDOW_NS)]
+        {
             if !(v > 0.0 && v <= max) {
                 return Err(Error::config(format!("{origin}: cpu.{f}"), format!("{v} is out of range (positive, at most {max})")));
             }

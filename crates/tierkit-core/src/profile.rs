@@ -426,7 +426,11 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
     // stripped program, where their return addresses do not), others by display frames
     let keyed = !c.sites.is_empty() && c.sites.iter().all(|s| !s.keys.is_empty() && s.keys.len() == s.frames.len());
     fn by(s: &RawSite, keyed: bool) -> &[String] {
-        if keyed { &s.keys } else { &s.frames }
+        if keyed {
+            &s.keys
+        } else {
+            &s.frames
+        }
     }
     let max_frames = c.sites.iter().map(|s| by(s, keyed).len()).max().unwrap_or(0).max(1);
     let mut depths = Vec::new();

@@ -99,24 +99,33 @@ pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
     let h = &ident[..hlen];
     let u16_at = |b: &[u8], i: usize| {
         let v = [b[i], b[i + 1]];
-        if le { u16::from_le_bytes(v) } else { u16::from_be_bytes(v) }
+        if le {
+            u16::from_le_bytes(v)
+        } else {
+            u16::from_be_bytes(v)
+        }
     };
     let u32_at = |b: &[u8], i: usize| {
         let v = [b[i], b[i + 1], b[i + 2], b[i + 3]];
-        if le { u32::from_le_bytes(v) } else { u32::from_be_bytes(v) }
+        if le {
+            u32::from_le_bytes(v)
+        } else {
+            u32::from_be_bytes(v)
+        }
     };
     let u64_at = |b: &[u8], i: usize| {
         let mut v = [0u8; 8];
         v.copy_from_slice(&b[i..i + 8]);
-        if le { u64::from_le_bytes(v) } else { u64::from_be_bytes(v) }
+        if le {
+            u64::from_le_bytes(v)
+        } else {
+            u64::from_be_bytes(v)
+        }
     };
     let word = |b: &[u8], i: usize| if is64 { u64_at(b, i) } else { u32_at(b, i) as u64 };
     let (phoff, shoff) = if is64 { (u64_at(h, 32), u64_at(h, 40)) } else { (u32_at(h, 28) as u64, u32_at(h, 32) as u64) };
-    let (phentsize, phnum, shentsize, shnum) = if is64 {
-        (u16_at(h, 54), u16_at(h, 56), u16_at(h, 58), u16_at(h, 60))
-    } else {
-        (u16_at(h, 42), u16_at(h, 44), u16_at(h, 46), u16_at(h, 48))
-    };
+    let (phentsize, phnum, shentsize, shnum) =
+        if is64 { (u16_at(h, 54), u16_at(h, 56), u16_at(h, 58), u16_at(h, 60)) } else { (u16_at(h, 42), u16_at(h, 44), u16_at(h, 46), u16_at(h, 48)) };
     let file_len = f.metadata().ok()?.len();
     let mut read_at = |off: u64, len: u64| -> Option<Vec<u8>> {
         if len > (16 << 20) || off.checked_add(len)? > file_len {

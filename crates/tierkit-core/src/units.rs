@@ -19,7 +19,12 @@ fn number_text(s: &str) -> Option<(String, &str)> {
     let s = s.trim();
     let end = s
         .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == '_' || ((c == 'e' || c == 'E') && i > 0 && s[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '-'))))
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || c == '_'
+                || ((c == 'e' || c == 'E') && i > 0 && s[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '-')))
+        })
         .map(|(i, _)| i)
         .unwrap_or(s.len());
     if end == 0 {
@@ -215,9 +220,9 @@ impl Period {
         } else if t.ends_with("ns") || t.ends_with("us") || t.ends_with("µs") || t.ends_with("ms") || (t.ends_with('s') && !t.ends_with("es")) {
             Period::Ns(parse_period_ns(key, t)?)
         } else {
-            Period::Accesses(parse_count(key, t).map_err(|_| {
-                Error::config(key, format!("'{s}' is not a period (examples: 1000 or 100K accesses, 1M-insn, 10ms)"))
-            })?)
+            Period::Accesses(
+                parse_count(key, t).map_err(|_| Error::config(key, format!("'{s}' is not a period (examples: 1000 or 100K accesses, 1M-insn, 10ms)")))?,
+            )
         };
         let n = match p {
             Period::Accesses(n) | Period::Insn(n) | Period::Ns(n) => n,

@@ -167,7 +167,10 @@ fn warning_sentences() {
         activity_warnings("hyplacer", Some((0, Period::Ns(1_000_000_000))), true, 0, &ran),
         ["hyplacer acted 0 times: its 1 s interval is longer than the run's 250 ms of simulated time; see --repeat / --time-scale"]
     );
-    assert_eq!(activity_warnings("hyplacer", Some((5, Period::Ns(1_000_000))), true, 0, &ran), ["hyplacer acted 5 times but moved no page: its result is that of its initial placement alone"]);
+    assert_eq!(
+        activity_warnings("hyplacer", Some((5, Period::Ns(1_000_000))), true, 0, &ran),
+        ["hyplacer acted 5 times but moved no page: its result is that of its initial placement alone"]
+    );
     assert_eq!(
         activity_warnings("nimble", Some((1, Period::Ns(100_000_000))), true, 10, &ran),
         ["nimble acted 1 time: its 100 ms interval fits only 2.50 times in the run's 250 ms of simulated time, too few to show how it behaves; see --repeat / --time-scale (10 migrations came from work outside it, such as demotion under memory pressure)"]

@@ -91,17 +91,17 @@ fn every_time_period_far_below_its_cost_is_bounded() {
 fn every_policy_with_a_time_interval_is_bounded() {
     let t = trace();
     let specs = [
-        "history:period=1ns",                                               // 003 §3.1
-        "hma-epoch:epoch=1ns",                                              // 001 §2.4
-        "fthp:epoch_ms=0.000001",                                           // 000 §5.1
-        "mempod:epoch=1ns",                                                 // 004 §5
-        "damon-tiering:sample=1ns,aggr=1ns,quota_reset=1ns",                // 004 §5
-        "memos:period=1ns",                                                 // 004 §5
-        "hyplacer:interval=2ns,delay=1ns",                                  // 004 §4
-        "nimble:period=1ns",                                                // 004 §5
+        "history:period=1ns",                                                               // 003 §3.1
+        "hma-epoch:epoch=1ns",                                                              // 001 §2.4
+        "fthp:epoch_ms=0.000001",                                                           // 000 §5.1
+        "mempod:epoch=1ns",                                                                 // 004 §5
+        "damon-tiering:sample=1ns,aggr=1ns,quota_reset=1ns",                                // 004 §5
+        "memos:period=1ns",                                                                 // 004 §5
+        "hyplacer:interval=2ns,delay=1ns",                                                  // 004 §4
+        "nimble:period=1ns",                                                                // 004 §5
         "autonuma-tiering:scan_period_ms=0.000001,scan_delay_ms=0,rate_window_ms=0.000001", // 004 §5
-        "tpp:scan_period_ms=0.000001,scan_delay_ms=0,rate_window_ms=0.000001", // 004 §5
-        "otf:twindow=1",                                                    // 001 §3.1
+        "tpp:scan_period_ms=0.000001,scan_delay_ms=0,rate_window_ms=0.000001",              // 004 §5
+        "otf:twindow=1",                                                                    // 001 §3.1
     ];
     for timing in [TimingKind::Simple, TimingKind::Detailed] {
         for spec in specs {

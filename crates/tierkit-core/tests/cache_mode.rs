@@ -74,8 +74,7 @@ fn loop_that_fits_hits_and_loop_that_does_not_misses() {
     assert_eq!(r.fast_hit_ratio, 0.75);
     assert_eq!(r.stats.policy["hit_ratio"], 0.75);
 
-    let big: Vec<(u64, bool)> =
-        (0..4).flat_map(|_| [VA[0], VA[1]].into_iter().flat_map(|p| (0..64u64).map(move |l| (p + l * 64, false)))).collect();
+    let big: Vec<(u64, bool)> = (0..4).flat_map(|_| [VA[0], VA[1]].into_iter().flat_map(|p| (0..64u64).map(move |l| (p + l * 64, false)))).collect();
     let input = write_trace(dir.path(), &big);
     let r = run(&input, "dram-pmem", &ONE_PAGE, "cache-mode");
     assert_eq!((stat(&r, "hits"), stat(&r, "misses")), (0, 512));
@@ -154,10 +153,9 @@ fn invariants_on_two_and_three_tiers() {
         })
         .collect();
     let input = write_trace(dir.path(), &recs);
-    for (platform, caps) in [
-        ("dram-pmem", vec![(0, Capacity::Fraction(0.1))]),
-        ("hbm-dram-cxl", vec![(0, Capacity::Fraction(0.1)), (1, Capacity::Fraction(0.5))]),
-    ] {
+    for (platform, caps) in
+        [("dram-pmem", vec![(0, Capacity::Fraction(0.1))]), ("hbm-dram-cxl", vec![(0, Capacity::Fraction(0.1)), (1, Capacity::Fraction(0.5))])]
+    {
         for spec in ["cache-mode", "cache-mode:block=256"] {
             let r = run(&input, platform, &caps, spec);
             assert_eq!(r.accesses, 20000);

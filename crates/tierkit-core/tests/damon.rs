@@ -255,7 +255,12 @@ fn migrate_hot_filters_young_pages_only_where_the_kernel_has_allow_filters() {
 fn every_application_opens_a_quota_window_when_apply_and_reset_intervals_are_equal() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_pages(dir.path(), &trace(0..64, 64..128, 3000), None);
-    let r = run(&input, "dram-dcpmm", &HALF, "damon-tiering:sample=20us,aggr=200us,apply_aggrs=10,quota_reset=2ms,check_ns=50,hot_goal_used_bp=0,cold_goal_free_bp=0");
+    let r = run(
+        &input,
+        "dram-dcpmm",
+        &HALF,
+        "damon-tiering:sample=20us,aggr=200us,apply_aggrs=10,quota_reset=2ms,check_ns=50,hot_goal_used_bp=0,cold_goal_free_bp=0",
+    );
     let applies = r.stats.policy["activity"]["applies"].as_u64().unwrap();
     assert!(applies >= 5, "{applies}");
     for which in ["promote", "demote"] {

@@ -49,7 +49,15 @@ fn bytes(entries: &[Entry]) -> Vec<u8> {
 /// What raw2trace writes first: header, version and filetype markers, thread, pid, cache line
 /// size, chunk instruction count.
 fn preamble(tid: u64) -> Vec<Entry> {
-    vec![e(HEADER, 0, 5), e(MARKER, VERSION, 5), e(MARKER, FILETYPE, 0x240), e(THREAD, 4, tid), e(PID, 4, 100), e(MARKER, LINE_SIZE, 64), e(MARKER, CHUNK_INSTR_COUNT, 10_000_000)]
+    vec![
+        e(HEADER, 0, 5),
+        e(MARKER, VERSION, 5),
+        e(MARKER, FILETYPE, 0x240),
+        e(THREAD, 4, tid),
+        e(PID, 4, 100),
+        e(MARKER, LINE_SIZE, 64),
+        e(MARKER, CHUNK_INSTR_COUNT, 10_000_000),
+    ]
 }
 
 /// Thread 101: two chunks, timestamps 1000 and 3000.

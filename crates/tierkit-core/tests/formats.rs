@@ -101,10 +101,18 @@ fn every_importer_reads_its_sample_field_by_field() {
         ),
         (
             Format::Lackey,
-            vec![acc(0x04222CAC, true, 1, 4, 0x0023C790), acc(0x0025F9B8, false, 2, 8, 0x0023C792), acc(0x0421FC08, false, 2, 4, 0x0023C792), acc(0x0421FC08, true, 2, 4, 0x0023C792)],
+            vec![
+                acc(0x04222CAC, true, 1, 4, 0x0023C790),
+                acc(0x0025F9B8, false, 2, 8, 0x0023C792),
+                acc(0x0421FC08, false, 2, 4, 0x0023C792),
+                acc(0x0421FC08, true, 2, 4, 0x0023C792),
+            ],
         ),
         (Format::Dramsim3, vec![acc(0x12345680, false, 0, 64, 0), acc(0x12345700, true, 0, 64, 0), acc(0x1f, false, 0, 64, 0)]),
-        (Format::Ramulator2, vec![acc(0x1234abcd, false, 0, 64, 0), acc(0x1234abce, true, 0, 64, 0), acc(305441741, false, 0, 64, 0), acc(0x7ffe0000, true, 0, 64, 0)]),
+        (
+            Format::Ramulator2,
+            vec![acc(0x1234abcd, false, 0, 64, 0), acc(0x1234abce, true, 0, 64, 0), acc(305441741, false, 0, 64, 0), acc(0x7ffe0000, true, 0, 64, 0)],
+        ),
         (
             // ns after the first sample line, thread ids; the sample without a data address is skipped
             Format::Perf,
@@ -168,7 +176,9 @@ fn format_names_read_back_and_dramsim3_takes_its_clock() {
     assert_eq!(Format::parse("--format", " dramsim3 : tck_ps=1250 ").unwrap(), Format::Dramsim3Clock { tck_ps: 1250 });
     assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.to_string(), "dramsim3:tck_ps=625");
     assert_eq!(Format::Dramsim3Clock { tck_ps: 625 }.name(), "dramsim3");
-    for bad in ["dramsim3:tck_ps=0", "dramsim3:tck_ps=", "dramsim3:tck_ps=-5", "dramsim3:tck=625", "dramsim3:tck_ps=1.5", "dramsim3:tck_ps=99999999999999999999"] {
+    for bad in
+        ["dramsim3:tck_ps=0", "dramsim3:tck_ps=", "dramsim3:tck_ps=-5", "dramsim3:tck=625", "dramsim3:tck_ps=1.5", "dramsim3:tck_ps=99999999999999999999"]
+    {
         let e = Format::parse("--format", bad).unwrap_err().to_string();
         assert!(e.starts_with("--format: ") && e.contains("dramsim3:tck_ps=N"), "{bad}: {e}");
     }
@@ -307,7 +317,10 @@ fn ramulator_export_of_other_sources_counts_what_it_loses() {
     assert!(r.notes.iter().any(|n| n.contains("pre-cache")));
     // reads and writes an importer gets back
     let back = rows(text::open(&out, Format::Ramulator).unwrap().as_mut());
-    assert_eq!(back.iter().map(|a| (a.addr, a.write, a.insn)).collect::<Vec<_>>(), vec![(0x04222CAC, false, 1), (0x0025F9B8, false, 2), (0x0421FC08, false, 3), (0x0421FC08, true, 3)]);
+    assert_eq!(
+        back.iter().map(|a| (a.addr, a.write, a.insn)).collect::<Vec<_>>(),
+        vec![(0x04222CAC, false, 1), (0x0025F9B8, false, 2), (0x0421FC08, false, 3), (0x0421FC08, true, 3)]
+    );
 }
 
 #[test]
@@ -409,9 +422,49 @@ const SEEDS: &[&str] = &[
 ];
 
 const ALPHABET: &[&str] = &[
-    "0", "1", "2", "9", "a", "F", "x", "0x", " ", "\t", ",", "R", "W", "I", "L", "S", "M", "SB", "==", "--", "-", "+", "é", "\u{0}",
-    "READ", "WRITE", "18446744073709551615", "18446744073709551616", "99999999999999999999999", "ffffffffffffffffff",
-    "LD", "ST", ".", ":", "/", "[", "]", "|OP ", "LOAD", "STORE", "N/A", "mem-loads", "mem-stores",
+    "0",
+    "1",
+    "2",
+    "9",
+    "a",
+    "F",
+    "x",
+    "0x",
+    " ",
+    "\t",
+    ",",
+    "R",
+    "W",
+    "I",
+    "L",
+    "S",
+    "M",
+    "SB",
+    "==",
+    "--",
+    "-",
+    "+",
+    "é",
+    "\u{0}",
+    "READ",
+    "WRITE",
+    "18446744073709551615",
+    "18446744073709551616",
+    "99999999999999999999999",
+    "ffffffffffffffffff",
+    "LD",
+    "ST",
+    ".",
+    ":",
+    "/",
+    "[",
+    "]",
+    "|OP ",
+    "LOAD",
+    "STORE",
+    "N/A",
+    "mem-loads",
+    "mem-stores",
 ];
 
 fn mutate(rng: &mut ChaCha8Rng, line: &str) -> String {

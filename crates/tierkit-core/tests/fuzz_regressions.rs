@@ -78,7 +78,8 @@ fn build(spec: &str) -> tierkit_core::Result<()> {
 /// configures TPP): a wrong value accepted without a word.
 #[test]
 fn integer_parameters_out_of_64_bits_are_refused_not_wrapped() {
-    for spec in ["history:bins=-9223372036854775808", "tpp:min_free_kbytes=18446744073709551615", "tpp:min_free_kbytes=9223372036854775808", "history:bins=--5"] {
+    for spec in ["history:bins=-9223372036854775808", "tpp:min_free_kbytes=18446744073709551615", "tpp:min_free_kbytes=9223372036854775808", "history:bins=--5"]
+    {
         let e = build(spec).expect_err(spec);
         assert_clean_line(&e);
         let line = e.to_string();

@@ -158,7 +158,16 @@ fn profile_slices_follow_the_trace_markers() {
     let t = trace(
         d.path(),
         "m.tkt",
-        &[R::Site(0, HOT), R::Alloc(0x10000, PAGE, 0), R::Touch(0x10000, 1, 4), R::Slice(1), R::Touch(0x10000, 1, 6), R::Slice(2), R::Slice(3), R::Touch(0x10000, 1, 1)],
+        &[
+            R::Site(0, HOT),
+            R::Alloc(0x10000, PAGE, 0),
+            R::Touch(0x10000, 1, 4),
+            R::Slice(1),
+            R::Touch(0x10000, 1, 6),
+            R::Slice(2),
+            R::Slice(3),
+            R::Touch(0x10000, 1, 1),
+        ],
     );
     let p = profile(&t, SliceBy::Auto, |_, _| true).unwrap();
     assert_eq!(p.slices.source, "markers");
@@ -224,7 +233,18 @@ fn sites_match_by_their_first_context_frames() {
         }),
     );
     let hot_elsewhere: &[&str] = &["make_hot (s.c:10)", "other_caller (s.c:99)"];
-    let t = trace(d.path(), "c.tkt", &[R::Site(0, COLD), R::Alloc(0x100000, 4 * PAGE, 0), R::Touch(0x100000, 4, 4), R::Site(1, hot_elsewhere), R::Alloc(0x200000, 2 * PAGE, 1), R::Touch(0x200000, 2, 20)]);
+    let t = trace(
+        d.path(),
+        "c.tkt",
+        &[
+            R::Site(0, COLD),
+            R::Alloc(0x100000, 4 * PAGE, 0),
+            R::Touch(0x100000, 4, 4),
+            R::Site(1, hot_elsewhere),
+            R::Alloc(0x200000, 2 * PAGE, 1),
+            R::Touch(0x200000, 2, 20),
+        ],
+    );
     let r = run(&t, 4, &format!("guided:guidance={g}"));
     assert_eq!(fast_reads(&r), 20);
     assert_eq!(r.stats.policy["allocations_unmatched"], 0);

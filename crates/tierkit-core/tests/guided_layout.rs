@@ -247,7 +247,14 @@ fn per_class_pages_follow_migrations_of_the_then_policy() {
     let t = trace(
         d.path(),
         "moves.tkt",
-        &[R::Site(0, COLD), R::Alloc(0x100000, 8 * PAGE, 0), R::Touch(0x100000, 8, 8), R::Site(1, HOT), R::Alloc(0x200000, 4 * PAGE, 1), R::Touch(0x200000, 4, 400)],
+        &[
+            R::Site(0, COLD),
+            R::Alloc(0x100000, 8 * PAGE, 0),
+            R::Touch(0x100000, 8, 8),
+            R::Site(1, HOT),
+            R::Alloc(0x200000, 4 * PAGE, 1),
+            R::Touch(0x200000, 4, 400),
+        ],
     );
     let p = d.path().join("wrong.json");
     let body = serde_json::json!({

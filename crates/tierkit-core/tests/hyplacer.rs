@@ -394,7 +394,9 @@ fn contracts_on_synthetic_traces() {
         let input = TraceInput::new(p);
         for platform in ["dram-dcpmm", "hbm-dram-cxl"] {
             for timing in [TimingKind::Simple, TimingKind::Detailed] {
-                for policy in ["hyplacer:interval=200us,delay=40us,max_pages=64", "hyplacer:interval=200us,delay=40us,max_pages=64,placement=dcpmm,os_costs=page"] {
+                for policy in
+                    ["hyplacer:interval=200us,delay=40us,max_pages=64", "hyplacer:interval=200us,delay=40us,max_pages=64,placement=dcpmm,os_costs=page"]
+                {
                     let once = || {
                         let mut job = Job::new(&input, Platform::load(platform).unwrap());
                         job.capacity = vec![(0, Capacity::Fraction(0.1))];

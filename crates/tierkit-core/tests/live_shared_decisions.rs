@@ -276,7 +276,12 @@ fn hyplacer_makes_the_same_moves_in_the_simulator_and_live() {
         assert!(!log.moves.is_empty(), "{spec}: the scenario moves pages");
         total += log.moves.len();
         let first = live.iter().zip(&log.moves).position(|(a, b)| a != b);
-        assert!(first.is_none() && live.len() == log.moves.len(), "{spec}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated", live.len(), log.moves.len());
+        assert!(
+            first.is_none() && live.len() == log.moves.len(),
+            "{spec}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
+            live.len(),
+            log.moves.len()
+        );
         assert_eq!(activations(&rep), activations(&sim), "{spec}: the same activations");
         assert_eq!(rep["stats"]["classified"], sim["stats"]["classified"], "{spec}");
         assert_eq!(rep["stats"]["dram_walk"], sim["stats"]["dram_walk"], "{spec}");
@@ -334,7 +339,12 @@ fn history_makes_the_same_moves_in_the_simulator_and_live() {
         let rep = dec.report();
         assert!(log.moves.len() > 20, "bins={bins}: the scenario moves pages ({})", log.moves.len());
         let first = live.iter().zip(&log.moves).position(|(a, b)| a != b);
-        assert!(first.is_none() && live.len() == log.moves.len(), "bins={bins}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated", live.len(), log.moves.len());
+        assert!(
+            first.is_none() && live.len() == log.moves.len(),
+            "bins={bins}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
+            live.len(),
+            log.moves.len()
+        );
         assert_eq!(rep["scheduler"], sim["scheduler"], "bins={bins}");
         assert!(steps.iter().all(|s| s.next_in_ns == 1_000_000), "one step per period");
     }
@@ -343,7 +353,11 @@ fn history_makes_the_same_moves_in_the_simulator_and_live() {
 // ------------------------------------------------------------------ the live protocol
 
 fn obs(t_ns: u64, pages: &[(u64, TierId, bool, bool, u32)]) -> Observation {
-    Observation { t_ns, since_clear_ns: 0, pages: pages.iter().map(|&(p, tier, r, d, n)| PageObs { addr: addr(p), tier, referenced: r, dirty: d, accesses: n }).collect() }
+    Observation {
+        t_ns,
+        since_clear_ns: 0,
+        pages: pages.iter().map(|&(p, tier, r, d, n)| PageObs { addr: addr(p), tier, referenced: r, dirty: d, accesses: n }).collect(),
+    }
 }
 
 fn mv(p: u64, from: TierId, to: TierId) -> LiveMove {
@@ -421,7 +435,11 @@ fn hyplacer_live_write_intensive_pages_come_from_dirty_bits() {
 #[test]
 fn failed_moves_keep_the_page_in_place() {
     for name in LIVE_POLICIES {
-        let spec = PolicySpec::parse(&format!("{name}:{}", if *name == "history" { "period=1ms,bins=0" } else { "interval=1ms,delay=100us,write_threshold_mb_per_s=1e6" })).unwrap();
+        let spec = PolicySpec::parse(&format!(
+            "{name}:{}",
+            if *name == "history" { "period=1ms,bins=0" } else { "interval=1ms,delay=100us,write_threshold_mb_per_s=1e6" }
+        ))
+        .unwrap();
         let mut d = build_decider(&spec, 4, PAGE).unwrap();
         let ms = 1_000_000u64;
         d.step(&obs(0, &[])).unwrap();
@@ -464,7 +482,11 @@ fn the_budget_is_never_exceeded_on_random_observations() {
         for seed in 0..12u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 7 + 1);
             let budget = rng.random_range(0..12u64);
-            let spec = PolicySpec::parse(&format!("{name}:{}", if *name == "history" { "period=1ms,bins=4" } else { "interval=1ms,delay=200us,write_threshold_mb_per_s=0.5,dram_target=0.7,dram_limit=0.8" })).unwrap();
+            let spec = PolicySpec::parse(&format!(
+                "{name}:{}",
+                if *name == "history" { "period=1ms,bins=4" } else { "interval=1ms,delay=200us,write_threshold_mb_per_s=0.5,dram_target=0.7,dram_limit=0.8" }
+            ))
+            .unwrap();
             let mut d = build_decider(&spec, budget, PAGE).unwrap();
             let mut kernel: BTreeMap<u64, TierId> = BTreeMap::new();
             let mut t = 0u64;
@@ -519,7 +541,11 @@ fn the_budget_is_never_exceeded_on_random_observations() {
                 let r = d.report();
                 assert!(r["live"]["fast_pages"].as_u64().unwrap() <= budget);
                 if !any_failed {
-                    assert_eq!(r["live"]["fast_pages"].as_u64().unwrap(), kernel.values().filter(|&&x| x == 0).count() as u64, "{name} seed {seed}: the mirror is the kernel's placement");
+                    assert_eq!(
+                        r["live"]["fast_pages"].as_u64().unwrap(),
+                        kernel.values().filter(|&&x| x == 0).count() as u64,
+                        "{name} seed {seed}: the mirror is the kernel's placement"
+                    );
                 }
                 t += s.next_in_ns.min(rng.random_range(1..400_000));
             }
@@ -540,7 +566,14 @@ fn specs_that_cannot_run_live_are_refused_with_the_key() {
     // the default period (1000 accesses) maps to 100 ms live
     let mut d = build_decider(&PolicySpec::parse("history").unwrap(), 8, PAGE).unwrap();
     assert_eq!(d.step(&obs(0, &[])).unwrap().next_in_ns, 100_000_000);
-    let bad = Observation { t_ns: 1, since_clear_ns: 0, pages: vec![PageObs { addr: addr(2), tier: 0, referenced: false, dirty: false, accesses: 0 }, PageObs { addr: addr(1), tier: 0, referenced: false, dirty: false, accesses: 0 }] };
+    let bad = Observation {
+        t_ns: 1,
+        since_clear_ns: 0,
+        pages: vec![
+            PageObs { addr: addr(2), tier: 0, referenced: false, dirty: false, accesses: 0 },
+            PageObs { addr: addr(1), tier: 0, referenced: false, dirty: false, accesses: 0 },
+        ],
+    };
     assert!(d.step(&bad).unwrap_err().to_string().contains("address order"));
 }
 
@@ -554,7 +587,9 @@ fn pages_over_the_budget_are_demoted_least_accessed_then_highest_address_first()
         let mut d = build_decider(&spec, 2, PAGE).unwrap();
         // five pages on the fast node, budget two: pages 1 and 3 idle, page 4 read once,
         // page 0 and 2 busy
-        let s = d.step(&obs(0, &[(0, 0, true, true, 9), (1, 0, false, false, 0), (2, 0, true, false, 7), (3, 0, false, false, 0), (4, 0, true, false, 1)])).unwrap();
+        let s = d
+            .step(&obs(0, &[(0, 0, true, true, 9), (1, 0, false, false, 0), (2, 0, true, false, 7), (3, 0, false, false, 0), (4, 0, true, false, 1)]))
+            .unwrap();
         assert_eq!(s.moves[..3], [mv(3, 0, 1), mv(1, 0, 1), mv(4, 0, 1)], "{name}");
         assert!(s.moves[3..].iter().all(|m| m.to == 1), "{name}: nothing promoted past the budget: {:?}", s.moves);
         let r = d.report();

@@ -12,8 +12,8 @@
 
 mod common;
 use common::{run, write_pages};
-use tierkit_core::engine::{run_policy, Job, SimResult};
 use std::sync::{Arc, Mutex};
+use tierkit_core::engine::{run_policy, Job, SimResult};
 
 use tierkit_core::mechanics::{MoveBy, Op, TierId};
 use tierkit_core::pagemap::PageId;
@@ -267,7 +267,9 @@ fn nimble_keeps_the_invariants_with_short_periods_on_two_and_three_tiers() {
     }
     w.finish().unwrap();
     let input = TraceInput::new(p);
-    for (platform, caps) in [("dram-dcpmm", vec![(0, Capacity::Fraction(0.1))]), ("hbm-dram-cxl", vec![(0, Capacity::Fraction(0.1)), (1, Capacity::Fraction(0.3))])] {
+    for (platform, caps) in
+        [("dram-dcpmm", vec![(0, Capacity::Fraction(0.1))]), ("hbm-dram-cxl", vec![(0, Capacity::Fraction(0.1)), (1, Capacity::Fraction(0.3))])]
+    {
         let mut job = Job::new(&input, Platform::load(platform).unwrap());
         job.capacity = caps;
         job.paranoid = true;

@@ -143,7 +143,12 @@ fn tpp_demotion_keeps_dram_free_above_the_demotion_watermark() {
         assert!(row[6].as_u64().unwrap() >= 8, "{row}");
     }
 
-    let a = run(&input, "dram-dcpmm", &caps, &format!("autonuma-tiering:scan_period_ms=0.001,scan_delay_ms=0,rate_window_ms=0.01,watermark_scale_factor=2000,{FREE}"));
+    let a = run(
+        &input,
+        "dram-dcpmm",
+        &caps,
+        &format!("autonuma-tiering:scan_period_ms=0.001,scan_delay_ms=0,rate_window_ms=0.01,watermark_scale_factor=2000,{FREE}"),
+    );
     let rows = a.stats.policy["timeseries"]["rows"].as_array().unwrap();
     assert!(rows.iter().any(|row| row[6].as_u64().unwrap() <= 2), "{}", a.stats.policy);
 }
@@ -298,7 +303,9 @@ fn autonuma_tiering_takes_the_kernels_watermarks_as_parameters() {
     assert_eq!((rows[0][1].as_u64(), rows[0][6].as_u64()), (Some(36), Some(0)), "{}", r.stats.policy);
 
     // all four or none, in order: one error naming the key
-    for (bad, key) in [("wmark_low_pages=16", "wmark_min_pages"), ("wmark_min_pages=8,wmark_low_pages=16,wmark_high_pages=12,wmark_promo_pages=32", "wmark_high_pages")] {
+    for (bad, key) in
+        [("wmark_low_pages=16", "wmark_min_pages"), ("wmark_min_pages=8,wmark_low_pages=16,wmark_high_pages=12,wmark_promo_pages=32", "wmark_high_pages")]
+    {
         let mut job = tierkit_core::engine::Job::new(&input, tierkit_core::platform::Platform::load("dram-dcpmm").unwrap());
         job.capacity = DRAM64.to_vec();
         let spec = tierkit_core::policy::PolicySpec::parse(&format!("autonuma-tiering:{bad}")).unwrap();
@@ -408,9 +415,7 @@ fn autonuma_small_zone_balances_the_node_for_kswapd() {
     }
     let z = &two.stats.policy["small_zone"];
     assert_eq!((z["low"].as_u64(), z["high"].as_u64(), z["promo"].as_u64(), z["free"].as_u64()), (Some(4), Some(6), Some(8), Some(9)), "{z}");
-    let c = |r: &SimResult| {
-        ["promote_no_room", "kswapd_runs", "kswapd_small_zone_stops", "promoted", "promoted_small_zone", "demoted"].map(|k| counter(r, k))
-    };
+    let c = |r: &SimResult| ["promote_no_room", "kswapd_runs", "kswapd_small_zone_stops", "promoted", "promoted_small_zone", "demoted"].map(|k| counter(r, k));
     assert_eq!(c(&two), [4, 4, 4, 9, 9, 14], "{}", two.stats.policy);
     assert_eq!(c(&one), [3, 3, 0, 10, 0, 16], "{}", one.stats.policy);
     assert_eq!((two.stats.migration.promotions, two.stats.migration.demotions), (9, 14));

@@ -414,7 +414,21 @@ fn script(alg: Algorithm, start: u32, windows: &[(u64, f64)]) -> Vec<u32> {
 #[test]
 fn algorithm_1_adapts_the_threshold_to_the_migration_count() {
     let a = Algorithm::MigrationCount;
-    assert_eq!(Bounds::listing(a), Bounds { min_threshold: 64, max_threshold: 256, min_mig_count: 160, max_mig_count: 240, min_mbq: 50.0, max_mbq: 70.0, upper_mbq: 100.0, rule: Rule::Listing, high_mbq: 130.0, halt_windows: 25 });
+    assert_eq!(
+        Bounds::listing(a),
+        Bounds {
+            min_threshold: 64,
+            max_threshold: 256,
+            min_mig_count: 160,
+            max_mig_count: 240,
+            min_mbq: 50.0,
+            max_mbq: 70.0,
+            upper_mbq: 100.0,
+            rule: Rule::Listing,
+            high_mbq: 130.0,
+            halt_windows: 25
+        }
+    );
     let w = [(240, 0.0), (500, 1e6), (239, 0.0), (161, 0.0), (160, 0.0), (0, 1e6), (0, 0.0), (300, 0.0)];
     assert_eq!(script(a, 128, &w), [256, 256, 256, 256, 128, 64, 64, 128]);
 }
@@ -453,7 +467,9 @@ fn pause_and_resume_from_the_mbq_of_the_migration_window() {
         let b = Bounds::listing(a);
         let mut s = AdaptState::new(128, false);
         let mut seen = Vec::new();
-        for (q, end_of_migwindow) in [(10.0, false), (60.0, true), (50.0, true), (60.0, true), (69.9, true), (200.0, false), (70.0, true), (60.0, true), (50.1, true), (0.0, true)] {
+        for (q, end_of_migwindow) in
+            [(10.0, false), (60.0, true), (50.0, true), (60.0, true), (69.9, true), (200.0, false), (70.0, true), (60.0, true), (50.1, true), (0.0, true)]
+        {
             let w = WindowObs { migrations: 200, mbq: q, migwindow_mbq: end_of_migwindow.then_some(q) };
             s = adapt(a, &b, &w, AdaptState::new(128, s.paused));
             seen.push(s.paused);
@@ -515,7 +531,8 @@ fn adaptive_runs_pause_migrations() {
 /// enough to reconcile, stall and reverse-migrate all the time; runs are deterministic.
 #[test]
 fn invariants_on_two_and_three_tiers() {
-    let spec = SynthSpec { kind: SynthKind::Phases, accesses: 20_000, pages: 1_000, seed: 9, write_ratio: 0.3, phases: 3, insn_per_access: 15, ..Default::default() };
+    let spec =
+        SynthSpec { kind: SynthKind::Phases, accesses: 20_000, pages: 1_000, seed: 9, write_ratio: 0.3, phases: 3, insn_per_access: 15, ..Default::default() };
     let policies = [
         "otf",
         "otf:ar=os,remap=8,threshold=4",
@@ -596,9 +613,15 @@ fn registered_with_sourced_parameters_and_clear_errors() {
         }
         let dir = tempfile::tempdir().unwrap();
         let input = common::write_pages(dir.path(), &[0, 1], None);
-        let e = simulate(&mut job(&input, "dram-pmem", &[], TimingKind::Simple), &PolicySpec::parse(&format!("{name}:treshold=5")).unwrap()).err().unwrap().to_string();
+        let e = simulate(&mut job(&input, "dram-pmem", &[], TimingKind::Simple), &PolicySpec::parse(&format!("{name}:treshold=5")).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains(name) && e.contains("treshold") && e.contains("threshold"), "{e}");
-        let e = simulate(&mut job(&input, "dram-pmem", &[], TimingKind::Simple), &PolicySpec::parse(&format!("{name}:threshold=hot")).unwrap()).err().unwrap().to_string();
+        let e = simulate(&mut job(&input, "dram-pmem", &[], TimingKind::Simple), &PolicySpec::parse(&format!("{name}:threshold=hot")).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains(&format!("{name}:threshold")), "{e}");
     }
     let e = otf::from_spec("otf-adaptive:min_threshold=512").err().unwrap().to_string();
@@ -639,7 +662,13 @@ fn a_fast_tier_full_of_remapped_pages_triggers_reconciliation_or_reverse_migrati
         let busy = windows_with_migrations(&r);
         let n = counter(&r, "windows") as usize;
         assert!(n >= 10, "{p}: {n} windows");
-        assert!(busy.iter().any(|&i| i + 3 >= n), "{p}: migrations stopped in window {:?} of {n}: {} {}", busy.last(), r.stats.policy["counters"], r.stats.policy["timeseries"]["rows"]);
+        assert!(
+            busy.iter().any(|&i| i + 3 >= n),
+            "{p}: migrations stopped in window {:?} of {n}: {} {}",
+            busy.last(),
+            r.stats.policy["counters"],
+            r.stats.policy["timeseries"]["rows"]
+        );
         assert!(r.migrations > 2 * 100, "{p}: {} pages moved", r.migrations);
     }
 }

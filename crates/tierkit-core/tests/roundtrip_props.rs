@@ -206,8 +206,12 @@ fn addr() -> impl Strategy<Value = u64> {
 
 fn event_kind() -> impl Strategy<Value = EventKind> {
     prop_oneof![
-        (any::<u64>(), any::<u64>(), any::<u32>(), 0u8..8)
-            .prop_map(|(addr, size, site, f)| EventKind::Alloc { addr, size, site, func: AllocFn::from_u8(f).unwrap() }),
+        (any::<u64>(), any::<u64>(), any::<u32>(), 0u8..8).prop_map(|(addr, size, site, f)| EventKind::Alloc {
+            addr,
+            size,
+            site,
+            func: AllocFn::from_u8(f).unwrap()
+        }),
         any::<u64>().prop_map(|addr| EventKind::Free { addr }),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(old_addr, addr, size, site)| EventKind::Realloc { old_addr, addr, size, site }),
         // issue 17: a site carries its frame keys (one per frame) or none
@@ -663,7 +667,10 @@ fn summary_ignores_times_the_header_does_not_carry() {
     let dir = scratch();
     let p = dir.path().join("t.tkt");
     let meta = TraceMeta { time_insn: false, time_ns: false, ..TraceMeta::default() };
-    let recs = [Rec::A(Access { addr: 0, insn: 5, ns: 7, size: 64, ..Default::default() }), Rec::A(Access { addr: 64, insn: 9, ns: 8, size: 64, ..Default::default() })];
+    let recs = [
+        Rec::A(Access { addr: 0, insn: 5, ns: 7, size: 64, ..Default::default() }),
+        Rec::A(Access { addr: 64, insn: 9, ns: 8, size: 64, ..Default::default() }),
+    ];
     let s = write_native(&meta, &recs, &p);
     assert_eq!((s.duration_insn, s.duration_ns), (0, 0));
     let mut r = TktReader::open(&p).unwrap();
@@ -678,10 +685,7 @@ fn scanned_summary_takes_records_in_order() {
     let dir = scratch();
     let p = dir.path().join("t.tkt");
     let meta = TraceMeta { time_insn: true, ..TraceMeta::default() };
-    let recs = [
-        Rec::E { insn: 0, ns: 0, tid: 0, kind: EventKind::Free { addr: 0 } },
-        Rec::A(Access { addr: 0, insn: 1, size: 64, ..Default::default() }),
-    ];
+    let recs = [Rec::E { insn: 0, ns: 0, tid: 0, kind: EventKind::Free { addr: 0 } }, Rec::A(Access { addr: 0, insn: 1, size: 64, ..Default::default() })];
     let written = write_native(&meta, &recs, &p);
     assert_eq!(written.duration_insn, 1);
     assert_eq!(scan(&mut TktReader::open(&p).unwrap()).unwrap(), written);
@@ -977,8 +981,14 @@ mod text_props {
 
     fn item() -> impl Strategy<Value = Item> {
         let num = prop_oneof![3 => 0u64..100_000, 2 => any::<u64>(), 1 => Just(u64::MAX), 1 => Just(0u64)];
-        (any::<u8>(), num.clone(), num.clone(), num, any::<u8>(), prop_oneof![6 => Just(0u8), 1 => 1u8..4])
-            .prop_map(|(kind, a, b, c, style, before)| Item { kind, a, b, c, style, before })
+        (any::<u8>(), num.clone(), num.clone(), num, any::<u8>(), prop_oneof![6 => Just(0u8), 1 => 1u8..4]).prop_map(|(kind, a, b, c, style, before)| Item {
+            kind,
+            a,
+            b,
+            c,
+            style,
+            before,
+        })
     }
 
     /// Hexadecimal as the formats allow it: with or without 0x/0X (when `prefix` allows), any case,
@@ -1029,7 +1039,11 @@ mod text_props {
                 Format::Hex => {
                     let (suffix, write) = [("", false), ("R", false), ("r", false), ("W", true), ("w", true)][it.kind as usize % 5];
                     want.push(acc(it.a, write, 0, 64, 0));
-                    if suffix.is_empty() { hex(it.a, it.style, true) } else { format!("{}{s}{suffix}", hex(it.a, it.style, true)) }
+                    if suffix.is_empty() {
+                        hex(it.a, it.style, true)
+                    } else {
+                        format!("{}{s}{suffix}", hex(it.a, it.style, true))
+                    }
                 }
                 Format::Ramulator | Format::Hma4 => {
                     // bubbles below 2^56, so that the counts of a few hundred lines fit in 64 bits
@@ -1280,7 +1294,12 @@ mod platform_props {
             capacity(),
             (text(), text()),
         );
-        (0..PRESETS.len(), proptest::collection::vec(tier, 8), (text(), text()), (in_range(0.0, 1e9), in_range(0.0, 1e9), in_range(1e-3, 1000.0), in_range(1e-3, 1e6)))
+        (
+            0..PRESETS.len(),
+            proptest::collection::vec(tier, 8),
+            (text(), text()),
+            (in_range(0.0, 1e9), in_range(0.0, 1e9), in_range(1e-3, 1000.0), in_range(1e-3, 1e6)),
+        )
             .prop_map(|(which, tiers, (description, source), (fault, per_page, freq, cpi))| {
                 let mut p = Platform::load(PRESETS[which].0).unwrap();
                 for (i, (t, ((rl, wl, rb, wb), (re, we, shared), cap, (name, tech)))) in p.tiers.iter_mut().zip(tiers).enumerate() {

@@ -270,12 +270,8 @@ fn per_phase_guidance_from_another_run_is_warned_about() {
     // the review: per-phase guidance from one input replayed its slice schedule on a run 240x
     // longer, silently (000 §3.2 phases are the training run's)
     let d = tempfile::tempdir().unwrap();
-    let mut recs = vec![
-        R::Site(0, &["w", "c"], &[W, COLD]),
-        R::Alloc(0x100000, 4 * PAGE, 0),
-        R::Site(1, &["w", "h"], &[W, HOT]),
-        R::Alloc(0x200000, 4 * PAGE, 1),
-    ];
+    let mut recs =
+        vec![R::Site(0, &["w", "c"], &[W, COLD]), R::Alloc(0x100000, 4 * PAGE, 0), R::Site(1, &["w", "h"], &[W, HOT]), R::Alloc(0x200000, 4 * PAGE, 1)];
     for k in 1..=4u64 {
         recs.push(R::Touch(0x100000 + (k % 2) * 0x100000, 4, 100));
         recs.push(R::Slice(k));

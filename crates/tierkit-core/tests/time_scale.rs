@@ -110,7 +110,10 @@ fn repeat_multiplies_accesses_keeps_pages_and_is_deterministic() {
     let d4 = run(&once, "first-touch", TimingKind::Detailed, 4, 1.0);
     assert!((d4.runtime_ns / d1.runtime_ns - 4.0).abs() < 0.02, "{} vs 4 x {}", d4.runtime_ns, d1.runtime_ns);
     let again = run(&once, "hyplacer:interval=1ms,delay=100us", TimingKind::Detailed, 4, 1.0);
-    assert_eq!(serde_json::to_string(&again).unwrap(), serde_json::to_string(&run(&once, "hyplacer:interval=1ms,delay=100us", TimingKind::Detailed, 4, 1.0)).unwrap());
+    assert_eq!(
+        serde_json::to_string(&again).unwrap(),
+        serde_json::to_string(&run(&once, "hyplacer:interval=1ms,delay=100us", TimingKind::Detailed, 4, 1.0)).unwrap()
+    );
 }
 
 /// A policy whose interval is longer than one pass of the trace never acts on it; replayed,
@@ -156,7 +159,8 @@ fn time_scale_one_is_the_plain_run() {
 fn time_scale_divides_every_cost_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let once = concatenated(dir.path(), "once.tkt", &synth(), 1);
-    let spec = "autonuma-tiering:scan_period_ms=2,scan_delay_ms=2,scan_size_mb=1,min_free_kbytes=4,hot_threshold_ms=10,scan_period_max_ms=20,kswapd_backoff_ms=100";
+    let spec =
+        "autonuma-tiering:scan_period_ms=2,scan_delay_ms=2,scan_size_mb=1,min_free_kbytes=4,hot_threshold_ms=10,scan_period_max_ms=20,kswapd_backoff_ms=100";
     let r = run(&once, spec, TimingKind::Detailed, 1, 10.0);
     let charges = &r.stats.migration.charges;
     let per = |what: &str| {
@@ -193,7 +197,8 @@ fn time_scale_divides_every_cost_exactly() {
 #[test]
 fn time_scale_reaches_costs_held_in_code() {
     let dir = tempfile::tempdir().unwrap();
-    let s = SynthSpec { kind: SynthKind::Zipf, accesses: 60_000, pages: 2000, seed: 1, write_ratio: 0.3, theta: 0.9, insn_per_access: 20, ..Default::default() };
+    let s =
+        SynthSpec { kind: SynthKind::Zipf, accesses: 60_000, pages: 2000, seed: 1, write_ratio: 0.3, theta: 0.9, insn_per_access: 20, ..Default::default() };
     let t = concatenated(dir.path(), "z.tkt", &s, 1);
     let per_page = |k: f64| {
         let mut job = Job::new(&t, Platform::load("hbm-pcm").unwrap());
@@ -227,7 +232,9 @@ fn every_time_parameter_is_scaled() {
                 scaled.push(format!("{}:{}", p.name, d.name));
             } else if timeish {
                 assert!(
-                    d.unit.contains("per access") || d.unit.contains("bandwidth") || !matches!(d.ty, policy::ParamType::Int { .. } | policy::ParamType::Float { .. }),
+                    d.unit.contains("per access")
+                        || d.unit.contains("bandwidth")
+                        || !matches!(d.ty, policy::ParamType::Int { .. } | policy::ParamType::Float { .. }),
                     "{}:{} has unit '{}' but is not scaled by --time-scale",
                     p.name,
                     d.name,
@@ -236,7 +243,20 @@ fn every_time_parameter_is_scaled() {
             }
         }
     }
-    for must in ["autonuma-tiering:hint_fault_ns", "tpp:lru_scan_ns", "hyplacer:counters_read_ns", "hyplacer:walk_ns_per_pte", "memos:counter_read_ns", "nimble:syscall_ns", "damon-tiering:check_ns", "clock-dwf:scan_pte_ns", "otf:rmap_cycles", "otf:flush_us", "fthp:epoch_ms", "autonuma-tiering:promote_rate_limit_MBps"] {
+    for must in [
+        "autonuma-tiering:hint_fault_ns",
+        "tpp:lru_scan_ns",
+        "hyplacer:counters_read_ns",
+        "hyplacer:walk_ns_per_pte",
+        "memos:counter_read_ns",
+        "nimble:syscall_ns",
+        "damon-tiering:check_ns",
+        "clock-dwf:scan_pte_ns",
+        "otf:rmap_cycles",
+        "otf:flush_us",
+        "fthp:epoch_ms",
+        "autonuma-tiering:promote_rate_limit_MBps",
+    ] {
         assert!(scaled.iter().any(|s| s == must), "{must} is not scaled: {scaled:?}");
     }
     for p in policy::REGISTRY {

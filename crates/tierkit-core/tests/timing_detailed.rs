@@ -348,12 +348,7 @@ fn runtime_never_decreases_when_latency_or_traffic_increases() {
         assert!((sum - base.runtime_ns).abs() <= 1e-6 * base.runtime_ns, "seed {seed}: parts {sum} runtime {}", base.runtime_ns);
 
         let check = |what: &str, r: TimingReport| {
-            assert!(
-                r.runtime_ns >= base.runtime_ns * (1.0 - 1e-12),
-                "seed {seed}: {what} lowered the runtime from {} to {}",
-                base.runtime_ns,
-                r.runtime_ns
-            );
+            assert!(r.runtime_ns >= base.runtime_ns * (1.0 - 1e-12), "seed {seed}: {what} lowered the runtime from {} to {}", base.runtime_ns, r.runtime_ns);
         };
         for t in 0..3 {
             let f = rng.random_range(1.05..3.0);
@@ -378,10 +373,7 @@ fn runtime_never_decreases_when_latency_or_traffic_increases() {
                 let at = rng.random_range(0..more.len());
                 match what {
                     "traffic" => more.insert(at, Op::Traffic { tier: rng.random_range(0..3), write: rng.random_range(0..2) == 0 }),
-                    "accesses" => more.insert(
-                        at,
-                        Op::Acc { tier: rng.random_range(0..3), write: rng.random_range(0..2) == 0, probe: NO_TIER, dinsn: 0 },
-                    ),
+                    "accesses" => more.insert(at, Op::Acc { tier: rng.random_range(0..3), write: rng.random_range(0..2) == 0, probe: NO_TIER, dinsn: 0 }),
                     "migrations" => more.insert(at, Op::Mig { from: 2, to: 0 }),
                     _ => {
                         if let Op::Acc { dinsn, .. } = &mut more[at] {

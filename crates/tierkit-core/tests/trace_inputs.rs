@@ -332,29 +332,49 @@ fn a_summary_that_is_an_array_or_disagrees_with_the_data_is_an_input_error() {
     type Edit = fn(&mut serde_json::Value) -> serde_json::Value;
     let cases: [(&str, Edit, &str); 6] = [
         ("array", |v| serde_json::Value::Array(v.as_object().unwrap().values().cloned().collect()), "JSON object"),
-        ("more", |v| {
-            v["accesses"] = (v["accesses"].as_u64().unwrap() + 7).into();
-            v["reads"] = (v["reads"].as_u64().unwrap() + 7).into();
-            v["records"] = (v["records"].as_u64().unwrap() + 7).into();
-            v.clone()
-        }, "'accesses'"),
-        ("fewer", |v| {
-            v["writes"] = (v["writes"].as_u64().unwrap() - 1).into();
-            v["reads"] = (v["reads"].as_u64().unwrap() + 1).into();
-            v.clone()
-        }, "'writes'"),
-        ("noaccesses", |v| {
-            v.as_object_mut().unwrap().remove("accesses");
-            v.clone()
-        }, "'accesses'"),
-        ("noreads", |v| {
-            v.as_object_mut().unwrap().remove("reads");
-            v.clone()
-        }, "'reads'"),
-        ("pages", |v| {
-            v["pages"] = 1.into();
-            v.clone()
-        }, "'pages'"),
+        (
+            "more",
+            |v| {
+                v["accesses"] = (v["accesses"].as_u64().unwrap() + 7).into();
+                v["reads"] = (v["reads"].as_u64().unwrap() + 7).into();
+                v["records"] = (v["records"].as_u64().unwrap() + 7).into();
+                v.clone()
+            },
+            "'accesses'",
+        ),
+        (
+            "fewer",
+            |v| {
+                v["writes"] = (v["writes"].as_u64().unwrap() - 1).into();
+                v["reads"] = (v["reads"].as_u64().unwrap() + 1).into();
+                v.clone()
+            },
+            "'writes'",
+        ),
+        (
+            "noaccesses",
+            |v| {
+                v.as_object_mut().unwrap().remove("accesses");
+                v.clone()
+            },
+            "'accesses'",
+        ),
+        (
+            "noreads",
+            |v| {
+                v.as_object_mut().unwrap().remove("reads");
+                v.clone()
+            },
+            "'reads'",
+        ),
+        (
+            "pages",
+            |v| {
+                v["pages"] = 1.into();
+                v.clone()
+            },
+            "'pages'",
+        ),
     ];
     for (name, edit, key) in cases {
         let p = dir.path().join(format!("{name}.tkt"));

@@ -79,12 +79,7 @@ fn progress_fn(cb: Option<Py<PyAny>>, pending: Pending) -> impl FnMut(u64, Optio
 
 /// Run `f` without the GIL, giving it a progress callback into Python; errors raised by
 /// Python code called back during the run come back as they were.
-fn detached<T: Send>(
-    py: Python<'_>,
-    progress: Option<Py<PyAny>>,
-    pending: Pending,
-    f: impl FnOnce(&mut ProgressFn) -> Result<T, Error> + Send,
-) -> PyResult<T> {
+fn detached<T: Send>(py: Python<'_>, progress: Option<Py<PyAny>>, pending: Pending, f: impl FnOnce(&mut ProgressFn) -> Result<T, Error> + Send) -> PyResult<T> {
     let p2 = pending.clone();
     let res = py.detach(move || {
         let mut cb = progress_fn(progress, p2);
@@ -130,7 +125,14 @@ fn trace_info(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Option
 /// `slice`: `None` (the trace's markers, else 64 equal slices), `N-insn` or `N` accesses.
 #[pyfunction]
 #[pyo3(signature = (path, format=None, cache=None, slice=None, progress=None))]
-fn profile_trace(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Option<&str>, slice: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+fn profile_trace(
+    py: Python<'_>,
+    path: PathBuf,
+    format: Option<&str>,
+    cache: Option<&str>,
+    slice: Option<&str>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let slice_by = match slice {
         None => tierkit_core::profile::SliceBy::Auto,
         Some(s) => match Period::parse("--slice", s).map_err(plain)? {
@@ -151,7 +153,14 @@ fn profile_trace(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Opt
 /// (sparse: one entry per page accessed in a period; see `tierkit_core::periods`).
 #[pyfunction]
 #[pyo3(signature = (path, period, format=None, cache=None, progress=None))]
-fn period_counts<'py>(py: Python<'py>, path: PathBuf, period: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<Bound<'py, PyDict>> {
+fn period_counts<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    period: u64,
+    format: Option<&str>,
+    cache: Option<&str>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let c = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
         let inp = input(&path, format, cache)?;
         tierkit_core::periods::period_counts(&inp, period, cb)
@@ -231,7 +240,8 @@ fn trace_synth(
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
         let accesses = tierkit_core::units::parse_count("--accesses", accesses)?;
         let pages = tierkit_core::units::parse_count("--pages", pages)?;
-        let spec = SynthSpec { kind: SynthKind::parse(kind)?, accesses, pages, seed, write_ratio, theta, phases, hot_fraction, insn_per_access, ..Default::default() };
+        let spec =
+            SynthSpec { kind: SynthKind::parse(kind)?, accesses, pages, seed, write_ratio, theta, phases, hot_fraction, insn_per_access, ..Default::default() };
         let mut src = SynthSource::new(spec)?;
         let mut w = TktWriter::create(&out, src.meta(), force)?;
         let mut b = Batch::default();
@@ -481,7 +491,14 @@ fn simulate(
                 .position(|t| t.name.eq_ignore_ascii_case(&tier))
                 .or_else(|| tier.parse::<usize>().ok().filter(|&i| i < plat.tiers.len()))
                 .ok_or_else(|| {
-                    Error::config("--capacity", format!("platform {} has no tier '{tier}' (tiers: {})", plat.name, plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")))
+                    Error::config(
+                        "--capacity",
+                        format!(
+                            "platform {} has no tier '{tier}' (tiers: {})",
+                            plat.name,
+                            plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    )
                 })?;
             caps.push((idx, Capacity::parse(&format!("--capacity {tier}"), &val)?));
         }

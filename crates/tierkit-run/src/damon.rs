@@ -77,7 +77,10 @@ impl DamonAdmin {
         if !admin.is_dir() {
             return Err(Error::config(
                 "DAMON",
-                format!("this kernel has no DAMON sysfs interface ({} missing; needs CONFIG_DAMON_SYSFS, Linux 5.18+, e.g. Debian's 6.12 kernels)", admin.display()),
+                format!(
+                    "this kernel has no DAMON sysfs interface ({} missing; needs CONFIG_DAMON_SYSFS, Linux 5.18+, e.g. Debian's 6.12 kernels)",
+                    admin.display()
+                ),
             ));
         }
         let kd = admin.join("kdamonds");
@@ -158,7 +161,10 @@ fn context(kdamond: &Path, ops: &str, a: &MonitorAttrs) -> Result<PathBuf> {
     let ctx = kdamond.join("contexts/0");
     let avail = std::fs::read_to_string(ctx.join("avail_operations")).unwrap_or_default();
     if !avail.split_whitespace().any(|o| o == ops) {
-        return Err(Error::config("DAMON", format!("this kernel's DAMON has no '{ops}' operations (it offers: {})", avail.split_whitespace().collect::<Vec<_>>().join(", "))));
+        return Err(Error::config(
+            "DAMON",
+            format!("this kernel's DAMON has no '{ops}' operations (it offers: {})", avail.split_whitespace().collect::<Vec<_>>().join(", ")),
+        ));
     }
     write(&ctx.join("operations"), ops)?;
     let m = ctx.join("monitoring_attrs");

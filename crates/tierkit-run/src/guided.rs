@@ -48,7 +48,10 @@ pub fn check_guidance(path: &Path) -> Result<Value> {
     }
     match v.get("version").and_then(Value::as_u64) {
         Some(2) => Ok(v),
-        Some(1) => Err(Error::config("--guidance", format!("{name}: version: 1 keys sites by symbolized frames, which a running program cannot compute; make version-2 guidance (docs/guidance.md)"))),
+        Some(1) => Err(Error::config(
+            "--guidance",
+            format!("{name}: version: 1 keys sites by symbolized frames, which a running program cannot compute; make version-2 guidance (docs/guidance.md)"),
+        )),
         _ => Err(Error::config("--guidance", format!("{name}: version: not 2"))),
     }
 }
@@ -66,7 +69,11 @@ impl Setup {
         check_guidance(guidance)?;
         let lib = find_library()?;
         let guidance = guidance.canonicalize().map_err(|e| Error::io(guidance, e))?;
-        let report_dir = std::env::temp_dir().join(format!("tierkit-alloc-{}-{}", std::process::id(), std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)));
+        let report_dir = std::env::temp_dir().join(format!(
+            "tierkit-alloc-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+        ));
         std::fs::create_dir_all(&report_dir).map_err(|e| Error::io(&report_dir, e))?;
         let preload = match std::env::var("LD_PRELOAD") {
             Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),

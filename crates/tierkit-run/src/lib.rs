@@ -181,7 +181,15 @@ impl Report {
         let g = |k: &str| j.get(k).cloned().unwrap_or(Value::Null);
         let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<28} {v}\n"));
         row("policy", format!("{} ({})", g("policy").as_str().unwrap_or(""), g("kind").as_str().unwrap_or("")));
-        row("nodes", format!("fast {} slow {} (from {})", g("fast_node"), g("slow_node").as_u64().map_or("none".into(), |n| n.to_string()), g("tiers_from").as_str().unwrap_or("")));
+        row(
+            "nodes",
+            format!(
+                "fast {} slow {} (from {})",
+                g("fast_node"),
+                g("slow_node").as_u64().map_or("none".into(), |n| n.to_string()),
+                g("tiers_from").as_str().unwrap_or("")
+            ),
+        );
         row("fast budget", format!("{} pages", g("fast_budget_pages")));
         row("wall time", format!("{:.3} s", g("wall_s").as_f64().unwrap_or(0.0)));
         row("exit status", format!("{}", g("exit_status")));
@@ -202,15 +210,33 @@ impl Report {
         let ga = &j["guided_alloc"];
         if ga.is_object() {
             row("guidance", ga["guidance"].as_str().unwrap_or("").to_string());
-            row("allocations guided / total", format!("{} / {} (unmatched {}, unwinds {})", ga["allocations_total"].as_u64().unwrap_or(0) - ga["allocations_unmatched"].as_u64().unwrap_or(0), ga["allocations_total"], ga["allocations_unmatched"], ga["unwinds"]));
+            row(
+                "allocations guided / total",
+                format!(
+                    "{} / {} (unmatched {}, unwinds {})",
+                    ga["allocations_total"].as_u64().unwrap_or(0) - ga["allocations_unmatched"].as_u64().unwrap_or(0),
+                    ga["allocations_total"],
+                    ga["allocations_unmatched"],
+                    ga["unwinds"]
+                ),
+            );
             for a in ga["arenas"].as_array().into_iter().flatten() {
-                row(&format!("  arena {} (tier {}, node {})", a["id"], a["tier"], a["node"]), format!("{} allocations, pages by node {}", a["allocations"], a["pages_by_node"]));
+                row(
+                    &format!("  arena {} (tier {}, node {})", a["id"], a["tier"], a["node"]),
+                    format!("{} allocations, pages by node {}", a["allocations"], a["pages_by_node"]),
+                );
             }
             let ph = &ga["phases"];
             if ph.is_object() {
                 let sw = ph["switches"].as_array().map_or(0, |v| v.len());
                 let moves: usize = ph["switches"].as_array().into_iter().flatten().map(|s| s["moves"].as_array().map_or(0, |m| m.len())).sum();
-                row("per-phase guidance", format!("{} phases, {sw} switches at {} markers ({} boundaries unmarked), {moves} arena moves, {} allocation calls", ph["count"], ph["markers"], ph["unmarked_boundaries"], ph["allocation_calls"]));
+                row(
+                    "per-phase guidance",
+                    format!(
+                        "{} phases, {sw} switches at {} markers ({} boundaries unmarked), {moves} arena moves, {} allocation calls",
+                        ph["count"], ph["markers"], ph["unmarked_boundaries"], ph["allocation_calls"]
+                    ),
+                );
             }
         }
         if let Some(ks) = j["kernel_settings"].as_array() {
@@ -612,7 +638,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         return Err(Error::config("--guidance", format!("{} moves pages itself and would undo the guidance's placement; combine --guidance with a memory policy (first-touch, the default, all-fast, all-slow, interleave) for the memory outside the guided arenas", spec.name)));
     }
     if args.pid.is_some() && kind == Kind::Memory && spec.name != "first-touch" {
-        return Err(Error::config("--policy", format!("{} is a memory policy set when the program starts; with --pid use first-touch (observe only), a daemon or a kernel policy", spec.name)));
+        return Err(Error::config(
+            "--policy",
+            format!("{} is a memory policy set when the program starts; with --pid use first-touch (observe only), a daemon or a kernel policy", spec.name),
+        ));
     }
     let damon_on = match args.damon.as_str() {
         "auto" => kind == Kind::Daemon,
@@ -622,7 +651,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     };
     let thp_off = match args.thp.as_str() {
         "auto" => kind == Kind::Daemon && args.pid.is_none(),
-        "off" if args.pid.is_some() => return Err(Error::config("--thp", "off is set when tierkit starts the program; a running process (--pid) keeps its huge pages")),
+        "off" if args.pid.is_some() => {
+            return Err(Error::config("--thp", "off is set when tierkit starts the program; a running process (--pid) keeps its huge pages"))
+        }
         "off" => true,
         "keep" => false,
         o => return Err(Error::config("--thp", format!("'{o}' is not auto, off or keep"))),
@@ -666,7 +697,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if needs_two && tiers.slow.is_none() {
         return Err(Error::config(
             "--policy",
-            format!("{} needs a fast and a slow NUMA node, and this machine has one node with memory (node {}); see docs/real-linux.md for the testbed VM", spec.name, tiers.fast),
+            format!(
+                "{} needs a fast and a slow NUMA node, and this machine has one node with memory (node {}); see docs/real-linux.md for the testbed VM",
+                spec.name, tiers.fast
+            ),
         ));
     }
     let fast_node_bytes = sys::node_mem_total_bytes(root, tiers.fast).unwrap_or(0);
@@ -704,7 +738,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
     }
     if damon_on && !root.join(damon::ADMIN).is_dir() {
-        return Err(Error::config("DAMON", format!("this kernel has no DAMON sysfs interface (/{} missing; CONFIG_DAMON_SYSFS); --damon off runs without access frequencies", damon::ADMIN)));
+        return Err(Error::config(
+            "DAMON",
+            format!("this kernel has no DAMON sysfs interface (/{} missing; CONFIG_DAMON_SYSFS); --damon off runs without access frequencies", damon::ADMIN),
+        ));
     }
     // the time series file, before anything starts (an existing file stops us here)
     if args.region_series.is_some() && args.regions.is_none() {
@@ -835,7 +872,12 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut monitor_err = None;
     let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap"));
     let damon_mon = match (&admin, damon_on) {
-        (Some(a), true) => match damon::VaddrMonitor::start(a, 0, pid, damon::MonitorAttrs { max_regions: args.damon_regions, aggr_us: (damon_window_ns / 1000.0) as u64, ..Default::default() }) {
+        (Some(a), true) => match damon::VaddrMonitor::start(
+            a,
+            0,
+            pid,
+            damon::MonitorAttrs { max_regions: args.damon_regions, aggr_us: (damon_window_ns / 1000.0) as u64, ..Default::default() },
+        ) {
             Ok(m) => Some(m),
             Err(e) => {
                 // the program may have ended already; said in the report
@@ -1034,7 +1076,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let guided_alloc = guided_setup.as_ref().map(|g| g.fold(pid));
     if let Some(ga) = &guided_alloc {
         if ga["processes"].as_u64() == Some(0) {
-            notes.push("the allocator library wrote no report: a statically linked program, or one that ended by a signal or _exit, is not guided or not reported".into());
+            notes.push(
+                "the allocator library wrote no report: a statically linked program, or one that ended by a signal or _exit, is not guided or not reported"
+                    .into(),
+            );
         }
     }
     if kind == Kind::Daemon && !thp_off && max_folio_pages > 0 {
@@ -1234,7 +1279,11 @@ mod tests {
         use std::os::unix::ffi::OsStringExt;
         let odd = std::ffi::OsString::from_vec(b"a\xffb".to_vec());
         let args = |last: std::ffi::OsString| -> Vec<std::ffi::OsString> {
-            ["tierkit-run", "--json", "--", "sh", "-c", r#"test "$1" = "$(printf 'a\377b')""#, "sh"].iter().map(std::ffi::OsString::from).chain([last]).collect()
+            ["tierkit-run", "--json", "--", "sh", "-c", r#"test "$1" = "$(printf 'a\377b')""#, "sh"]
+                .iter()
+                .map(std::ffi::OsString::from)
+                .chain([last])
+                .collect()
         };
         assert_eq!(main_with_args(args(odd)), 0);
         assert_eq!(main_with_args(args("ab".into())), 1);

@@ -182,13 +182,13 @@ mod tests {
         // pages 1..=10, odd ones fast, even ones slow
         let pages: Vec<PageObs> = (1..=10).map(|i| page(i * k, (i % 2 == 0) as u8)).collect();
         let regions = vec![
-            r("first3", k, 4 * k),           // pages 1, 2, 3
-            r("none", 20 * k, 30 * k),        // past every page
-            r("below", 0, k),                 // before page 1: its end is not in it
-            r("mid", 3 * k, 7 * k),           // 3..=6, overlaps first3
-            r("all", 0, u64::MAX),            // every page
+            r("first3", k, 4 * k),             // pages 1, 2, 3
+            r("none", 20 * k, 30 * k),         // past every page
+            r("below", 0, k),                  // before page 1: its end is not in it
+            r("mid", 3 * k, 7 * k),            // 3..=6, overlaps first3
+            r("all", 0, u64::MAX),             // every page
             r("inside", 5 * k + 1, 5 * k + 2), // within page 5 but not its start: not counted
-            r("one", 10 * k, 10 * k + 1),     // page 10 (its address is the start)
+            r("one", 10 * k, 10 * k + 1),      // page 10 (its address is the start)
             r("empty", 4 * k, 4 * k),
         ];
         let want = vec![(2, 1), (0, 0), (0, 0), (2, 2), (5, 5), (0, 0), (0, 1), (0, 0)];

@@ -197,10 +197,7 @@ pub const VMSTAT_KEYS: &[&str] = &[
 ];
 
 pub fn vmstat_delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, i64> {
-    VMSTAT_KEYS
-        .iter()
-        .filter_map(|k| Some((k.to_string(), *after.get(*k)? as i64 - *before.get(*k)? as i64)))
-        .collect()
+    VMSTAT_KEYS.iter().filter_map(|k| Some((k.to_string(), *after.get(*k)? as i64 - *before.get(*k)? as i64))).collect()
 }
 
 pub fn read_vmstat(root: &Path) -> BTreeMap<String, u64> {
@@ -230,9 +227,7 @@ pub fn memory_nodes(root: &Path) -> Result<Vec<u32>> {
         return parse_nodelist(&dir.join("has_memory").display().to_string(), &s);
     }
     let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-    let mut out: Vec<u32> = rd
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok())
-        .collect();
+    let mut out: Vec<u32> = rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("node")?.parse().ok()).collect();
     out.sort_unstable();
     Ok(out)
 }
@@ -260,9 +255,7 @@ pub fn memory_tiers(root: &Path) -> Result<Vec<(u32, Vec<u32>)>> {
 pub fn node_distances(root: &Path, node: u32) -> Result<Vec<u32>> {
     let f = node_dir(root).join(format!("node{node}/distance"));
     let text = std::fs::read_to_string(&f).map_err(|e| Error::io(&f, e))?;
-    text.split_whitespace()
-        .map(|w| w.parse().map_err(|_| Error::config(f.display().to_string(), format!("'{w}' is not a distance"))))
-        .collect()
+    text.split_whitespace().map(|w| w.parse().map_err(|_| Error::config(f.display().to_string(), format!("'{w}' is not a distance")))).collect()
 }
 
 fn node_has_cpus(root: &Path, node: u32) -> bool {
@@ -371,9 +364,7 @@ pub fn query_nodes(pid: i32, addrs: &[u64]) -> Vec<i32> {
     for (chunk, st) in addrs.chunks(MOVE_BATCH).zip(out.chunks_mut(MOVE_BATCH)) {
         let ptrs: Vec<*mut libc::c_void> = chunk.iter().map(|&a| a as *mut libc::c_void).collect();
         // SAFETY: count matches the arrays; nodes NULL asks for a query only
-        let r = unsafe {
-            libc::syscall(libc::SYS_move_pages, pid, ptrs.len() as libc::c_ulong, ptrs.as_ptr(), std::ptr::null::<i32>(), st.as_mut_ptr(), 0)
-        };
+        let r = unsafe { libc::syscall(libc::SYS_move_pages, pid, ptrs.len() as libc::c_ulong, ptrs.as_ptr(), std::ptr::null::<i32>(), st.as_mut_ptr(), 0) };
         if r < 0 {
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
             st.iter_mut().for_each(|s| *s = -e);
@@ -389,14 +380,24 @@ pub fn move_pages(pid: i32, addrs: &[u64], nodes: &[i32]) -> Vec<i32> {
     let ptrs: Vec<*mut libc::c_void> = addrs.iter().map(|&a| a as *mut libc::c_void).collect();
     let mut status = vec![0i32; addrs.len()];
     // SAFETY: the three arrays have `count` elements
-    let r = unsafe {
-        libc::syscall(libc::SYS_move_pages, pid, ptrs.len() as libc::c_ulong, ptrs.as_ptr(), nodes.as_ptr(), status.as_mut_ptr(), MPOL_MF_MOVE)
-    };
+    let r = unsafe { libc::syscall(libc::SYS_move_pages, pid, ptrs.len() as libc::c_ulong, ptrs.as_ptr(), nodes.as_ptr(), status.as_mut_ptr(), MPOL_MF_MOVE) };
     if r < 0 {
         let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
         return vec![e; addrs.len()];
     }
-    status.iter().zip(nodes).map(|(&s, &n)| if s == n { 0 } else if s < 0 { -s } else { libc::EAGAIN }).collect()
+    status
+        .iter()
+        .zip(nodes)
+        .map(|(&s, &n)| {
+            if s == n {
+                0
+            } else if s < 0 {
+                -s
+            } else {
+                libc::EAGAIN
+            }
+        })
+        .collect()
 }
 
 /// A node mask for set_mempolicy: 16 words, nodes 0..1023.
@@ -485,7 +486,13 @@ mod tests {
 
     #[test]
     fn bad_maps_lines_name_the_line() {
-        for (text, word) in [("zz-10 rw-p 0 0:0 0\n", "start address"), ("10-5 rw-p 0 0:0 0\n", "not after"), ("10-20 rw 0 0:0 0\n", "permissions"), ("10-20\n", "permissions"), ("10-20 rw-p 0 0:0 x\n", "inode")] {
+        for (text, word) in [
+            ("zz-10 rw-p 0 0:0 0\n", "start address"),
+            ("10-5 rw-p 0 0:0 0\n", "not after"),
+            ("10-20 rw 0 0:0 0\n", "permissions"),
+            ("10-20\n", "permissions"),
+            ("10-20 rw-p 0 0:0 x\n", "inode"),
+        ] {
             let e = parse_maps("/proc/7/maps", &format!("10-20 rw-p 0 0:0 0\n{text}")).unwrap_err().to_string();
             assert!(e.contains("/proc/7/maps: line 2") && e.contains(word), "{e}");
         }

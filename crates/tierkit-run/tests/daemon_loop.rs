@@ -58,8 +58,16 @@ fn the_loop_feeds_the_decider_and_carries_out_its_moves_within_the_budget() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     // the shell keeps an 8 MB string in its heap, writes it again and again, then exits 5
     let args = Args::parse_from([
-        "tierkit-run", "--json", "--damon", "off", "--fast-capacity", "1M", "--",
-        "sh", "-c", "x=$(yes abcdefg | head -c 8000000); i=0; while [ $i -lt 6 ]; do y=\"$x\"; sleep 0.1; i=$((i+1)); done; exit 5",
+        "tierkit-run",
+        "--json",
+        "--damon",
+        "off",
+        "--fast-capacity",
+        "1M",
+        "--",
+        "sh",
+        "-c",
+        "x=$(yes abcdefg | head -c 8000000); i=0; while [ $i -lt 6 ]; do y=\"$x\"; sleep 0.1; i=$((i+1)); done; exit 5",
     ]);
     let rep = run(&args, Some(Overrides { decider: Some(Box::new(TestDecider(seen.clone()))), nodes: Some((0, 1)) })).unwrap();
     assert_eq!(rep.exit_status, 5);

@@ -46,8 +46,22 @@ exit 4"#,
     );
     let (tss, rss, rfs) = (ts.to_str().unwrap(), rs.to_str().unwrap(), rf.to_str().unwrap());
     let args = Args::parse_from([
-        "tierkit-run", "--json", "--damon", "off", "--interval", "50ms", "--timeseries", tss, "--regions", rfs, "--region-series", rss, "--",
-        "sh", "-c", &script,
+        "tierkit-run",
+        "--json",
+        "--damon",
+        "off",
+        "--interval",
+        "50ms",
+        "--timeseries",
+        tss,
+        "--regions",
+        rfs,
+        "--region-series",
+        rss,
+        "--",
+        "sh",
+        "-c",
+        &script,
     ]);
     let rep = run(&args, overrides()).unwrap();
     assert_eq!(rep.exit_status, 4, "written also when the program fails");
@@ -95,8 +109,19 @@ fn a_bad_region_line_written_mid_run_ends_the_program_with_an_error_naming_file_
     let rs = d.path().join("rs.csv");
     let script = format!("sleep 0.3; printf 'region a 0x1000 4096\\nregion b 0xnothex 4096\\n' > '{}'; sleep 30", rf.display());
     let args = Args::parse_from([
-        "tierkit-run", "--damon", "off", "--interval", "50ms", "--regions", rf.to_str().unwrap(), "--region-series", rs.to_str().unwrap(), "--",
-        "sh", "-c", &script,
+        "tierkit-run",
+        "--damon",
+        "off",
+        "--interval",
+        "50ms",
+        "--regions",
+        rf.to_str().unwrap(),
+        "--region-series",
+        rs.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
     ]);
     let t = std::time::Instant::now();
     let e = run(&args, overrides()).err().expect("an error").to_string();
@@ -106,9 +131,7 @@ fn a_bad_region_line_written_mid_run_ends_the_program_with_an_error_naming_file_
 
     // the same line there before the start: the error comes before the program starts
     let marker = d.path().join("started");
-    let args = Args::parse_from([
-        "tierkit-run", "--damon", "off", "--regions", rf.to_str().unwrap(), "--", "touch", marker.to_str().unwrap(),
-    ]);
+    let args = Args::parse_from(["tierkit-run", "--damon", "off", "--regions", rf.to_str().unwrap(), "--", "touch", marker.to_str().unwrap()]);
     let e = run(&args, overrides()).err().expect("an error").to_string();
     assert!(e.contains("line 2") && !e.contains("ended"), "{e}");
     assert!(!marker.exists());

@@ -49,9 +49,9 @@
 
 use crate::error::{Error, Result};
 use crate::trace::{Batch, EventKind, Progress, Projection, RecordSource, TraceMeta};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 
 /// Start of the first range.
@@ -160,7 +160,13 @@ impl Heap {
                 // (a free extent never ends at the top: freeing there lowers the top)
                 let s = self.top_pages;
                 if (s + n).saturating_mul(MODEL_PAGE_BYTES) > RANGE_BYTES {
-                    return Err(Error::config("guided:layout", format!("an arena's range of {} bytes is full: the trace allocates more than the arena layout can hold; run with guided:layout=trace", RANGE_BYTES)));
+                    return Err(Error::config(
+                        "guided:layout",
+                        format!(
+                            "an arena's range of {} bytes is full: the trace allocates more than the arena layout can hold; run with guided:layout=trace",
+                            RANGE_BYTES
+                        ),
+                    ));
                 }
                 self.top_pages = s + n;
                 self.peak_pages = self.peak_pages.max(self.top_pages);
@@ -630,7 +636,18 @@ impl LayoutSource {
         let meta = inner.meta();
         let line = if meta.post_cache { meta.line_size.max(1) } else { 0 };
         let dict_shift = if meta.page_size.is_power_of_two() { meta.page_size.trailing_zeros() } else { 0 };
-        Ok(LayoutSource { layout: ArenaLayout::new(n_ranges, line)?, inner, site_range, ranges: Vec::new(), unmatched: n_ranges - 1, out, dict_shift, dict_map: FxHashMap::default(), orig_idx: Vec::new(), hint: Vec::new() })
+        Ok(LayoutSource {
+            layout: ArenaLayout::new(n_ranges, line)?,
+            inner,
+            site_range,
+            ranges: Vec::new(),
+            unmatched: n_ranges - 1,
+            out,
+            dict_shift,
+            dict_map: FxHashMap::default(),
+            orig_idx: Vec::new(),
+            hint: Vec::new(),
+        })
     }
 
     fn range(&self, site: u32) -> u32 {
@@ -869,7 +886,7 @@ mod tests {
         let mut l = ArenaLayout::new(2, 64).unwrap();
         let a = l.alloc(0x1010, 0x20, 0).unwrap(); // [0x1010, 0x1030)
         let b = l.alloc(0x1030, 0x100, 1).unwrap(); // [0x1030, 0x1130)
-        // line 0x1000: first byte in no block, holds a's start: by a, at its first byte
+                                                    // line 0x1000: first byte in no block, holds a's start: by a, at its first byte
         assert_eq!(l.translate(0x1000).unwrap(), a);
         assert_eq!(l.stats.lines_moved_by_next_allocation, 1);
         // line 0x1020 holds the end of a and the start of b: by a (its first byte)

@@ -95,9 +95,7 @@ impl Interleave {
         if s.is_empty() {
             return Ok(Vec::new());
         }
-        s.split(['/', ' ', ':'])
-            .map(|w| w.trim().parse::<u64>().map_err(|_| Error::config(key, format!("'{s}' is not a list of weights like 4/4"))))
-            .collect()
+        s.split(['/', ' ', ':']).map(|w| w.trim().parse::<u64>().map_err(|_| Error::config(key, format!("'{s}' is not a list of weights like 4/4")))).collect()
     }
 
     /// The next tier in turn that has a free frame.

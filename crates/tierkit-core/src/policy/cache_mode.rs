@@ -99,15 +99,15 @@ impl Policy for CacheMode {
         if cap == u64::MAX {
             return Err(Error::config(
                 "cache-mode",
-                format!("the fast tier ({}) has no capacity limit, so it cannot size a cache; give one (e.g. --fast-capacity 0.25 or 16G)", ctx.platform.platform.tiers[0].name),
+                format!(
+                    "the fast tier ({}) has no capacity limit, so it cannot size a cache; give one (e.g. --fast-capacity 0.25 or 16G)",
+                    ctx.platform.platform.tiers[0].name
+                ),
             ));
         }
         let bytes = cap.saturating_mul(page);
         if self.block_bytes > bytes {
-            return Err(Error::config(
-                "cache-mode:block",
-                format!("a {}-byte block does not fit the {bytes}-byte fast tier", self.block_bytes),
-            ));
+            return Err(Error::config("cache-mode:block", format!("a {}-byte block does not fit the {bytes}-byte fast tier", self.block_bytes)));
         }
         if self.block_bytes < ctx.line_bytes {
             return Err(Error::config(
@@ -200,7 +200,8 @@ impl Policy for CacheMode {
 
 pub static CACHE_MODE: PolicyInfo = PolicyInfo {
     name: "cache-mode",
-    summary: "the fast tier as a direct-mapped, write-allocate cache of the tiers below (KNL cache mode, Optane Memory Mode); pages first-touch from tier 1 down",
+    summary:
+        "the fast tier as a direct-mapped, write-allocate cache of the tiers below (KNL cache mode, Optane Memory Mode); pages first-touch from tier 1 down",
     source: "002 §V-D (KNL MCDRAM cache mode); 004 §2.2 (DCPMM Memory Mode)",
     future_knowledge: false,
     params: &[ParamSpec {

@@ -116,17 +116,7 @@ pub struct ClockDwf {
 
 impl ClockDwf {
     pub fn new(hot_threshold: u32, expiration: u8, wp_fault_ns: f64, scan_pte_ns: f64) -> ClockDwf {
-        ClockDwf {
-            hot_threshold,
-            expiration,
-            wp_fault_ns,
-            scan_pte_ns,
-            shootdown_ns: 0.0,
-            pg: Vec::new(),
-            ring: Vec::new(),
-            hand: 0,
-            stats: Stats::default(),
-        }
+        ClockDwf { hot_threshold, expiration, wp_fault_ns, scan_pte_ns, shootdown_ns: 0.0, pg: Vec::new(), ring: Vec::new(), hand: 0, stats: Stats::default() }
     }
 
     #[inline]

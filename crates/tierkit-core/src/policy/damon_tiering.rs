@@ -375,8 +375,26 @@ impl DamonTiering {
             started: false,
             stats: SchemeStats::default(),
         };
-        let hot = scheme(Action::Hot, p.int("hot_min_accesses") as u32, u32::MAX, 0, which != "demote", p.bytes("hot_quota"), goal("hot_goal_used_bp", Metric::UsedBp), young_filter && p.bool("hot_young_filter"));
-        let cold = scheme(Action::Cold, 0, 0, p.int("cold_min_age") as u32, which != "promote", p.bytes("cold_quota"), goal("cold_goal_free_bp", Metric::FreeBp), young_filter);
+        let hot = scheme(
+            Action::Hot,
+            p.int("hot_min_accesses") as u32,
+            u32::MAX,
+            0,
+            which != "demote",
+            p.bytes("hot_quota"),
+            goal("hot_goal_used_bp", Metric::UsedBp),
+            young_filter && p.bool("hot_young_filter"),
+        );
+        let cold = scheme(
+            Action::Cold,
+            0,
+            0,
+            p.int("cold_min_age") as u32,
+            which != "promote",
+            p.bytes("cold_quota"),
+            goal("cold_goal_free_bp", Metric::FreeBp),
+            young_filter,
+        );
         Ok(DamonTiering {
             damon,
             sample_ns,
@@ -655,7 +673,9 @@ impl Policy for DamonTiering {
         let rows: Vec<serde_json::Value> = self
             .rows
             .iter()
-            .map(|r| json!([r.aggregation, r.time_ms, r.regions, r.fast_used_pages, r.hot_esz, r.hot_charged, r.promoted, r.cold_esz, r.cold_charged, r.demoted]))
+            .map(|r| {
+                json!([r.aggregation, r.time_ms, r.regions, r.fast_used_pages, r.hot_esz, r.hot_charged, r.promoted, r.cold_esz, r.cold_charged, r.demoted])
+            })
             .collect();
         let scheme = |s: &Scheme| {
             json!({

@@ -501,11 +501,10 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
 /// `hma-epoch` from its parameters, as a value (the registry boxes the same).
 pub fn hma(p: &Params) -> Result<EpochOs> {
     let costs = os_costs("hma-epoch:os_costs", p.text("os_costs"))?;
-    let reconcile = (p.text("ar_costs") == "001").then(|| OsReconcile {
-        flush_ns: p.float("flush_us") * 1e3,
-        shootdown_ns: super::otf::tlb_shootdown_us(p.int("cores") as u32) * 1e3,
-    });
-    Ok(EpochOs::new(Kind::Hma, p.period("epoch"), p.int("threshold") as u32, p.int("limit_pages") as u64, costs, Initial::parse(p.text("initial"))).with_reconcile(reconcile))
+    let reconcile = (p.text("ar_costs") == "001")
+        .then(|| OsReconcile { flush_ns: p.float("flush_us") * 1e3, shootdown_ns: super::otf::tlb_shootdown_us(p.int("cores") as u32) * 1e3 });
+    Ok(EpochOs::new(Kind::Hma, p.period("epoch"), p.int("threshold") as u32, p.int("limit_pages") as u64, costs, Initial::parse(p.text("initial")))
+        .with_reconcile(reconcile))
 }
 
 /// `fthp` from its parameters, as a value.
@@ -517,7 +516,8 @@ pub fn fthp(p: &Params) -> Result<EpochOs> {
 
 pub static FTHP: PolicyInfo = PolicyInfo {
     name: "fthp",
-    summary: "first-touch hot-page: first touch fills the fast tier; at each epoch the epoch's hottest slow pages replace the coldest fast pages, moved by the OS",
+    summary:
+        "first-touch hot-page: first touch fills the fast tier; at each epoch the epoch's hottest slow pages replace the coldest fast pages, moved by the OS",
     source: "000 §6.4 (FTHP, after Meswani et al.), costs 000 §5.1",
     future_knowledge: false,
     params: FTHP_PARAMS,

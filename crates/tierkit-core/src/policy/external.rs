@@ -100,7 +100,12 @@ impl Policy for External {
                 Decision::Swap(a, b) => ctx.mem.swap(a, b),
             };
             // a request the mechanics refuse is the policy's error, reported as such
-            r.map_err(|e| Error::config(format!("policy '{name}'"), format!("period {}: {}", ctx.now.period, e.to_string().trim_start_matches("internal invariant violated: "))))?;
+            r.map_err(|e| {
+                Error::config(
+                    format!("policy '{name}'"),
+                    format!("period {}: {}", ctx.now.period, e.to_string().trim_start_matches("internal invariant violated: ")),
+                )
+            })?;
             self.decisions += 1;
         }
         Ok(())

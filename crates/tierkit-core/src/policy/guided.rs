@@ -36,8 +36,8 @@
 //! passes its parameters.
 
 use super::arena_layout::{self, LayoutSource, LayoutStats, SiteRange};
-use super::{epoch_os, otf, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
 use super::params::{ParamSpec, ParamType};
+use super::{epoch_os, otf, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
 use crate::engine::Runnable;
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, Op, TierId};
@@ -232,11 +232,15 @@ impl Guidance {
                 return Err(bad("phases.of_slice: empty".into()));
             }
             of_slice = p.of_slice.clone();
-            slice = Some(match (p.slice_source.as_deref(), p.slice_length) {
-                (_, 0) => return Err(bad("phases.slice_length: per-phase guidance needs the slice length (profile a trace with slice markers of known length, or give --slice)".into())),
-                (Some("accesses"), n) => Period::Accesses(n),
-                (_, n) => Period::Insn(n),
-            });
+            slice =
+                Some(match (p.slice_source.as_deref(), p.slice_length) {
+                    (_, 0) => return Err(bad(
+                        "phases.slice_length: per-phase guidance needs the slice length (profile a trace with slice markers of known length, or give --slice)"
+                            .into(),
+                    )),
+                    (Some("accesses"), n) => Period::Accesses(n),
+                    (_, n) => Period::Insn(n),
+                });
         }
         let (mut schedule_digest, mut schedule_length, mut markers) = (None, None, None);
         if let Some(ms) = f.phases.as_ref().and_then(|p| p.markers.as_ref()).filter(|_| per_phase) {
@@ -263,9 +267,7 @@ impl Guidance {
             let by_accesses = matches!(slice, Some(Period::Accesses(_)));
             let m = p.made_from.as_ref();
             schedule_digest = m.and_then(|m| m.trace_digest.clone()).or_else(|| f.profile.as_ref().and_then(|x| x.trace_digest.clone()));
-            schedule_length = m
-                .and_then(|m| if by_accesses { m.accesses } else { m.insn })
-                .or(Some((of_slice.len() as u64).saturating_mul(p.slice_length)));
+            schedule_length = m.and_then(|m| if by_accesses { m.accesses } else { m.insn }).or(Some((of_slice.len() as u64).saturating_mul(p.slice_length)));
         }
         // version 1: a context past any stack's depth compares every frame (and must not
         // overflow)
@@ -299,14 +301,24 @@ impl Guidance {
             let list: Vec<String> = arenas.iter().map(|a| a.to_string()).collect();
             Error::config(
                 "guided:guidance",
-                format!("{}: {} has {have} frame(s), too few to tell arenas {} apart: record with --context {}", self.path, name(), list.join(", "), self.key_frames),
+                format!(
+                    "{}: {} has {have} frame(s), too few to tell arenas {} apart: record with --context {}",
+                    self.path,
+                    name(),
+                    list.join(", "),
+                    self.key_frames
+                ),
             )
         };
         if self.version == 2 {
             if keys.is_empty() {
                 return Err(Error::config(
                     "guided:guidance",
-                    format!("{}: {} has no frame keys (an old or imported trace): version-2 guidance needs a trace from 'tierkit trace record'", self.path, name()),
+                    format!(
+                        "{}: {} has no frame keys (an old or imported trace): version-2 guidance needs a trace from 'tierkit trace record'",
+                        self.path,
+                        name()
+                    ),
                 ));
             }
             return match classify(&self.sites, self.key_frames, keys) {
@@ -639,11 +651,7 @@ impl<P: Policy> Guided<P> {
                     if cur == want || (down && want < cur) || (!down && want > cur) {
                         continue;
                     }
-                    let to = if down {
-                        ctx.mem.first_free_from(want)
-                    } else {
-                        (want..cur).find(|&t| ctx.mem.free(t) > 0)
-                    };
+                    let to = if down { ctx.mem.first_free_from(want) } else { (want..cur).find(|&t| ctx.mem.free(t) > 0) };
                     match to {
                         Some(t) if t != cur => {
                             if moved == 0 {
@@ -1025,15 +1033,25 @@ const PARAMS: &[ParamSpec] = &[
 fn build(p: &Params) -> Result<Box<dyn Runnable>> {
     let path = p.text("guidance");
     if !p.text("strategy").is_empty() {
-        return Err(Error::config("guided:strategy", "strategy= is made into guidance by tierkit's Python front end (tierkit simulate/compare, tierkit.run); here give guidance=FILE"));
+        return Err(Error::config(
+            "guided:strategy",
+            "strategy= is made into guidance by tierkit's Python front end (tierkit simulate/compare, tierkit.run); here give guidance=FILE",
+        ));
     }
     if path.is_empty() {
         return Err(Error::config("guided:guidance", "missing: give the guidance file, guided:guidance=FILE (see 'tierkit guide')"));
     }
     let g = Guidance::read(path)?;
     match (p.text("mode"), g.per_phase) {
-        ("static", true) => return Err(Error::config("guided:mode", format!("{path} is per-phase guidance: use mode=per-phase, or make static guidance ('tierkit guide' without --per-phase)"))),
-        ("per-phase", false) => return Err(Error::config("guided:mode", format!("{path} is static guidance: make per-phase guidance with 'tierkit guide --per-phase'"))),
+        ("static", true) => {
+            return Err(Error::config(
+                "guided:mode",
+                format!("{path} is per-phase guidance: use mode=per-phase, or make static guidance ('tierkit guide' without --per-phase)"),
+            ))
+        }
+        ("per-phase", false) => {
+            return Err(Error::config("guided:mode", format!("{path} is static guidance: make per-phase guidance with 'tierkit guide --per-phase'")))
+        }
         _ => {}
     }
     let by_markers = p.text("switch") == "markers";
@@ -1042,7 +1060,10 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
             return Err(Error::config("guided:switch", format!("{path} is static guidance: switch=markers is for per-phase guidance")));
         }
         if g.markers.is_none() {
-            return Err(Error::config("guided:switch", format!("{path} has no phase markers (made before them): make it again with 'tierkit guide --per-phase'")));
+            return Err(Error::config(
+                "guided:switch",
+                format!("{path} has no phase markers (made before them): make it again with 'tierkit guide --per-phase'"),
+            ));
         }
     }
     let unmatched = rule("guided:unmatched", p.text("unmatched"))?;
@@ -1068,7 +1089,10 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
         "hma-epoch" => Box::new(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
         "fthp" => Box::new(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
         other => {
-            return Err(Error::config("guided:then", format!("'{other}' cannot follow guided placement (one of otf, otf-adaptive, otf-reverse, hma-epoch, fthp)")));
+            return Err(Error::config(
+                "guided:then",
+                format!("'{other}' cannot follow guided placement (one of otf, otf-adaptive, otf-reverse, hma-epoch, fthp)"),
+            ));
         }
     })
 }

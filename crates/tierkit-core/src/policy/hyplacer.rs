@@ -723,8 +723,7 @@ impl Decisions {
 
     /// The statistics and time series, as `simulate` reports them (the `hyplacer` subtree).
     pub fn report(&self) -> serde_json::Value {
-        let rows: Vec<serde_json::Value> =
-            self.rows.iter().map(|r| json!([r.time_ms, r.mode.name(), r.dram_usage, r.dcpmm_write_mb_per_s, r.moved])).collect();
+        let rows: Vec<serde_json::Value> = self.rows.iter().map(|r| json!([r.time_ms, r.mode.name(), r.dram_usage, r.dcpmm_write_mb_per_s, r.moved])).collect();
         json!({
             "name": "hyplacer",
             "interval_ns": self.cfg.interval_ns,

@@ -61,13 +61,17 @@ impl Predictions {
     pub fn load(path: &Path, key: &str) -> Result<Predictions> {
         let what = path.display();
         let text = std::fs::read_to_string(path).map_err(|e| Error::config(key, format!("{what}: {e}")))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::config(key, format!("{what}: not a predictions file: line {}: {e}", e.line())))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::config(key, format!("{what}: not a predictions file: line {}: {e}", e.line())))?;
         let bad = |m: String| Error::config(key, format!("{what}: {m}"));
         if v.get("format").and_then(|f| f.as_str()) != Some("tierkit-predictions") {
             return Err(bad("not a predictions file (no \"format\": \"tierkit-predictions\")".into()));
         }
         if v.get("version").and_then(|x| x.as_u64()) != Some(1) {
-            return Err(bad(format!("predictions version {} is not supported (this tierkit reads version 1)", v.get("version").unwrap_or(&serde_json::Value::Null))));
+            return Err(bad(format!(
+                "predictions version {} is not supported (this tierkit reads version 1)",
+                v.get("version").unwrap_or(&serde_json::Value::Null)
+            )));
         }
         let num = |k: &str| v.get(k).and_then(|x| x.as_u64()).ok_or_else(|| bad(format!("key '{k}' is missing or not a whole number")));
         let period = num("period")?;
@@ -133,9 +137,10 @@ impl Predictions {
     /// page count (when known) means another trace.
     pub fn check_pages(&self, trace_pages: u64, key: &str) -> Result<()> {
         match self.pages.last() {
-            Some(&p) if trace_pages > 0 && p as u64 >= trace_pages => {
-                Err(Error::config(key, format!("page id {p} is beyond the trace's {trace_pages} pages (page ids at most {}): predictions made for another trace?", trace_pages - 1)))
-            }
+            Some(&p) if trace_pages > 0 && p as u64 >= trace_pages => Err(Error::config(
+                key,
+                format!("page id {p} is beyond the trace's {trace_pages} pages (page ids at most {}): predictions made for another trace?", trace_pages - 1),
+            )),
             _ => Ok(()),
         }
     }
@@ -174,10 +179,18 @@ fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
     let pred = Predictions::load(Path::new(file), &key)?;
     let period = match p.period("period") {
         Period::Accesses(n) => n,
-        other => return Err(Error::config(format!("{name}:period"), format!("the predictions are per period of accesses; give period as a number of accesses, not {}", other.describe()))),
+        other => {
+            return Err(Error::config(
+                format!("{name}:period"),
+                format!("the predictions are per period of accesses; give period as a number of accesses, not {}", other.describe()),
+            ))
+        }
     };
     if period != pred.period {
-        return Err(Error::config(format!("{name}:period"), format!("{file} predicts periods of {} accesses, not {period}: run with period={}", pred.period, pred.period)));
+        return Err(Error::config(
+            format!("{name}:period"),
+            format!("{file} predicts periods of {} accesses, not {period}: run with period={}", pred.period, pred.period),
+        ));
     }
     let bins = p.int("bins") as u32;
     if bins != pred.bins {

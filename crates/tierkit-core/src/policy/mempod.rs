@@ -257,13 +257,8 @@ impl Policy for MemPod {
             return Ok(());
         }
         self.stats.epochs += 1;
-        let mut row = EpochRow {
-            epoch: ctx.now.period - 1,
-            time_ms: ctx.now.ns / 1e6,
-            accesses: self.ep_accesses,
-            fast_hits: self.ep_fast,
-            ..Default::default()
-        };
+        let mut row =
+            EpochRow { epoch: ctx.now.period - 1, time_ms: ctx.now.ns / 1e6, accesses: self.ep_accesses, fast_hits: self.ep_fast, ..Default::default() };
         let mut hot = std::mem::take(&mut self.scratch);
         for pod in 0..self.pods {
             hot.clear();

@@ -21,22 +21,22 @@
 //! 6. [`Policy::report`] and [`Policy::activity`] once at the end, for the policy's subtree
 //!    of the statistics and for the result's `activations` and `warnings`.
 
+pub mod arena_layout;
 pub mod basic;
 pub mod cache_mode;
-pub mod damon_tiering;
 pub mod clock_dwf;
+pub mod damon_tiering;
 pub mod epoch_os;
 pub mod external;
-pub mod arena_layout;
 pub mod guided;
 pub mod hyplacer;
 pub mod learned;
-pub mod otf;
 pub mod mea;
+pub mod memos;
 pub mod mempod;
 pub mod nimble;
-pub mod memos;
 pub mod os_tiering;
+pub mod otf;
 pub mod page_scheduler;
 pub mod params;
 
@@ -324,10 +324,7 @@ pub static REGISTRY: &[&PolicyInfo] = &[
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {
     REGISTRY.iter().copied().find(|p| p.name == name).ok_or_else(|| {
-        Error::config(
-            "--policy",
-            format!("unknown policy '{name}' (known: {})", REGISTRY.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")),
-        )
+        Error::config("--policy", format!("unknown policy '{name}' (known: {})", REGISTRY.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
     })
 }
 

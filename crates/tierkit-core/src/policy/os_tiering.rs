@@ -370,11 +370,7 @@ impl NumaTiering {
         if self.dma_pages == 0 {
             return false;
         }
-        let dma = if main_free_before > self.wm.low {
-            false
-        } else {
-            self.usable_dma() > self.dma_low || main_free_before == 0
-        };
+        let dma = if main_free_before > self.wm.low { false } else { self.usable_dma() > self.dma_low || main_free_before == 0 };
         if dma && self.free_dma() > 0 {
             self.in_dma[page as usize] = true;
             self.dma_used += 1;
@@ -663,10 +659,16 @@ impl NumaTiering {
         self.grow(ctx.pages);
         let pagemap = ctx.pagemap;
         let mem = &*ctx.mem;
-        let pass = self.hint.scan(ctx.pages, |p| pagemap.page_addr(p), self.scan_pages, now, |p| {
-            let t = mem.tier(p);
-            t != 0 && t != UNPLACED
-        });
+        let pass = self.hint.scan(
+            ctx.pages,
+            |p| pagemap.page_addr(p),
+            self.scan_pages,
+            now,
+            |p| {
+                let t = mem.tier(p);
+                t != 0 && t != UNPLACED
+            },
+        );
         self.stats.scans += 1;
         self.stats.ptes_armed += pass.armed;
         self.stats.ptes_scanned += pass.scanned;
@@ -930,7 +932,8 @@ const HINT_FAULT: ParamSpec = ParamSpec {
     ty: ParamType::Float { min: -1.0, max: 1e9 },
     unit: "ns per hint fault",
     default: "-1",
-    source: "-1 = the platform's migration.fault_ns (dram-dcpmm: 5 µs, seed 000 §5.1); a minor fault that migrates nothing costs less, so this is an upper bound",
+    source:
+        "-1 = the platform's migration.fault_ns (dram-dcpmm: 5 µs, seed 000 §5.1); a minor fault that migrates nothing costs less, so this is an upper bound",
     help: "time the program loses per NUMA hint fault",
 };
 const PTE: ParamSpec = ParamSpec {
@@ -971,7 +974,8 @@ const KSWAPD_BACKOFF: ParamSpec = ParamSpec {
     ty: ParamType::Float { min: 0.0, max: 1e9 },
     unit: "ms of simulated time",
     default: "10000",
-    source: "TPP patch 4/5 (kswapd_try_to_sleep) and mm/vmscan.c: after MAX_RECLAIM_RETRIES (16) kswapd runs that reclaim nothing, kswapd is not woken for 10 s",
+    source:
+        "TPP patch 4/5 (kswapd_try_to_sleep) and mm/vmscan.c: after MAX_RECLAIM_RETRIES (16) kswapd runs that reclaim nothing, kswapd is not woken for 10 s",
     help: "how long kswapd stays asleep after 16 runs in a row that demoted nothing",
 };
 
@@ -1156,7 +1160,8 @@ const TPP_PARAMS: &[ParamSpec] = &[
         ty: ParamType::Choice { options: &["fault", "mark-accessed"] },
         unit: "",
         default: "fault",
-        source: "TPP paper §5.3 (a fault on an inactive page moves it to the active list; the next promotes); mark-accessed = the patch's mark_page_accessed call",
+        source:
+            "TPP paper §5.3 (a fault on an inactive page moves it to the active list; the next promotes); mark-accessed = the patch's mark_page_accessed call",
         help: "what a hint fault does to an inactive slow page: activate it, or mark it accessed",
     },
     ParamSpec {

@@ -1296,27 +1296,142 @@ const fn float(name: &'static str, unit: &'static str, default: &'static str, so
     ParamSpec { name, ty: ParamType::Float { min: 0.0, max: 1e12 }, unit, default, source, help }
 }
 
-const THRESHOLD: ParamSpec = int("threshold", 1, 1 << 30, "accesses", "128", "001 §2.4 (128; 32, 64 and 128 studied)", "a page outside the fast tier is migrated when its access count reaches this (the starting threshold of the adaptive policies)");
-const REMAP: ParamSpec = int("remap", 2, 1 << 32, "entries", "1024", "001 §2.1, §4.1 (1024-entry table); §5.5 also studies 16384 and 65536", "ReMap table entries: one per moved page, two per swap");
-const LOOKUP: ParamSpec = int("remap_lookup_cycles", 0, 1 << 20, "CPU cycles per access", "10", "001 Table 3, §4.1", "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency");
-const AR_START: ParamSpec = ParamSpec { name: "ar_start", ty: ParamType::Float { min: 0.0, max: 1.0 }, unit: "ratio of the table", default: "0.5", source: "001 §2.1, §2.4 (reconcile once the table is 50% full)", help: "reconcile while the table holds at least this fraction of its entries" };
-const CORES: ParamSpec = int("cores", 1, 1 << 16, "cores", "16", "001 §4.1 (16 cores)", "sets the TLB shootdown of ar=os: 4/5/8/13 µs for 4/8/16/32 cores (§2.3.1)");
-const FLUSH: ParamSpec = float("flush_us", "us per page", "4", "001 §2.3.1 (CLFLUSH of a page's lines, measured)", "ar=os: cache flush of a reconciled page (halts the program)");
-const RMAP: ParamSpec = int("rmap_cycles", 0, 1 << 30, "CPU cycles per page", "4480", "001 Table 3 (OS reverse mapping, ftrace), §2.3.2", "both ar modes: the OS reverse mapping that finds a page's virtual addresses");
+const THRESHOLD: ParamSpec = int(
+    "threshold",
+    1,
+    1 << 30,
+    "accesses",
+    "128",
+    "001 §2.4 (128; 32, 64 and 128 studied)",
+    "a page outside the fast tier is migrated when its access count reaches this (the starting threshold of the adaptive policies)",
+);
+const REMAP: ParamSpec = int(
+    "remap",
+    2,
+    1 << 32,
+    "entries",
+    "1024",
+    "001 §2.1, §4.1 (1024-entry table); §5.5 also studies 16384 and 65536",
+    "ReMap table entries: one per moved page, two per swap",
+);
+const LOOKUP: ParamSpec = int(
+    "remap_lookup_cycles",
+    0,
+    1 << 20,
+    "CPU cycles per access",
+    "10",
+    "001 Table 3, §4.1",
+    "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency",
+);
+const AR_START: ParamSpec = ParamSpec {
+    name: "ar_start",
+    ty: ParamType::Float { min: 0.0, max: 1.0 },
+    unit: "ratio of the table",
+    default: "0.5",
+    source: "001 §2.1, §2.4 (reconcile once the table is 50% full)",
+    help: "reconcile while the table holds at least this fraction of its entries",
+};
+const CORES: ParamSpec =
+    int("cores", 1, 1 << 16, "cores", "16", "001 §4.1 (16 cores)", "sets the TLB shootdown of ar=os: 4/5/8/13 µs for 4/8/16/32 cores (§2.3.1)");
+const FLUSH: ParamSpec =
+    float("flush_us", "us per page", "4", "001 §2.3.1 (CLFLUSH of a page's lines, measured)", "ar=os: cache flush of a reconciled page (halts the program)");
+const RMAP: ParamSpec = int(
+    "rmap_cycles",
+    0,
+    1 << 30,
+    "CPU cycles per page",
+    "4480",
+    "001 Table 3 (OS reverse mapping, ftrace), §2.3.2",
+    "both ar modes: the OS reverse mapping that finds a page's virtual addresses",
+);
 const WALK: ParamSpec = int("page_walk_cycles", 0, 1 << 30, "CPU cycles per page", "150", "001 Table 3", "both ar modes: page walk to update the PTE");
-const TLB_DIR: ParamSpec = int("tlb_dir_cycles", 0, 1 << 30, "CPU cycles per page", "300", "001 Table 3 (light-weight TLB invalidation through the shared TLB directory)", "ar=hw: TLB invalidation");
-const INVAL: ParamSpec = int("inval_cycles_per_line", 0, 1 << 20, "CPU cycles per line", "2", "authors' model, HMA_onfly_adaptive src/Processor.h (64 cycles of write-invalidates for a 2 KB page's 32 lines)", "ar=hw: write-invalidate of each line of a reconciled page");
-const MIG_E: ParamSpec = float("mig_energy_nj", "nJ per page moved", "0", "none: 001 §4.1 used CACTI but reports no figure, nor does the authors' model", "energy of the migration controller per page it moves (copy traffic is charged by the platform)");
-const LOOKUP_E: ParamSpec = float("lookup_energy_pj", "pJ per lookup", "0", "none: 001 §4.1 used CACTI but reports no figure, nor does the authors' model", "energy of one ReMap lookup (a non-zero value charges every access)");
-const INITIAL: ParamSpec = ParamSpec { name: "initial", ty: ParamType::Choice { options: &["interleave", "first-touch"] }, unit: "", default: "interleave", source: "001 §4.1 (4 pages fast, then 4 slow, round-robin while the fast tier has room)", help: "placement of new pages: interleave (4/4) or first-touch (fast tier first)" };
-const TWINDOW: ParamSpec = int("twindow", 1, 1 << 50, "CPU cycles", "4M", "001 §3.1 and Algorithms 1-3 (twindow = 4 M cycles)", "threshold window: MBQ and migrations are counted per window (the time series' rows)");
-const MIGWINDOW: ParamSpec = int("migwindow", 1, 1 << 50, "CPU cycles", "100M", "001 Algorithms 1-3 (migwindow = 100 M cycles)", "migration window: pause or resume from its mean MBQ");
+const TLB_DIR: ParamSpec = int(
+    "tlb_dir_cycles",
+    0,
+    1 << 30,
+    "CPU cycles per page",
+    "300",
+    "001 Table 3 (light-weight TLB invalidation through the shared TLB directory)",
+    "ar=hw: TLB invalidation",
+);
+const INVAL: ParamSpec = int(
+    "inval_cycles_per_line",
+    0,
+    1 << 20,
+    "CPU cycles per line",
+    "2",
+    "authors' model, HMA_onfly_adaptive src/Processor.h (64 cycles of write-invalidates for a 2 KB page's 32 lines)",
+    "ar=hw: write-invalidate of each line of a reconciled page",
+);
+const MIG_E: ParamSpec = float(
+    "mig_energy_nj",
+    "nJ per page moved",
+    "0",
+    "none: 001 §4.1 used CACTI but reports no figure, nor does the authors' model",
+    "energy of the migration controller per page it moves (copy traffic is charged by the platform)",
+);
+const LOOKUP_E: ParamSpec = float(
+    "lookup_energy_pj",
+    "pJ per lookup",
+    "0",
+    "none: 001 §4.1 used CACTI but reports no figure, nor does the authors' model",
+    "energy of one ReMap lookup (a non-zero value charges every access)",
+);
+const INITIAL: ParamSpec = ParamSpec {
+    name: "initial",
+    ty: ParamType::Choice { options: &["interleave", "first-touch"] },
+    unit: "",
+    default: "interleave",
+    source: "001 §4.1 (4 pages fast, then 4 slow, round-robin while the fast tier has room)",
+    help: "placement of new pages: interleave (4/4) or first-touch (fast tier first)",
+};
+const TWINDOW: ParamSpec = int(
+    "twindow",
+    1,
+    1 << 50,
+    "CPU cycles",
+    "4M",
+    "001 §3.1 and Algorithms 1-3 (twindow = 4 M cycles)",
+    "threshold window: MBQ and migrations are counted per window (the time series' rows)",
+);
+const MIGWINDOW: ParamSpec =
+    int("migwindow", 1, 1 << 50, "CPU cycles", "100M", "001 Algorithms 1-3 (migwindow = 100 M cycles)", "migration window: pause or resume from its mean MBQ");
 const MIN_MBQ: ParamSpec = float("min_mbq", "accesses per page", "50", "001 Algorithms 1-3 (min_MBQ)", "pause at or below; Algorithm 2 halves at or above");
-const MAX_MBQ: ParamSpec = float("max_mbq", "accesses per page", "70", "001 Algorithms 1-3 (max_MBQ)", "resume at or above; Algorithm 2 doubles at or below; Algorithm 3 halves only at or below");
+const MAX_MBQ: ParamSpec = float(
+    "max_mbq",
+    "accesses per page",
+    "70",
+    "001 Algorithms 1-3 (max_MBQ)",
+    "resume at or above; Algorithm 2 doubles at or below; Algorithm 3 halves only at or below",
+);
 const UPPER_MBQ: ParamSpec = float("upper_mbq", "accesses per page", "100", "001 Algorithm 3 (upper_MBQ)", "Algorithm 3 doubles only at or below");
-const MIN_MIG: ParamSpec = int("min_mig_count", 0, 1 << 40, "pages per window", "160", "001 Algorithm 1 and §3.1 (Algorithm 3 uses it undefined; the authors' model uses 160)", "Algorithms 1 and 3 halve at or below");
-const MAX_MIG: ParamSpec = int("max_mig_count", 0, 1 << 40, "pages per window", "240", "001 Algorithm 1 and §3.1 (Algorithm 3 uses it undefined; the authors' model uses 240)", "Algorithms 1 and 3 double at or above");
-const MIN_T: ParamSpec = int("min_threshold", 0, 1 << 30, "accesses", "0", "001 Algorithms 1-2: 64, Algorithm 3: 32 (0 = the algorithm's listing)", "lowest threshold; 0 takes the listing's");
+const MIN_MIG: ParamSpec = int(
+    "min_mig_count",
+    0,
+    1 << 40,
+    "pages per window",
+    "160",
+    "001 Algorithm 1 and §3.1 (Algorithm 3 uses it undefined; the authors' model uses 160)",
+    "Algorithms 1 and 3 halve at or below",
+);
+const MAX_MIG: ParamSpec = int(
+    "max_mig_count",
+    0,
+    1 << 40,
+    "pages per window",
+    "240",
+    "001 Algorithm 1 and §3.1 (Algorithm 3 uses it undefined; the authors' model uses 240)",
+    "Algorithms 1 and 3 double at or above",
+);
+const MIN_T: ParamSpec = int(
+    "min_threshold",
+    0,
+    1 << 30,
+    "accesses",
+    "0",
+    "001 Algorithms 1-2: 64, Algorithm 3: 32 (0 = the algorithm's listing)",
+    "lowest threshold; 0 takes the listing's",
+);
 const MAX_T: ParamSpec = int("max_threshold", 1, 1 << 30, "accesses", "256", "001 Algorithms 1-3 (max_threshold = 256)", "highest threshold");
 const RULE: ParamSpec = ParamSpec {
     name: "rule",
@@ -1326,9 +1441,26 @@ const RULE: ParamSpec = ParamSpec {
     source: "001 Algorithms 2-3 (listing; the authors' model's combined rule agrees) vs §3.2 (Algorithm 2's prose) and §5.4/§7 (Algorithm 3's prose)",
     help: "which statement of Algorithms 2 and 3 to follow: listing (Alg. 3 halves only at MBQ <= max_mbq) or prose (Alg. 2 halves above high_mbq, doubles below min_mbq, halts after halt_windows low windows; Alg. 3 halves only at MBQ > upper_mbq)",
 };
-const HIGH_MBQ: ParamSpec = float("high_mbq", "accesses per page", "130", "001 §3.2 (prose: halve when the MBQ is greater than 130)", "rule=prose, Algorithm 2: halve above");
-const HALT_WINDOWS: ParamSpec = int("halt_windows", 0, 1 << 30, "windows", "25", "001 §3.2 (prose: halt when the MBQ is low for more than 25 consecutive windows)", "rule=prose, Algorithm 2: pause after more than this many consecutive windows with MBQ below min_mbq");
-const RESIDENCY: ParamSpec = int("min_residency_cycles", 0, 1 << 50, "CPU cycles", "1M", "001 §5.5 (one million cycles)", "a migrated page stays at least this long before it can be moved back");
+const HIGH_MBQ: ParamSpec =
+    float("high_mbq", "accesses per page", "130", "001 §3.2 (prose: halve when the MBQ is greater than 130)", "rule=prose, Algorithm 2: halve above");
+const HALT_WINDOWS: ParamSpec = int(
+    "halt_windows",
+    0,
+    1 << 30,
+    "windows",
+    "25",
+    "001 §3.2 (prose: halt when the MBQ is low for more than 25 consecutive windows)",
+    "rule=prose, Algorithm 2: pause after more than this many consecutive windows with MBQ below min_mbq",
+);
+const RESIDENCY: ParamSpec = int(
+    "min_residency_cycles",
+    0,
+    1 << 50,
+    "CPU cycles",
+    "1M",
+    "001 §5.5 (one million cycles)",
+    "a migrated page stays at least this long before it can be moved back",
+);
 
 const AR: ParamSpec = ParamSpec {
     name: "ar",
@@ -1338,7 +1470,8 @@ const AR: ParamSpec = ParamSpec {
     source: "001 §2.3-2.4 (OTF_no_AR, OTF_OS_AR, OTF_HW_AR); §5.2-5.4 adapt OTF_HW_AR",
     help: "address reconciliation: none (unbounded table, OTF_no_AR), os (halts the program), hw (MigC: the OS reverse mapping and page walk halt the program, the invalidations do not)",
 };
-const ALGORITHM: ParamSpec = int("algorithm", 1, 3, "", "3", "001 §3.1 (1: migration count), §3.2 (2: MBQ), §5.4 (3: combined, the paper's best)", "which adaptive technique");
+const ALGORITHM: ParamSpec =
+    int("algorithm", 1, 3, "", "3", "001 §3.1 (1: migration count), §3.2 (2: MBQ), §5.4 (3: combined, the paper's best)", "which adaptive technique");
 
 fn int_p(p: &Params, k: &str) -> u64 {
     p.int(k) as u64

@@ -861,13 +861,7 @@ impl Policy for PageScheduler {
     }
 
     fn needs(&self) -> Needs {
-        Needs {
-            counts: true,
-            recency: true,
-            future: self.source == Source::Oracle,
-            all_pages_upfront: self.compat != CoriMode::Off,
-            ..Default::default()
-        }
+        Needs { counts: true, recency: true, future: self.source == Source::Oracle, all_pages_upfront: self.compat != CoriMode::Off, ..Default::default() }
     }
 
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
@@ -963,7 +957,11 @@ fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
     if mode != CoriMode::Off && !matches!(period, Period::Accesses(_)) {
         return Err(Error::config(
             format!("{}:period", source.name()),
-            format!("compat={} counts periods in memory accesses; give period as a number of accesses (e.g. period=1000), not {}", mode.name(), period.describe()),
+            format!(
+                "compat={} counts periods in memory accesses; give period as a number of accesses (e.g. period=1000), not {}",
+                mode.name(),
+                period.describe()
+            ),
         ));
     }
     let s = PageScheduler::new(source, period, p.int("bins") as u32, false).with_compat(mode);

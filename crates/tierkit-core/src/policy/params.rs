@@ -9,10 +9,18 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ParamType {
-    Int { min: i64, max: i64 },
-    Float { min: f64, max: f64 },
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        max: f64,
+    },
     Bool,
-    Choice { options: &'static [&'static str] },
+    Choice {
+        options: &'static [&'static str],
+    },
     /// A period: `1000` accesses, `1M-insn`, `10ms`.
     Period,
     /// A byte size: `4096`, `64K`.
@@ -124,9 +132,7 @@ impl PolicySpec {
         let mut args = Vec::new();
         if let Some(rest) = rest {
             for kv in rest.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| Error::config(format!("policy '{name}'"), format!("'{kv}' is not key=value")))?;
+                let (k, v) = kv.split_once('=').ok_or_else(|| Error::config(format!("policy '{name}'"), format!("'{kv}' is not key=value")))?;
                 args.push((k.trim().to_string(), v.trim().to_string()));
             }
         }
@@ -328,9 +334,7 @@ impl Params {
                 (Value::Float(x), ParamType::Float { min, max }) if *x >= 0.0 => {
                     Value::Float(if dim == TimeDim::Time { x / k } else { x * k }.clamp(min.max(0.0), max))
                 }
-                (Value::Int(x), ParamType::Int { min, max }) if *x >= 0 => {
-                    Value::Int(((*x as f64 * f).round() as i64).clamp(min.max(0), max))
-                }
+                (Value::Int(x), ParamType::Int { min, max }) if *x >= 0 => Value::Int(((*x as f64 * f).round() as i64).clamp(min.max(0), max)),
                 _ => continue,
             };
         }
@@ -389,7 +393,14 @@ mod tests {
             ParamSpec { name: "walk", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "CPU cycles per page", default: "4480", source: "t", help: "" },
             ParamSpec { name: "lookup", ty: ParamType::Int { min: 0, max: 1 << 20 }, unit: "CPU cycles per access", default: "10", source: "t", help: "" },
             ParamSpec { name: "rate", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "MiB/s", default: "65536", source: "t", help: "" },
-            ParamSpec { name: "bw", ty: ParamType::Float { min: 0.0, max: 1e9 }, unit: "MB/s of write bandwidth (10^6 bytes per second)", default: "10", source: "t", help: "" },
+            ParamSpec {
+                name: "bw",
+                ty: ParamType::Float { min: 0.0, max: 1e9 },
+                unit: "MB/s of write bandwidth (10^6 bytes per second)",
+                default: "10",
+                source: "t",
+                help: "",
+            },
             ParamSpec { name: "pages", ty: ParamType::Int { min: 1, max: 1 << 40 }, unit: "pages per activation", default: "131072", source: "t", help: "" },
         ];
         let p = Params::parse("x", D, &PolicySpec::parse("x").unwrap()).unwrap();

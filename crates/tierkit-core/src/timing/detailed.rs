@@ -41,11 +41,11 @@
 //! is a ring of `write_queue_entries` drain times.
 
 use super::{AccessEvent, ClockBoard, CoreReport, RunCounters, Timing, TimingReport, TimingSetup};
-use std::sync::Arc;
 use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
 use crate::pagemap::PageId;
 use crate::platform::{loaded_latency_factor, Resolved};
 use serde_json::json;
+use std::sync::Arc;
 
 /// Line size assumed when the setup does not give one, bytes.
 const DEFAULT_LINE_BYTES: u64 = 64;
@@ -439,7 +439,14 @@ impl DetailedTiming {
             return vec![(self.core, self.last_retire, self.cur_insn)];
         }
         (0..self.parked.len())
-            .map(|c| if c == self.active { (self.core, self.last_retire, self.cur_insn) } else { let p = &self.parked[c]; (p.core, p.last_retire, p.cur_insn) })
+            .map(|c| {
+                if c == self.active {
+                    (self.core, self.last_retire, self.cur_insn)
+                } else {
+                    let p = &self.parked[c];
+                    (p.core, p.last_retire, p.cur_insn)
+                }
+            })
             .collect()
     }
 

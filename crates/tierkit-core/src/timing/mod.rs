@@ -6,10 +6,10 @@
 pub mod detailed;
 pub mod simple;
 
+use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MigrationOp, TierId};
 use crate::pagemap::PageId;
 use crate::policy::Compat;
-use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 pub use detailed::DetailedTiming;

@@ -151,8 +151,8 @@ impl RecordSource for ChampsimSource {
         // a read of RECORDS_PER_READ records adds at most 8 accesses per record
         while !self.done && batch.len() + RECORDS_PER_READ * 8 <= BATCH_RECORDS {
             let offset = self.records * self.layout.size as u64;
-            let n = stream::read_full(&mut self.stream.reader, &mut self.buf)
-                .map_err(|e| stream::read_error(&self.path, self.stream.compression, offset, e))?;
+            let n =
+                stream::read_full(&mut self.stream.reader, &mut self.buf).map_err(|e| stream::read_error(&self.path, self.stream.compression, offset, e))?;
             let whole = n - n % self.layout.size;
             self.decode(whole, batch);
             if n < self.buf.len() {

@@ -3,8 +3,8 @@
 
 use super::summary::Summary;
 use super::tkt::TktWriter;
-use super::{Batch, Format, TraceInput, BATCH_RECORDS};
 use super::ProgressFn;
+use super::{Batch, Format, TraceInput, BATCH_RECORDS};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::Path;

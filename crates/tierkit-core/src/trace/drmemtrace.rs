@@ -182,7 +182,8 @@ pub fn thread_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     if files.is_empty() {
         let why = if lz4 {
-            "its thread files are lz4-compressed (*.trace.lz4), which tierkit does not read: post-process the trace with zip output (raw2trace's default)".to_string()
+            "its thread files are lz4-compressed (*.trace.lz4), which tierkit does not read: post-process the trace with zip output (raw2trace's default)"
+                .to_string()
         } else if windows {
             "it holds the windows of a multi-window trace: give one window's directory (window.NNNN)".to_string()
         } else if raw {
@@ -469,7 +470,11 @@ impl Thread {
                 if let Some(h) = first {
                     head[..8].copy_from_slice(&h.bytes()[..8]);
                 }
-                let why = if is_raw(&head) { RAW_REFUSAL.to_string() } else { "not a drmemtrace trace: it does not begin with a header record (type 25)".to_string() };
+                let why = if is_raw(&head) {
+                    RAW_REFUSAL.to_string()
+                } else {
+                    "not a drmemtrace trace: it does not begin with a header record (type 25)".to_string()
+                };
                 return Err(Error::at_offset(&r.shown, 0, why));
             }
         };
@@ -570,15 +575,18 @@ impl DrmemtraceSource {
         let ft = threads.iter().fold(0, |a, t| a | t.filetype);
         n.insert("drmemtrace.filetype".into(), format!("{ft:#x}"));
         if ft & (FILE_FILTERED | FILE_DFILTERED) != 0 {
-            n.insert("drmemtrace.filtered".into(), "data addresses were filtered online by the tracer's L0 cache: the trace holds its misses, not every load and store".into());
+            n.insert(
+                "drmemtrace.filtered".into(),
+                "data addresses were filtered online by the tracer's L0 cache: the trace holds its misses, not every load and store".into(),
+            );
         } else if ft & FILE_IFILTERED != 0 {
-            n.insert("drmemtrace.filtered".into(), "instruction addresses were filtered online: instruction counts are those of the filtered instructions".into());
+            n.insert(
+                "drmemtrace.filtered".into(),
+                "instruction addresses were filtered online: instruction counts are those of the filtered instructions".into(),
+            );
         }
         n.insert("drmemtrace.threads".into(), threads.len().to_string());
-        n.insert(
-            "drmemtrace.os_tids".into(),
-            threads.iter().map(|t| t.os_tid.map_or("?".to_string(), |x| x.to_string())).collect::<Vec<_>>().join(","),
-        );
+        n.insert("drmemtrace.os_tids".into(), threads.iter().map(|t| t.os_tid.map_or("?".to_string(), |x| x.to_string())).collect::<Vec<_>>().join(","));
         n.insert(
             "drmemtrace.interleaving".into(),
             if timestamps { "by the threads' timestamp markers" } else { "thread by thread (no timestamp markers)" }.into(),
@@ -650,7 +658,13 @@ impl DrmemtraceSource {
                     self.threads[t].seg_ts = e.addr;
                     return Ok(false);
                 }
-                MARKER_VERSION | MARKER_FILETYPE | MARKER_CACHE_LINE_SIZE | MARKER_PAGE_SIZE | MARKER_CHUNK_INSTR_COUNT | MARKER_CHUNK_FOOTER | MARKER_RECORD_ORDINAL => {}
+                MARKER_VERSION
+                | MARKER_FILETYPE
+                | MARKER_CACHE_LINE_SIZE
+                | MARKER_PAGE_SIZE
+                | MARKER_CHUNK_INSTR_COUNT
+                | MARKER_CHUNK_FOOTER
+                | MARKER_RECORD_ORDINAL => {}
                 _ => l.markers += 1,
             },
             _ => l.unknown_records += 1,

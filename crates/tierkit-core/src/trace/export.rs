@@ -192,12 +192,7 @@ pub fn to_ramulator(src: &mut dyn RecordSource, out: &Path, force: bool) -> Resu
     to_ramulator_with_progress(src, out, force, None)
 }
 
-pub fn to_ramulator_with_progress(
-    src: &mut dyn RecordSource,
-    out: &Path,
-    force: bool,
-    progress: Option<&mut super::ProgressFn>,
-) -> Result<ExportReport> {
+pub fn to_ramulator_with_progress(src: &mut dyn RecordSource, out: &Path, force: bool, progress: Option<&mut super::ProgressFn>) -> Result<ExportReport> {
     let mut report = new_report(out, Format::Ramulator, src);
     let (time_insn, has_ns) = (src.meta().time_insn, src.meta().time_ns);
     let mut o = Output::create(out, force)?;
@@ -270,12 +265,7 @@ pub fn to_hex(src: &mut dyn RecordSource, out: &Path, force: bool) -> Result<Exp
     to_hex_with_progress(src, out, force, None)
 }
 
-pub fn to_hex_with_progress(
-    src: &mut dyn RecordSource,
-    out: &Path,
-    force: bool,
-    progress: Option<&mut super::ProgressFn>,
-) -> Result<ExportReport> {
+pub fn to_hex_with_progress(src: &mut dyn RecordSource, out: &Path, force: bool, progress: Option<&mut super::ProgressFn>) -> Result<ExportReport> {
     let mut report = new_report(out, Format::Hex, src);
     let (time_insn, has_ns) = (src.meta().time_insn, src.meta().time_ns);
     let mut o = Output::create(out, force)?;

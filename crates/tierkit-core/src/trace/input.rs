@@ -1,7 +1,7 @@
 //! Opening a trace by path: format detection, decompression, the optional cache filter.
 
-use super::summary::{self, Summary};
 use super::stream::{self, Compression};
+use super::summary::{self, Summary};
 use super::{champsim, drmemtrace, text, tkt, RecordSource};
 use crate::cache::{CacheFilter, CacheSpec};
 use crate::error::{Error, Result};
@@ -101,7 +101,15 @@ impl Format {
     pub fn is_text(&self) -> bool {
         matches!(
             self,
-            Format::Hex | Format::Ramulator | Format::RamulatorNoWb | Format::Hma4 | Format::Lackey | Format::Dramsim3 | Format::Dramsim3Clock { .. } | Format::Ramulator2 | Format::Perf
+            Format::Hex
+                | Format::Ramulator
+                | Format::RamulatorNoWb
+                | Format::Hma4
+                | Format::Lackey
+                | Format::Dramsim3
+                | Format::Dramsim3Clock { .. }
+                | Format::Ramulator2
+                | Format::Perf
         )
     }
 

@@ -384,7 +384,11 @@ impl MixOpener {
     }
 
     pub fn cores(&self) -> usize {
-        if self.thread_cores > 0 { self.thread_cores } else { self.parts.len() }
+        if self.thread_cores > 0 {
+            self.thread_cores
+        } else {
+            self.parts.len()
+        }
     }
 
     pub fn board(&self) -> Arc<ClockBoard> {
@@ -405,10 +409,16 @@ impl MixOpener {
                 for (s, p) in srcs.iter().zip(&self.parts).skip(1) {
                     let o = s.meta();
                     if o.page_size != m.page_size || o.line_size != m.line_size {
-                        return Err(Error::config("--mix", format!("{}: its page or line size differs from the first trace's; a mix needs the same", p.describe())));
+                        return Err(Error::config(
+                            "--mix",
+                            format!("{}: its page or line size differs from the first trace's; a mix needs the same", p.describe()),
+                        ));
                     }
                     if o.time_insn != m.time_insn {
-                        return Err(Error::config("--mix", format!("{}: it has instruction counts where the first trace has none, or the other way round; a mix needs the same", p.describe())));
+                        return Err(Error::config(
+                            "--mix",
+                            format!("{}: it has instruction counts where the first trace has none, or the other way round; a mix needs the same", p.describe()),
+                        ));
                     }
                 }
                 m
@@ -479,7 +489,11 @@ impl TraceOpener for MixOpener {
         }
     }
     fn format_name(&self) -> String {
-        if self.thread_cores > 0 { self.parts[0].format_name() } else { "mix".into() }
+        if self.thread_cores > 0 {
+            self.parts[0].format_name()
+        } else {
+            "mix".into()
+        }
     }
     fn incomplete(&self) -> Option<String> {
         self.parts.iter().find_map(|p| p.incomplete().map(|w| format!("{}: {w}", p.describe())))

@@ -6,7 +6,6 @@
 //! [`Event`]s that remember which access they precede. The simulator's hot loop walks the
 //! arrays; events are rare and handled between accesses.
 
-
 pub mod champsim;
 pub mod convert;
 pub mod drmemtrace;
@@ -100,9 +99,21 @@ impl MarkerKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
-    Alloc { addr: u64, size: u64, site: u32, func: AllocFn },
-    Free { addr: u64 },
-    Realloc { old_addr: u64, addr: u64, size: u64, site: u32 },
+    Alloc {
+        addr: u64,
+        size: u64,
+        site: u32,
+        func: AllocFn,
+    },
+    Free {
+        addr: u64,
+    },
+    Realloc {
+        old_addr: u64,
+        addr: u64,
+        size: u64,
+        site: u32,
+    },
     /// Defines allocation site `site` as a call stack, innermost frame first, each frame a
     /// symbolized string such as `compute_forces (md.c:120)` (for display). `keys`, when
     /// the recorder knew them, are the frames' keys (`build-id:HEX+0xOFFSET`, one per
@@ -114,7 +125,11 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         keys: Vec<String>,
     },
-    Marker { marker: MarkerKind, id: u64, label: String },
+    Marker {
+        marker: MarkerKind,
+        id: u64,
+        label: String,
+    },
 }
 
 /// A non-access record with its position in the access stream and its time.

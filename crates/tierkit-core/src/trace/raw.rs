@@ -328,9 +328,7 @@ impl<R: Read + Send> RawSource<R> {
         self.done = true;
         let at = self.input.consumed();
         self.cut = Some(match s {
-            Stop::Eof if at == self.record_start => {
-                "the tool's stream stopped without its end record".to_string()
-            }
+            Stop::Eof if at == self.record_start => "the tool's stream stopped without its end record".to_string(),
             Stop::Eof => format!("the tool's stream stopped in the middle of a record (byte {at})"),
             Stop::Io(e) => format!("reading the tool's stream failed at byte {at}: {e}"),
             Stop::Bad(m) => format!("the tool's stream is corrupt at byte {at}: {m}"),
@@ -397,8 +395,7 @@ impl<R: Read + Send> RawSource<R> {
                     let mut cache = Vec::new();
                     for i in 0..n.min(8) {
                         let name = self.header.levels.get(i as usize).map(|l| l.name.clone()).unwrap_or_default();
-                        let (accesses, hits, misses, writebacks) =
-                            (self.input.varint()?, self.input.varint()?, self.input.varint()?, self.input.varint()?);
+                        let (accesses, hits, misses, writebacks) = (self.input.varint()?, self.input.varint()?, self.input.varint()?, self.input.varint()?);
                         cache.push(LevelStats { name, accesses, hits, misses, writebacks });
                     }
                     self.end = Some(RawEnd { instructions, raw_loads, raw_stores, cache });
@@ -695,7 +692,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     if !tool.is_file() {
         return Err(Error::config(
             "tracer",
-            format!("the tierkit Valgrind tool is not built: {} is missing (run 'make build', or set TIERKIT_TRACER_DIR to the directory that holds it)", tool.display()),
+            format!(
+                "the tierkit Valgrind tool is not built: {} is missing (run 'make build', or set TIERKIT_TRACER_DIR to the directory that holds it)",
+                tool.display()
+            ),
         ));
     }
     if !opts.tool_dir.join(format!("vgpreload_core-{platform}.so")).exists() {
@@ -742,14 +742,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     let lfd = log.as_raw_fd();
     let mut cmd = std::process::Command::new(&valgrind);
     cmd.env("VALGRIND_LIB", &opts.tool_dir)
-        .args([
-            "--tool=tierkit",
-            "-q",
-            "--command-line-only=yes",
-            "--trace-children=no",
-            "--child-silent-after-fork=yes",
-            "--read-inline-info=yes",
-        ])
+        .args(["--tool=tierkit", "-q", "--command-line-only=yes", "--trace-children=no", "--child-silent-after-fork=yes", "--read-inline-info=yes"])
         .arg(format!("--log-fd={lfd}"))
         .arg(format!("--tk-fd={wfd}"))
         .arg(format!("--tk-cache={cache_arg}"))
@@ -874,11 +867,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     // a recording stopped on request is flagged even if the program handled the signal and
     // exited cleanly: it did not run to its own end
     let incomplete = match asked {
-        Some(sig) if killed => Some(format!(
-            "{}, which did not end within {} s: tierkit killed it (SIGKILL)",
-            interrupted_by(sig),
-            opts.kill_after.as_secs_f64()
-        )),
+        Some(sig) if killed => {
+            Some(format!("{}, which did not end within {} s: tierkit killed it (SIGKILL)", interrupted_by(sig), opts.kill_after.as_secs_f64()))
+        }
         Some(sig) => Some(match ended {
             Some(how) => format!("{}; {how}", interrupted_by(sig)),
             None => format!("{}; the program then exited with status {}", interrupted_by(sig), exit_code.unwrap_or(0)),
@@ -1186,10 +1177,7 @@ mod tests {
         let mut src = RawSource::new(std::io::Cursor::new(bytes(EXAMPLE)), "example").unwrap();
         assert_eq!(src.header().version, 2);
         let b = &read_all(&mut src).unwrap()[0];
-        assert_eq!(
-            b.events[0].kind,
-            EventKind::Site { site: 0, frames: vec!["main (a.c:5)".into()], keys: vec!["file:a.out+0x1149".into()] }
-        );
+        assert_eq!(b.events[0].kind, EventKind::Site { site: 0, frames: vec!["main (a.c:5)".into()], keys: vec!["file:a.out+0x1149".into()] });
         assert_eq!(b.events.len(), 4);
         assert_eq!(src.end().unwrap().instructions, 1200);
     }

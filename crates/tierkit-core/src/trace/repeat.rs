@@ -108,7 +108,10 @@ impl RecordSource for RepeatSource {
                 let p = self.cur.progress();
                 self.pass_bytes = p.bytes_total.unwrap_or(p.bytes_read);
             } else if digest != self.first_digest {
-                return Err(Error::config(&self.name, format!("replay {} of the trace read different bytes from the first (the file changed during the run)", self.pass + 1)));
+                return Err(Error::config(
+                    &self.name,
+                    format!("replay {} of the trace read different bytes from the first (the file changed during the run)", self.pass + 1),
+                ));
             }
             if self.pass + 1 >= self.passes {
                 return Ok(false);
@@ -126,10 +129,7 @@ impl RecordSource for RepeatSource {
     fn progress(&self) -> Progress {
         let p = self.cur.progress();
         let per_pass = if self.pass == 0 { p.bytes_total } else { Some(self.pass_bytes) };
-        Progress {
-            bytes_read: self.pass as u64 * self.pass_bytes + p.bytes_read,
-            bytes_total: per_pass.map(|t| t * self.passes as u64),
-        }
+        Progress { bytes_read: self.pass as u64 * self.pass_bytes + p.bytes_read, bytes_total: per_pass.map(|t| t * self.passes as u64) }
     }
 
     /// The digest of the trace (every pass reads the same bytes).
@@ -157,12 +157,13 @@ mod tests {
     use crate::trace::{read_all, Access, EventKind, MarkerKind, VecSource};
 
     fn source() -> Box<dyn RecordSource> {
-        let acc: Vec<Access> = [(0x1000u64, 5u64), (0x2000, 9), (0x1000, 12)]
-            .iter()
-            .map(|&(addr, insn)| Access { addr, insn, ns: insn * 2, ..Default::default() })
-            .collect();
+        let acc: Vec<Access> =
+            [(0x1000u64, 5u64), (0x2000, 9), (0x1000, 12)].iter().map(|&(addr, insn)| Access { addr, insn, ns: insn * 2, ..Default::default() }).collect();
         let meta = TraceMeta { time_insn: true, time_ns: true, ..Default::default() };
-        let ev = vec![(3, crate::trace::Event { at: 0, insn: 14, ns: 28, tid: 0, kind: EventKind::Marker { marker: MarkerKind::User, id: 1, label: "end".into() } })];
+        let ev = vec![(
+            3,
+            crate::trace::Event { at: 0, insn: 14, ns: 28, tid: 0, kind: EventKind::Marker { marker: MarkerKind::User, id: 1, label: "end".into() } },
+        )];
         Box::new(VecSource::new(meta, acc, ev))
     }
 

@@ -2,9 +2,9 @@
 //! it in the trace's end chunk; for other formats it is computed by one pass over the records.
 
 use super::{Batch, EventKind, RecordSource};
+use rustc_hash::FxHashSet as HashSet;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use rustc_hash::FxHashSet as HashSet;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

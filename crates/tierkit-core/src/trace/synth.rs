@@ -39,9 +39,11 @@ impl SynthKind {
         }
     }
     pub fn parse(s: &str) -> Result<SynthKind> {
-        SynthKind::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
-            Error::config("KIND", format!("unknown synthetic trace kind '{s}' (known: zipf, uniform, stream, phases)"))
-        })
+        SynthKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| Error::config("KIND", format!("unknown synthetic trace kind '{s}' (known: zipf, uniform, stream, phases)")))
     }
 }
 
@@ -91,7 +93,13 @@ impl SynthSpec {
         }
         // zipf keeps a permutation of 32-bit page ranks: checked before it is allocated
         if self.kind == SynthKind::Zipf && self.pages > MAX_ZIPF_PAGES {
-            return Err(Error::config("--pages", format!("{}: zipf draws at most {MAX_ZIPF_PAGES} pages (2^27, 512 GiB of 4 KiB pages; its permutation of ranks takes 4 bytes a page)", self.pages)));
+            return Err(Error::config(
+                "--pages",
+                format!(
+                    "{}: zipf draws at most {MAX_ZIPF_PAGES} pages (2^27, 512 GiB of 4 KiB pages; its permutation of ranks takes 4 bytes a page)",
+                    self.pages
+                ),
+            ));
         }
         if !(0.0..=1.0).contains(&self.write_ratio) {
             return Err(Error::config("--write-ratio", format!("{} is not in [0, 1]", self.write_ratio)));
@@ -202,15 +210,7 @@ impl RecordSource for SynthSource {
             if self.spec.insn_per_access > 0 {
                 self.insn += self.rng.random_range(0..=2 * self.spec.insn_per_access);
             }
-            batch.push(&Access {
-                addr: self.spec.base_addr + page * 4096 + line * 64,
-                write,
-                insn: self.insn,
-                ns: 0,
-                size: 64,
-                tid: 0,
-                pc: 0,
-            });
+            batch.push(&Access { addr: self.spec.base_addr + page * 4096 + line * 64, write, insn: self.insn, ns: 0, size: 64, tid: 0, pc: 0 });
             self.emitted += 1;
         }
         Ok(n > 0)

@@ -51,11 +51,8 @@ impl<P: LineParser> TextSource<P> {
         let hasher = Arc::new(Mutex::new(blake3::Hasher::new()));
         let mut tap = BufReader::with_capacity(1 << 20, Tap { inner: file, pos: pos.clone(), hasher: hasher.clone() });
         let gz = super::input::is_gzip(tap.fill_buf().map_err(|e| Error::io(path, e))?);
-        let reader: Box<dyn BufRead + Send> = if gz {
-            Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(tap)))
-        } else {
-            Box::new(tap)
-        };
+        let reader: Box<dyn BufRead + Send> =
+            if gz { Box::new(BufReader::with_capacity(1 << 20, flate2::bufread::MultiGzDecoder::new(tap))) } else { Box::new(tap) };
         let mut meta = parser.meta();
         meta.provenance.tool = format!("import:{}", source_format.name());
         meta.provenance.tool_version = env!("CARGO_PKG_VERSION").to_string();
@@ -86,9 +83,8 @@ impl<P: LineParser> RecordSource for TextSource<P> {
                 break;
             }
             self.line_no += 1;
-            let line = std::str::from_utf8(&self.buf)
-                .map_err(|_| Error::at_line(&self.path, self.line_no, "not valid UTF-8 text"))?
-                .trim_end_matches(['\n', '\r']);
+            let line =
+                std::str::from_utf8(&self.buf).map_err(|_| Error::at_line(&self.path, self.line_no, "not valid UTF-8 text"))?.trim_end_matches(['\n', '\r']);
             let t = line.trim();
             if t.is_empty() || t.starts_with('#') {
                 continue;
@@ -131,7 +127,9 @@ pub fn open(path: &Path, format: Format) -> Result<Box<dyn RecordSource>> {
             Box::new(TextSource::open(path, PerfParser::with_header(&String::from_utf8_lossy(&head)), format)?)
         }
         Format::Tkt => return Err(Error::config("--format", "the native format (tkt) is not a text format")),
-        Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => return Err(Error::config("--format", format!("{format} is a binary format, not a text format"))),
+        Format::Champsim | Format::ChampsimCloudsuite | Format::Drmemtrace => {
+            return Err(Error::config("--format", format!("{format} is a binary format, not a text format")))
+        }
     })
 }
 
@@ -268,9 +266,7 @@ fn fields<const N: usize>(line: &str) -> std::result::Result<([&str; N], usize),
 /// `insn + bubble + 1`, the cumulative count after a request preceded by `bubble` non-memory
 /// instructions; an overflow is an input error, not a wrap.
 fn advance(insn: u64, bubble: u64) -> std::result::Result<u64, String> {
-    insn.checked_add(bubble)
-        .and_then(|v| v.checked_add(1))
-        .ok_or_else(|| format!("the instruction count overflows 64 bits (bubble count {bubble})"))
+    insn.checked_add(bubble).and_then(|v| v.checked_add(1)).ok_or_else(|| format!("the instruction count overflows 64 bits (bubble count {bubble})"))
 }
 
 /// One hexadecimal address per line, optionally followed by `R` or `W` (reads when absent).
@@ -499,8 +495,7 @@ impl LineParser for Dramsim3Parser {
         let cycle = parse_dec(f[2], "cycle")?;
         let ns = match self.tck_ps {
             None => 0,
-            Some(tck) => u64::try_from(cycle as u128 * tck as u128 / 1000)
-                .map_err(|_| format!("cycle {cycle} at {tck} ps per cycle is beyond 2^64 ns"))?,
+            Some(tck) => u64::try_from(cycle as u128 * tck as u128 / 1000).map_err(|_| format!("cycle {cycle} at {tck} ps per cycle is beyond 2^64 ns"))?,
         };
         out.push(&Access { addr, write, ns, size: 64, ..Default::default() });
         Ok(())
@@ -541,9 +536,9 @@ impl LineParser for Ramulator2Parser {
             "ST" => true,
             "R" | "W" => {
                 return Err(format!(
-                    "'{}' is how Ramulator 2's ReadWriteTrace starts a line (R|W <DRAM address vector>), which holds no addresses; expected {RAMULATOR2_SYNTAX}",
-                    f[0]
-                ))
+                "'{}' is how Ramulator 2's ReadWriteTrace starts a line (R|W <DRAM address vector>), which holds no addresses; expected {RAMULATOR2_SYNTAX}",
+                f[0]
+            ))
             }
             w if w.eq_ignore_ascii_case("ld") || w.eq_ignore_ascii_case("st") => {
                 return Err(format!("expected LD or ST in capitals (as Ramulator 2 reads them), found '{w}'"))
@@ -753,7 +748,10 @@ impl LineParser for PerfParser {
             let rest_at = d.as_ptr() as usize - line.as_ptr() as usize + d.len();
             let decode = line[rest_at..].trim_start();
             if !decode.starts_with('|') {
-                return Err(format!("expected the decoding of data_src ('|OP ...|LVL ...') after '{d}', found '{}'", decode.split_whitespace().next().unwrap_or("")));
+                return Err(format!(
+                    "expected the decoding of data_src ('|OP ...|LVL ...') after '{d}', found '{}'",
+                    decode.split_whitespace().next().unwrap_or("")
+                ));
             }
             op = decode.find("|OP ").map(|i| decode[i + 4..].split(['|', ' ']).find(|w| !w.is_empty()).unwrap_or(""));
         }
@@ -765,7 +763,7 @@ impl LineParser for PerfParser {
             Some("LOAD") => Some(false),
             Some("STORE") => Some(true),
             Some("PFETCH") | Some("EXEC") => return Ok(()), // a prefetch or an instruction fetch
-            _ => perf_event_direction(event),                // N/A, No, or no data_src
+            _ => perf_event_direction(event),               // N/A, No, or no data_src
         };
         if addr == 0 {
             return Ok(()); // no data address: not an access
@@ -782,10 +780,7 @@ impl LineParser for PerfParser {
     fn meta(&self) -> TraceMeta {
         let mut m = TraceMeta { time_ns: true, post_cache: false, ..Default::default() };
         m.notes.insert("address_space".into(), "virtual".into());
-        m.notes.insert(
-            "sampled".into(),
-            "yes: each record stands for one sample (a load or store perf sampled), not for every access the program made".into(),
-        );
+        m.notes.insert("sampled".into(), "yes: each record stands for one sample (a load or store perf sampled), not for every access the program made".into());
         m.notes.insert("perf.sampling".into(), self.header.describe_sampling());
         m.notes.insert("perf.time".into(), "perf's timestamps, as ns after the first sample line".into());
         m.notes.insert(
@@ -885,15 +880,13 @@ mod tests {
         let got = parse_all(&mut p, &["10 140733193388032 4198400 1", "0 140733193388096 4198405 2", "2 0x7ffe0000 0x400a00 1"]).unwrap();
         assert_eq!(
             got,
-            vec![
-                a(140733193388032, false, 11, 0, 64, 4198400),
-                a(140733193388096, true, 12, 0, 64, 4198405),
-                a(0x7ffe0000, false, 15, 0, 64, 0x400a00),
-            ]
+            vec![a(140733193388032, false, 11, 0, 64, 4198400), a(140733193388096, true, 12, 0, 64, 4198405), a(0x7ffe0000, false, 15, 0, 64, 0x400a00),]
         );
         let m = p.meta();
         assert!(m.time_insn && m.has_pc && !m.post_cache && !m.time_ns);
-        for (line, expect) in [("1 2 3", "found 3 field"), ("1 2 3 0", "1 (read) or 2 (write)"), ("1 2 3 R", "1 (read) or 2"), ("1 2 3 1 5", "fifth field"), ("1 2 pc 1", "pc")] {
+        for (line, expect) in
+            [("1 2 3", "found 3 field"), ("1 2 3 0", "1 (read) or 2 (write)"), ("1 2 3 R", "1 (read) or 2"), ("1 2 3 1 5", "fifth field"), ("1 2 pc 1", "pc")]
+        {
             let e = Hma4Parser::default().parse(line, &mut Batch::default()).unwrap_err();
             assert!(e.contains(expect), "{line:?}: {e}");
         }
@@ -966,7 +959,13 @@ mod tests {
         assert!(Dramsim3Parser::with_clock(0).is_err());
         let mut big = Dramsim3Parser::with_clock(u64::MAX).unwrap();
         assert!(big.parse("0x0 READ 18446744073709551615", &mut Batch::default()).unwrap_err().contains("beyond"));
-        for (line, expect) in [("0x10 FOO 1", "READ or WRITE"), ("0x10 READ", "found 2 field"), ("0x10 READ x", "decimal cycle"), ("0x10 READ 1 2", "fourth field"), ("g READ 1", "hexadecimal")] {
+        for (line, expect) in [
+            ("0x10 FOO 1", "READ or WRITE"),
+            ("0x10 READ", "found 2 field"),
+            ("0x10 READ x", "decimal cycle"),
+            ("0x10 READ 1 2", "fourth field"),
+            ("g READ 1", "hexadecimal"),
+        ] {
             let e = Dramsim3Parser::default().parse(line, &mut Batch::default()).unwrap_err();
             assert!(e.contains(expect), "{line:?}: {e}");
         }

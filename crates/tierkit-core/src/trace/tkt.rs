@@ -511,7 +511,10 @@ struct Seen {
 /// reading the records); an absent key counts as its documented default, 0.
 fn check_summary(s: &Summary) -> std::result::Result<(), String> {
     if s.reads.checked_add(s.writes) != Some(s.accesses) {
-        return Err(format!("summary keys 'reads' ({}) and 'writes' ({}) do not add up to 'accesses' ({}); absent keys count as 0", s.reads, s.writes, s.accesses));
+        return Err(format!(
+            "summary keys 'reads' ({}) and 'writes' ({}) do not add up to 'accesses' ({}); absent keys count as 0",
+            s.reads, s.writes, s.accesses
+        ));
     }
     if s.accesses > s.records {
         return Err(format!("summary key 'accesses' ({}) exceeds 'records' ({}); absent keys count as 0", s.accesses, s.records));
@@ -630,8 +633,8 @@ impl TktReader {
         if crc32fast::hash(&comp) != crc {
             return Err(Error::at_offset(&p, end, "corrupt end chunk (checksum mismatch)"));
         }
-        let raw = zstd::bulk::decompress(&comp, raw_len.min(MAX_RAW_CHUNK) as usize)
-            .map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
+        let raw =
+            zstd::bulk::decompress(&comp, raw_len.min(MAX_RAW_CHUNK) as usize).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
         let s: Summary = parse_object(&raw).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
         check_summary(&s).map_err(|e| Error::at_offset(&p, end, format!("corrupt end chunk: {e}")))?;
         Ok((meta, s))

@@ -459,9 +459,15 @@ mod tests {
     fn fully_accessed_region_counts_every_sample() {
         let n = 200;
         let mut d = Damon::new(attrs(20, 10, 1000, 1));
-        drive(&mut d, n, 5, |_, d| (0..n as PageId).for_each(|p| d.access(p)), |d| {
-            assert!(d.regions().iter().all(|r| r.nr_accesses == 20), "{:?}", d.regions());
-        });
+        drive(
+            &mut d,
+            n,
+            5,
+            |_, d| (0..n as PageId).for_each(|p| d.access(p)),
+            |d| {
+                assert!(d.regions().iter().all(|r| r.nr_accesses == 20), "{:?}", d.regions());
+            },
+        );
         assert_eq!(d.stats.samples, 100);
         assert_eq!(d.stats.checks, d.stats.checks_accessed);
         // pages are covered exactly once, in address order
@@ -515,18 +521,24 @@ mod tests {
             let mut d = Damon::new(attrs(20, 10, 1000, 7));
             let mut rng = SplitMix64::new(99);
             let (mut sum, mut pages) = (0f64, 0f64);
-            drive(&mut d, n, 200, |_, d| {
-                for pg in 0..n as PageId {
-                    if rng.unit() < p {
-                        d.access(pg);
+            drive(
+                &mut d,
+                n,
+                200,
+                |_, d| {
+                    for pg in 0..n as PageId {
+                        if rng.unit() < p {
+                            d.access(pg);
+                        }
                     }
-                }
-            }, |d| {
-                for r in d.regions() {
-                    sum += r.nr_accesses as f64 * r.pages() as f64;
-                    pages += r.pages() as f64;
-                }
-            });
+                },
+                |d| {
+                    for r in d.regions() {
+                        sum += r.nr_accesses as f64 * r.pages() as f64;
+                        pages += r.pages() as f64;
+                    }
+                },
+            );
             let mean = sum / pages;
             assert!((mean - p * 20.0).abs() < 0.05 * 20.0, "p = {p}: mean nr_accesses {mean}, expected {}", p * 20.0);
         }
@@ -542,13 +554,19 @@ mod tests {
         let mut d = Damon::new(attrs(20, 10, 1000, 3));
         // pages 0..500 have the highest addresses (see `addr`): hot = the upper half
         let mut wrong = 0f64;
-        drive(&mut d, n, 30, |_, d| (0..500).for_each(|p| d.access(p)), |d| {
-            wrong = 0.0;
-            for r in d.regions() {
-                let hot = r.nr_accesses * 2 >= 20;
-                wrong += d.pages_of(r).iter().filter(|&&p| (p < 500) != hot).count() as f64;
-            }
-        });
+        drive(
+            &mut d,
+            n,
+            30,
+            |_, d| (0..500).for_each(|p| d.access(p)),
+            |d| {
+                wrong = 0.0;
+                for r in d.regions() {
+                    let hot = r.nr_accesses * 2 >= 20;
+                    wrong += d.pages_of(r).iter().filter(|&&p| (p < 500) != hot).count() as f64;
+                }
+            },
+        );
         assert!(wrong / (n as f64) < 0.05, "{wrong} pages misclassified at the last aggregation");
         assert!(d.regions().len() <= 1000);
     }
@@ -585,16 +603,22 @@ mod tests {
         let mut rng = SplitMix64::new(5);
         let mut most = 0;
         let mut fewest = usize::MAX;
-        drive(&mut d, n, 100, |_, d| {
-            for p in 0..n as PageId {
-                if rng.unit() < 0.5 {
-                    d.access(p);
+        drive(
+            &mut d,
+            n,
+            100,
+            |_, d| {
+                for p in 0..n as PageId {
+                    if rng.unit() < 0.5 {
+                        d.access(p);
+                    }
                 }
-            }
-        }, |d| {
-            most = most.max(d.regions().len());
-            fewest = fewest.min(d.regions().len());
-        });
+            },
+            |d| {
+                most = most.max(d.regions().len());
+                fewest = fewest.min(d.regions().len());
+            },
+        );
         assert!(most <= 24, "{most} regions");
         assert!(d.stats.max_regions_seen <= 24);
         assert!(fewest >= 10, "{fewest} regions");
@@ -608,9 +632,15 @@ mod tests {
         let run = |seed: u64| {
             let mut d = Damon::new(attrs(10, 10, 100, seed));
             let mut out = Vec::new();
-            drive(&mut d, n, 20, |i, d| (0..n as PageId).filter(|p| (p + i as PageId).is_multiple_of(3)).for_each(|p| d.access(p)), |d| {
-                out.push(d.regions().to_vec());
-            });
+            drive(
+                &mut d,
+                n,
+                20,
+                |i, d| (0..n as PageId).filter(|p| (p + i as PageId).is_multiple_of(3)).for_each(|p| d.access(p)),
+                |d| {
+                    out.push(d.regions().to_vec());
+                },
+            );
             out
         };
         assert_eq!(run(11), run(11));

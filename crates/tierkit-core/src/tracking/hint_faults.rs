@@ -99,14 +99,7 @@ impl HintFaults {
     /// page, after [`VIRT_PAGES_FACTOR`] chunks that armed none, or at the end of the address
     /// space. `addr_of` gives a page's address; pages for which `want` is false (top-tier
     /// pages in tiering mode) are passed over, as are pages already armed.
-    pub fn scan(
-        &mut self,
-        pages: usize,
-        addr_of: impl Fn(PageId) -> u64,
-        scan_pages: u64,
-        now_ns: f64,
-        mut want: impl FnMut(PageId) -> bool,
-    ) -> ScanPass {
+    pub fn scan(&mut self, pages: usize, addr_of: impl Fn(PageId) -> u64, scan_pages: u64, now_ns: f64, mut want: impl FnMut(PageId) -> bool) -> ScanPass {
         self.grow(pages);
         if self.order.len() < pages {
             // ids are dense and handed out in first-access order: the new ones are the last

@@ -22,11 +22,8 @@ pub fn write_records(dir: &std::path::Path, recs: &[(u64, bool)]) -> TraceInput 
 /// A trace touching `pages` in order (4 KiB pages, one access each, reads unless `writes`
 /// says so; the line within the page varies).
 pub fn write_pages(dir: &std::path::Path, pages: &[u64], writes: Option<&[bool]>) -> TraceInput {
-    let recs: Vec<(u64, bool)> = pages
-        .iter()
-        .enumerate()
-        .map(|(i, &pg)| (0x10000 + pg * 4096 + (i as u64 % 64) * 64, writes.map(|w| w[i]).unwrap_or(false)))
-        .collect();
+    let recs: Vec<(u64, bool)> =
+        pages.iter().enumerate().map(|(i, &pg)| (0x10000 + pg * 4096 + (i as u64 % 64) * 64, writes.map(|w| w[i]).unwrap_or(false))).collect();
     write_records(dir, &recs)
 }
 
