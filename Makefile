@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
 
 all: build
 
@@ -63,7 +63,18 @@ PYTEST_WORKERS ?= auto
 py-test: $(VENV)/.built tracer workloads $(ALLOC_LIB)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) tests
 
-test: $(VENV)/.built tracer $(ALLOC_LIB) rust-test py-test test-vm fuzz-smoke
+test: $(VENV)/.built tracer $(ALLOC_LIB) lint rust-test py-test test-vm fuzz-smoke
+
+# the lint steps of make test: rustfmt (rustfmt.toml), clippy with warnings denied, ruff and
+# mypy (pyproject.toml; mypy checks the package against python/tierkit/_core.pyi, which
+# tests/test_stub.py checks against the extension)
+PY_LINTED = python tests fuzz/python bench experiments data testbed workloads
+lint: $(VENV)/.built
+	cargo fmt --all -- --check
+	cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
+	cargo clippy --workspace --all-targets -q -- -D warnings
+	$(VENV)/bin/ruff check -q $(PY_LINTED)
+	$(VENV)/bin/mypy
 
 # libFuzzer targets for every parser (fuzz/, docs/fuzzing.md), built with stable Rust.
 # `make fuzz` builds them optimised and runs each for FUZZ_SECONDS / (number of targets)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import tierkit
-from tierkit import learned as kleio, report
+from tierkit import report
 
 REGULAR = ("backprop", "kmeans", "lu")
 STUDY = Path(__file__).resolve().parent / "learned" / "study.yaml"

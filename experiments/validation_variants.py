@@ -2,7 +2,8 @@
 """Issue 18: the autonuma-tiering model with and without each of its changes (kernel watermarks,
 other programs' pages, kswapd's nap, node 0's second zone), on the traces and clocks of a `tierkit validate` run
 (docs/validation.md, "Model changes"). Usage: experiments/validation_variants.py WORKLOAD... [--json PATH]"""
-import json, sys
+import json
+import sys
 from pathlib import Path
 from tierkit import validate as v
 args = sys.argv[1:]
@@ -12,7 +13,7 @@ w = Path('target/validation')  # where tierkit validate keeps its traces
 for r in d['results']:
     if r['workload'] not in args:
         continue
-    n = r['workload']; kp = r['model_params']['node0']; K = r['clock']['time_scale']
+    n, kp, K = r['workload'], r['model_params']['node0'], r['clock']['time_scale']
     free = r['kernel']['node0_free_bytes']
     # one zone: the largest zone's watermarks plus the floor the allocator leaves in the other
     wm = ",".join(f"wmark_{k}_pages={kp['zone_watermarks'][k] + kp['other_zones_floor_pages']}" for k in ("min", "low", "high", "promo"))
@@ -30,7 +31,8 @@ for r in d['results']:
     if z2 is not None:
         variants["two zones + others, nap"] = (free + kp['fast_other_pages'] * 4096, v.model_args("autonuma-tiering", z2))
     for name, (fb, spec) in variants.items():
-        plat = w / f"var-{n}.toml"; plat.write_text(v.platform_toml(fb))
+        plat = w / f"var-{n}.toml"
+        plat.write_text(v.platform_toml(fb))
         res = v.simulate(Path(f"target/validation/{n}.tkt"), plat, spec, K)
         mc = v.model_counts(res, "autonuma-tiering")
         mres = v.model_residency(res, "autonuma-tiering", fb // 4096, K)

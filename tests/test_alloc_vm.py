@@ -6,7 +6,6 @@ issue 17 "In the VM"). The VM's fast node is 512 MiB; a file in /dev/shm fills a
 """
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -1,5 +1,9 @@
 """The CLI gives clear errors: one line naming the file and offset/line or the key, exit 2,
 no traceback."""
+import json
+import struct
+import zlib
+
 import pytest
 
 
@@ -97,10 +101,6 @@ def test_report_dir_not_overwritten_without_force(cli, zipf_trace, tmp_path):
 
 # ---- issue 15: hand-built native traces (docs/trace-format.md) that every consumer must
 # accept or refuse alike, with one line naming the file, exit 2.
-
-import json
-import struct
-import zlib
 
 
 def _varint(v):

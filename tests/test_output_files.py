@@ -17,7 +17,6 @@ import time
 
 import pytest
 
-import tierkit
 from tierkit import api, report
 from tierkit.output import STALL_ENV
 

@@ -13,7 +13,6 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 
 import pytest
 

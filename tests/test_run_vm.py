@@ -69,7 +69,7 @@ def test_observation_counts_pages_per_node_with_soft_dirty_bits_and_damon_region
     rc, r, res, settings = run_json(vm, "--damon on --interval 400ms --timeseries $OUT/ts.csv -- rwmix --size medium --work 0.2")
     assert rc == 0, res.stderr
     rows = [l.split(",") for l in res.files["ts.csv"].decode().splitlines()]
-    head, rows = rows[0], [dict(zip(rows[0], map(int, x))) for x in rows[1:]]
+    rows = [dict(zip(rows[0], map(int, x))) for x in rows[1:]]
     assert len(rows) == r["observations"] >= 3
     assert r["soft_dirty"] is True  # the 6.12 cloud kernel keeps soft-dirty bits
     buffer_pages = (128 << 20) // 4096

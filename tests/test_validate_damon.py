@@ -98,6 +98,7 @@ def test_each_kernel_repeat_gets_its_own_model_on_its_node0(tmp_path):
     kp1 = v.zone_model_params(zones, 0)
     # the floor is the one-zone low watermark: DMA32's low plus what the DMA zone keeps
     assert v.damon_node0_args(kp0) == f",wmark_low_pages={6511 + 220 + 443},wmark_min_pages={5209 + 220 + 443},fast_other_pages=40"
+    assert v.damon_node0_args(kp1).endswith(",fast_other_pages=0")
     assert v.damon_node0_args(None) == ""
     # a tiny program: 64 pages written once, then its second half swept; node 0 has 32 free
     # frames and 16 other pages in one repeat, 48 free frames in the other; low watermark 8

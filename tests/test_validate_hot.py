@@ -77,7 +77,7 @@ def test_a_recorded_workload_gives_its_regions_and_marks_to_both_sides(tmp_path)
     df = tierkit.read_trace(tmp_path / "p.tkt")
     marks = [e for e in df.attrs["events"] if e["kind"]["kind"] == "marker" and e["kind"]["marker"] == "user"]
     assert [m["kind"]["id"] for m in marks] == [1, 2, 3, 4]
-    (name0, a0, b0), (name3, a3, b3) = traced["regions"][0], traced["regions"][3]
+    (_, a0, b0), (_, _, b3) = traced["regions"][0], traced["regions"][3]
     # the array's accesses after marker 1 and before marker 2 are mostly in part0 (90% of the
     # phase's; the rest is the stack)
     between = df["addr"].iloc[marks[0]["at"]:marks[1]["at"]]

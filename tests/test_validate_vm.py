@@ -18,7 +18,6 @@ About a minute and a half (VM boot, a calibration of the run's length to at leas
 one run, a recording, two simulations).
 """
 import json
-from pathlib import Path
 
 import pytest
 

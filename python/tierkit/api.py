@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union, overload
 
 # pandas is imported inside the functions that return DataFrames: loading it takes ~0.3 s,
 # which most CLI commands do not need
@@ -28,6 +28,10 @@ RESULT_COLUMNS = [
 ]
 
 
+@overload
+def _s(p: PathLike) -> str: ...
+@overload
+def _s(p: None) -> None: ...
 def _s(p: Optional[PathLike]) -> Optional[str]:
     return None if p is None else os.fspath(p)
 
@@ -493,8 +497,8 @@ def parse_policies(spec: Union[str, Iterable[PolicyLike]]) -> list[PolicyLike]:
             out_ += [n for n in all_policies() if n not in _NOT_IN_ALL] if p == "all" else [p]
         return out_
     out: list[PolicyLike] = []
-    for p in spec:
-        out += parse_policies(p) if isinstance(p, str) else [p]
+    for item in spec:
+        out += parse_policies(item) if isinstance(item, str) else [item]
     return out
 
 
@@ -609,7 +613,7 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     return df
 
 
-def _compare_job(trace: Any, policy: str, summary: Optional[dict], args: dict) -> tuple[bool, Any]:
+def _compare_job(trace: Any, policy: PolicyLike, summary: Optional[dict], args: dict) -> tuple[bool, Any]:
     """One run of :func:`compare` in a worker process: (True, result) or (False, the error)."""
     try:
         return True, run(trace, policy=policy, progress=False, summary=summary, **args)
@@ -762,8 +766,8 @@ def guide(profile: Union[Mapping[str, Any], PathLike], strategy: str = "thermos"
     if out is not None:
         check_new_file(out, force)
     p = guidance.read_profile(profile) if isinstance(profile, (str, os.PathLike)) else dict(profile)
-    caps = capacity if isinstance(capacity, (list, tuple)) else [capacity]
-    g = guidance.make_guidance(p, strategy, list(caps), tiers=None if tiers is None else list(tiers),
+    caps: list[Any] = list(capacity) if isinstance(capacity, (list, tuple)) else [capacity]
+    g = guidance.make_guidance(p, strategy, caps, tiers=None if tiers is None else list(tiers),
                                per_phase=per_phase)
     if out is not None:
         guidance.write_guidance(g, Path(out), force=force)

@@ -1122,8 +1122,9 @@ def _main(args: List[str], argv: Optional[List[str]]) -> int:
     except typer.TyperException as e:
         # a group run with nothing after it ('tierkit', 'tierkit trace'): its help, as --help
         # gives it (click raises that as a usage error)
-        if type(e).__name__ == "NoArgsIsHelpError" and getattr(e, "ctx", None) is not None:
-            print(e.ctx.get_help())
+        help_ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and help_ctx is not None:
+            print(help_ctx.get_help())
             return 0
         # usage errors (unknown option, missing argument, bad value): one line, status 2
         ctx = getattr(e, "ctx", None)

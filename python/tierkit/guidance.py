@@ -23,7 +23,7 @@ import numpy as np
 try:  # the command line prints a TierkitError as one line; stay usable without the extension
     from ._core import TierkitError as _ErrorBase
 except ImportError:  # pragma: no cover - only when the compiled extension is missing
-    _ErrorBase = Exception
+    _ErrorBase = Exception  # type: ignore[misc, assignment]
 
 PathLike = Union[str, os.PathLike]
 Capacity = Union[int, float, str]
@@ -783,7 +783,7 @@ def phase_markers(profile: dict) -> tuple[list, list]:
             j = min((i for i in range(k, hi) if first[i] is not None), default=None) if has_insn else None
             ins = first[j] if j is not None else None
             cands.append((calls_at, "before", ins))
-        m = {"slice": k, "phase": of[k], "insn": at, "alloc": None, "side": None, "offset_insn": None}
+        m: dict[str, Any] = {"slice": k, "phase": of[k], "insn": at, "alloc": None, "side": None, "offset_insn": None}
         if not cands:
             warnings.append(f"warning: the phase boundary at slice {k} (instruction {at:,}) has no allocation call "
                             f"in the phases on either side: a guided run cannot see it and keeps the phase "

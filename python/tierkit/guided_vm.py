@@ -31,7 +31,6 @@ For each workload:
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -403,7 +402,8 @@ def plot(res: dict, path: Path) -> Path:
     fig, axes = plt.subplots(2, len(rs), figsize=(6 * len(rs), 7), squeeze=False)
     for j, r in enumerate(rs):
         ax = axes[0][j]
-        labels, x = [], 0
+        labels: list[str] = []
+        x = 0.0
         for a in r["arenas"]:
             for k, key, style in (("measured", "measured_peak", "k"), ("model, usable", "sim_usable_peak", "C0"), ("model, MemFree", "sim_memfree_peak", "C1")):
                 v = a[key]

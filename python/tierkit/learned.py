@@ -271,7 +271,8 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         ev_labels = np.asarray(labels)[keep]
     inputs = ev.dense(ev_pages, bins)
     t1 = time.perf_counter()
-    pred = learn.predict(models, inputs, np.asarray(ev_labels)) if len(ev_pages) else np.zeros((0, ev.periods), np.int16)
+    pred = learn.predict(models, inputs, np.asarray(ev_labels)) if len(ev_pages) and models is not None \
+        else np.zeros((0, ev.periods), np.int16)
     infer_s = time.perf_counter() - t1
     # scored periods: the held-out ones (every period from K on when trained on another run,
     # or in sample with holdout=0); history's guess is the last period's class
@@ -328,7 +329,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         "pages_losing_to_history": int(fell.sum()),
         "class_weight": class_weight, "training": training,
     }
-    doc = {"format": "tierkit-predictions", "version": 1, "policy": policy, "period": int(period), "bins": int(bins),
+    doc: dict[str, Any] = {"format": "tierkit-predictions", "version": 1, "policy": policy, "period": int(period), "bins": int(bins),
            "models": int(n_models), "trace_digest": ev.digest, "made": info,
            "rows": {str(int(p)): s for p, s in zip(ev_pages, _rows(used))}}
     path = os.fspath(out) if out is not None else _tmp_path(policy)
@@ -507,7 +508,7 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     name = spec["name"]
     args = dict(spec["args"])
 
-    def num(key: str, default: float, conv: type = float) -> Any:
+    def num(key: str, default: Optional[float], conv: type = float) -> Any:
         if key not in args:
             return default
         try:

@@ -150,7 +150,7 @@ def cluster_phases(vectors: np.ndarray, max_phases: int, seed: int = 1) -> np.nd
             labels[i] = prev
         prev = labels[i]
     # renumber by first appearance
-    order = {}
+    order: dict[int, int] = {}
     for v in labels:
         order.setdefault(int(v), len(order))
     return np.array([order[int(v)] for v in labels], dtype=np.int64)
@@ -263,16 +263,16 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
     raw_acc = np.array([s["reads"] + s["writes"] for s in raw_by_id], dtype=np.float64)
     for d in range(context + 1):
         gd = depths[d]["groups"]
-        acc = np.zeros(len(gd), dtype=np.float64)
-        np.add.at(acc, _membership(gd, n_raw), raw_acc)
+        g_acc = np.zeros(len(gd), dtype=np.float64)
+        np.add.at(g_acc, _membership(gd, n_raw), raw_acc)
         cap = np.array([grp["peak_bytes"] for grp in gd], dtype=np.float64)
-        dens = np.where(cap > 0, acc / np.maximum(cap, 1), np.where(acc > 0, np.inf, 0))
-        order = np.lexsort((np.arange(len(gd)), -acc, -dens))
-        tc, ta = cap.sum(), acc.sum()
+        dens = np.where(cap > 0, g_acc / np.maximum(cap, 1), np.where(g_acc > 0, np.inf, 0))
+        by_heat = np.lexsort((np.arange(len(gd)), -g_acc, -dens))
+        tc, ta = cap.sum(), g_acc.sum()
         curves[str(d)] = {
             "sites": len(gd),
-            "capacity": [round(float(v), 6) for v in (np.cumsum(cap[order]) / tc if tc else np.zeros(len(gd)))],
-            "accesses": [round(float(v), 6) for v in (np.cumsum(acc[order]) / ta if ta else np.zeros(len(gd)))],
+            "capacity": [round(float(v), 6) for v in (np.cumsum(cap[by_heat]) / tc if tc else np.zeros(len(gd)))],
+            "accesses": [round(float(v), 6) for v in (np.cumsum(g_acc[by_heat]) / ta if ta else np.zeros(len(gd)))],
         }
 
     return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from tqdm import tqdm
 
@@ -73,7 +73,7 @@ class Bar:
         self._t0: Optional[float] = None
         self._next = LINE_FIRST_S
         self._lines = 0
-        self._last = (0, None)
+        self._last: tuple[int, Optional[int]] = (0, None)
 
     def __enter__(self) -> "Bar":
         return self
@@ -115,9 +115,11 @@ class Bar:
             self._line(done, total)
             return True
         if self._bar is None:
-            cls = tqdm
+            cls: Any = tqdm
             if self.mode == "notebook":
-                from tqdm.auto import tqdm as cls  # a widget where ipywidgets is installed
+                from tqdm.auto import tqdm as widget  # a widget where ipywidgets is installed
+
+                cls = widget
             self._bar = cls(
                 total=total, desc=self.desc, unit=self.unit, unit_scale=True,
                 unit_divisor=1024 if self.unit == "B" else 1000, file=sys.stderr,

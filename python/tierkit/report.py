@@ -90,7 +90,8 @@ def short_labels(policies: Sequence[str]) -> dict:
     """A short label for each policy spec, for plot axes: the policy's name (before ':'),
     numbered where two specs share one; the report's legend table gives the full specs."""
     names = [str(p).split(":", 1)[0] for p in policies]
-    out, seen = {}, {}
+    out: dict[str, str] = {}
+    seen: dict[str, int] = {}
     for p, n in zip(policies, names):
         if names.count(n) > 1:
             seen[n] = seen.get(n, 0) + 1
@@ -368,8 +369,8 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         path = cfg0["trace"]  # the file (a trace on several cores is labelled with them)
         period = next((_period_of(r) for r in rs if _period_of(r)), None) or default_period(path, cfg0.get("trace_format"), cache)
         name = _heatmap_name(i, t)
-        c = counts(path, period, cfg0.get("trace_format"), cache, False)
-        pngs[name] = put(name, _png(heatmap_figure(c, f"{Path(t).name}: access heat map")))
+        heat = counts(path, period, cfg0.get("trace_format"), cache, False)
+        pngs[name] = put(name, _png(heatmap_figure(heat, f"{Path(t).name}: access heat map")))
 
     from .api import representative
 

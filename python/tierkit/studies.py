@@ -318,7 +318,7 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
                     raise _err(source, "traces", f"{pattern}: no such file")
                 if os.path.isdir(m):
                     raise _err(source, "traces", f"{m}: a folder: a study's traces are files (convert a drmemtrace folder with 'tierkit trace convert' first)")
-                out.append(TraceSpec("file", it.get("name") if len(matches) == 1 and it.get("name") else Path(m).name,
+                out.append(TraceSpec("file", str(it["name"]) if len(matches) == 1 and it.get("name") else Path(m).name,
                                      path=m, format=it.get("format", default_format), cache=it.get("cache", default_cache)))
         elif kind == "workload":
             from . import workloads
@@ -682,8 +682,8 @@ def _run_task(cell: Cell) -> dict:
               seed=p.pop("seed", 0), train=None, holdout=p.pop("holdout", 0.5), weight=p.pop("weight", "none"),
               threads=None, fast_capacity=cap, **common)
     if cell.task == "kleio":
-        return api._learned("kleio", cell.path, tol=0.5, **kw)  # type: ignore[arg-type]
-    return api._kleoniki(cell.path, tol=p.pop("tol", 0.5), **kw)  # type: ignore[arg-type]
+        return api._learned("kleio", cell.path, tol=0.5, **kw)
+    return api._kleoniki(cell.path, tol=p.pop("tol", 0.5), **kw)
 
 
 # --- the store -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,7 +87,7 @@ def capacity_figure(df: "pd.DataFrame", baseline: Optional[str]):
             gp = gp.sort_values("cap")
             ax.plot(gp["cap"], gp[y] / (1e6 if y == "runtime_ns" else 1), marker="o", markersize=3,
                     linewidth=1, label=pol, color=f"C{i % 10}", linestyle="-" if i < 10 else "--")
-        ax.set_title(f"{gr[0] + ': ' if gr else ''}{tr} on {pl} ({tm} timing)", fontsize="small")
+        ax.set_title(f"{str(gr[0]) + ': ' if gr else ''}{tr} on {pl} ({tm} timing)", fontsize="small")
         ax.set_xlabel("fast-tier capacity (share of the footprint)")
         ax.set_ylabel(f"runtime / {baseline}" if y != "runtime_ns" else "runtime (ms)")
         ax.grid(alpha=0.3)
@@ -132,7 +132,7 @@ def heatmap_figure(df: "pd.DataFrame", baseline: Optional[str]):
         for (i, j), v in np.ndenumerate(m.to_numpy()):
             if v == v:
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="x-small")
-        ax.set_title(f"{gr[0] + ': ' if gr else ''}{pl}, capacity {cap}, {tm}: runtime / {baseline}", fontsize="small")
+        ax.set_title(f"{str(gr[0]) + ': ' if gr else ''}{pl}, capacity {cap}, {tm}: runtime / {baseline}", fontsize="small")
         fig.colorbar(im, ax=ax, fraction=0.04)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")

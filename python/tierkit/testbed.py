@@ -341,9 +341,11 @@ class Testbed:
 
     def _boot_panic(self) -> str | None:
         """The first line of a kernel panic or oops in the console log, if the guest died."""
+        if self.console_log is None:
+            return None
         try:
             text = self.console_log.read_text(errors="replace")
-        except (OSError, AttributeError):
+        except OSError:
             return None
         for line in text.splitlines():
             if "Kernel panic" in line or "Oops:" in line:
@@ -459,7 +461,10 @@ class Testbed:
             for m in t.getmembers():
                 if not m.isfile():
                     continue
-                content = t.extractfile(m).read()
+                f = t.extractfile(m)
+                if f is None:
+                    continue
+                content = f.read()
                 if m.name in ("stdout", "stderr", "status"):
                     out[m.name] = content
                 elif m.name.startswith("out/"):
@@ -495,9 +500,11 @@ class Testbed:
     def _console_tail(self) -> str:
         """The console's last line, and where a copy of the whole console log is kept (the VM's
         own directory goes when it closes): a kernel panic's trace is in it."""
+        if self.console_log is None:
+            return "(no console log)"
         try:
             text = self.console_log.read_text(errors="replace")
-        except (OSError, AttributeError):
+        except OSError:
             return "(no console log)"
         lines = [l for l in text.splitlines() if l.strip()]
         last = lines[-1].strip() if lines else "(no console output)"
@@ -517,13 +524,16 @@ class Testbed:
     def _send(self, data: bytes, deadline, what, limit_s):
         # in slices with the deadline checked between them: the guest may drain the port slowly
         view = memoryview(data)
+        conn = self.conn
+        if conn is None:
+            raise TestbedError(f"testbed: {what}: the VM is not running")
         while view:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._fail_timeout(f"{what} did not finish within {limit_s:g} s")
-            self.conn.settimeout(min(remaining, 0.5))
+            conn.settimeout(min(remaining, 0.5))
             try:
-                n = self.conn.send(view[:1 << 20])
+                n = conn.send(view[:1 << 20])
             except socket.timeout:
                 self._check_alive(what)
                 continue

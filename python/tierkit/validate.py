@@ -769,8 +769,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         models = ([(spec + damon_node0_args(kx), pl, pb) for (pl, pb), kx in zip(per_repeat, dkps)]
                   if per_repeat else [(spec, plat, model_fast_bytes)])
         kres = kernel_residency(run)
-        res_means = [_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps]
-        res_means = [x for x in res_means if x is not None]
+        res_means = [m for m in (_mean_residency(kernel_residency(x), x["wall_s"]) for x in reps) if m is not None]
         # the hot data's residency, from the program's first "hot" mark to its end
         trace_regions = traces[n].get("regions") or {}
         khot = kernel_hot_residency(run)
@@ -823,10 +822,10 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
             mhots = [model_hot_residency(x, trace_regions.get("hot") or [], k * f) for x in runs_m]
             hmeans = [_mean_from(h, x["runtime_ns"] / 1e9 * k * f) for h, x in zip(mhots, runs_m)]
             m = {**mc, "time_scale": k * f, "sim_s": r["runtime_ns"] / 1e9, "vm_equivalent_s": r["runtime_ns"] / 1e9 * k * f,
-                 "residency_mean": (sum(means) / len(means)) if None not in means else None, "residency_end": mres[-1][1] if mres else None,
+                 "residency_mean": (sum(v for v in means if v is not None) / len(means)) if None not in means else None, "residency_end": mres[-1][1] if mres else None,
                  "per_repeat": [{**c, "residency_mean": rm} for c, rm in zip(mcs, means)] if len(models) > 1 else None,
                  "residency_series": mres, "warnings": list(r.get("warnings") or []),
-                 "hot_residency_mean": (sum(hmeans) / len(hmeans)) if hmeans and None not in hmeans else None,
+                 "hot_residency_mean": (sum(v for v in hmeans if v is not None) / len(hmeans)) if hmeans and None not in hmeans else None,
                  "hot_residency_series": mhots[0],
                  # what the model ran with and did beyond the counts (autonuma-tiering)
                  "watermarks": r["stats"]["policy"].get("watermarks"),
@@ -990,7 +989,7 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     if out is not None:
         _say(progress, f"wrote {out} and {write_results(res, out, table(res))}")
     if img_dir is not None:
-        for p in plot(res, img_dir):
-            _say(progress, f"wrote {p}")
+        for img in plot(res, img_dir):
+            _say(progress, f"wrote {img}")
     _say(progress, f"done in {time.time() - t:.0f} s")
     return res

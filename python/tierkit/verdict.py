@@ -7,7 +7,10 @@ migrations. Nothing is said that the numbers do not show."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: policies that place everything in one tier: references, not contenders
 REFERENCES = ("all-fast", "all-slow")
@@ -169,7 +172,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
     return out
 
 
-def breakdown_table(results: Sequence[Mapping[str, Any]]) -> Optional["pd.DataFrame"]:  # noqa: F821
+def breakdown_table(results: Sequence[Mapping[str, Any]]) -> Optional["pd.DataFrame"]:
     """One row per run: the runtime's parts in ms (columns in breakdown()'s order; all-zero
     columns left out); None when no run reports parts."""
     import pandas as pd

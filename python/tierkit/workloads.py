@@ -193,7 +193,7 @@ def parse_output(text: str) -> dict:
     head = lines[0].split()
     params = dict(kv.split("=", 1) for kv in head[1:] if "=" in kv)
     results = [dict(kv.split("=", 1) for kv in l.split() if "=" in kv) for l in lines[1:]]
-    out = {
+    out: dict[str, Any] = {
         "name": head[0],
         "params": {k: _value(v) for k, v in params.items()},
         "results": [{k: _value(v) for k, v in r.items()} for r in results if "checksum" not in r],

@@ -51,7 +51,7 @@ def trace_cmd(
     name: Annotated[str, typer.Argument(help="workload name (see 'tierkit workloads list')")],
     extra_args: Annotated[Optional[List[str]], typer.Argument(help="arguments for the workload, after --")] = None,
     size: Annotated[str, typer.Option("--size", help="small, medium or large")] = "small",
-    out: Annotated[Path, typer.Option("--out", "-o", help="output trace (.tkt)")] = ...,
+    out: Annotated[Path, typer.Option("--out", "-o", help="output trace (.tkt)")] = ...,  # type: ignore[assignment]  # required
     cache: Annotated[Optional[str], typer.Option("--cache", help="cache hierarchy the tracer filters through: a spec, a preset or 'none'")] = None,
     context: Annotated[int, typer.Option("--context", help="call-stack frames recorded per allocation site")] = 4,
     slice_: Annotated[Optional[str], typer.Option("--slice", help="a slice marker every this many instructions (e.g. 50M), for per-phase analysis")] = None,

@@ -11,6 +11,8 @@
 pub mod arena;
 pub mod guidance;
 pub mod keys;
+// the runtime is reached only through the exported malloc family, which unit tests leave out
+#[cfg_attr(test, allow(dead_code, unused_imports, unused_macros))]
 mod runtime;
 pub mod unwind;
 
@@ -58,6 +60,7 @@ static GLOBAL: Je = Je;
 // to the program.
 
 #[cfg(target_arch = "x86_64")]
+#[cfg_attr(test, allow(unused_macros))]
 macro_rules! ra_reg {
     (1) => {
         "mov rsi, rsp"
@@ -73,6 +76,7 @@ macro_rules! ra_reg {
     };
 }
 #[cfg(target_arch = "aarch64")]
+#[cfg_attr(test, allow(unused_macros))]
 macro_rules! ra_reg {
     (1) => {
         "mov x1, x30"
@@ -88,12 +92,14 @@ macro_rules! ra_reg {
     };
 }
 #[cfg(target_arch = "x86_64")]
+#[cfg_attr(test, allow(unused_macros))]
 macro_rules! jump {
     () => {
         "jmp {f}"
     };
 }
 #[cfg(target_arch = "aarch64")]
+#[cfg_attr(test, allow(unused_macros))]
 macro_rules! jump {
     () => {
         "b {f}"
@@ -111,6 +117,7 @@ macro_rules! with_ra {
     };
 }
 
+#[cfg_attr(test, allow(unused_imports))]
 use runtime as rt;
 
 with_ra!(malloc, rt::tk_malloc, 1, (size: usize) -> *mut c_void);

@@ -45,7 +45,7 @@ fn first_error(bytes: &[u8], format: Format) -> Error {
 #[test]
 fn short_tokens_with_control_characters_are_quoted_on_one_clean_line() {
     let cases: [(&[u8], Format); 6] = [
-        (b"0x7P\0\0\0\0\0\0\00x7f\n", Format::Hex),
+        (b"0x7P\0\0\0\0\0\0\x000x7f\n", Format::Hex),
         (b"3\0\0\0 20734016\n", Format::Ramulator),
         (b"\x01\x7f 1\n", Format::RamulatorNoWb),
         (b"4\x1c\0 0x1 0x2 1\n", Format::Hma4),

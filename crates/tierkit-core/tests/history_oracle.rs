@@ -129,7 +129,7 @@ fn cori_sim_ties_follow_numpys_argsort() {
     let dir = tempfile::tempdir().unwrap();
     let mut t: Vec<u64> = (0..25).flat_map(|_| 0..40u64).collect();
     for p in (1..40u64).step_by(2) {
-        t.extend(std::iter::repeat(p).take(p as usize));
+        t.extend(std::iter::repeat_n(p, p as usize));
     }
     let input = write_trace(dir.path(), &t, None);
     let r = run(&input, "dram-pmem", &HALF, "history:period=1000,compat=cori-sim");

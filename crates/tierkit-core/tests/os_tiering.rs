@@ -390,6 +390,7 @@ fn autonuma_kswapd_looks_again_after_its_nap() {
 ///   kswapd demotes 7 (priority 3: 9 >> 3 = 1), 8, 9 (priority 2), small 10 > 8: stops.
 /// * 18..20 promoted (10 → 7); 21 refused: kswapd demotes 10, 11 (13 young: rotated), 9 > 8.
 /// * 22, 23 promoted (9 → 7); 24 refused: kswapd demotes 13 and 14 (after rotating the young).
+///
 /// So 4 refusals, 4 kswapd runs all stopped by the small zone, 9 promotions, 14 demotions.
 ///
 /// One zone of 64 with the same allocator floor (watermarks + the small zone's low +

@@ -69,6 +69,8 @@ impl Lane {
     }
 }
 
+// one per mix, read on every access: its buffer stays inline rather than behind a box
+#[allow(clippy::large_enum_variant)]
 enum Feed {
     /// one source per core
     Programs(Vec<Box<dyn RecordSource>>),
