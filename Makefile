@@ -112,7 +112,7 @@ bench: $(VENV)/.built
 bench-sweep: $(VENV)/.built
 	$(PY) bench/sweep.py --workers $$(nproc)
 
-# many cores (issue 19): a 16-program mix's throughput against one program's, and the
+# many cores: a 16-program mix's throughput against one program's, and the
 # bandwidth saturation plot docs/img/mix-saturation.png (bench/README.md "mix")
 bench-mix: $(VENV)/.built
 	$(PY) bench/mix.py
@@ -138,23 +138,23 @@ bench-alloc: $(VENV)/.built workloads $(ALLOC_LIB)
 bench-alloc-stress: $(VENV)/.built $(ALLOC_LIB)
 	$(PY) bench/alloc_stress.py
 
-# issue 16's study: tierkit run's policies placing a program with a known hot set in the testbed
-# VM (docs/real-linux.md); about 2 minutes
+# the study of tierkit run's policies placing a program with a known hot set in the testbed VM
+# (docs/real-linux.md); about 2 minutes
 experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 	$(PY) experiments/live_placement.py
 
-# issue 18: tierkit's models of Linux's tiering policies against the kernel in the testbed VM, on
+# tierkit's models of Linux's tiering policies against the kernel in the testbed VM, on
 # the same four workloads (docs/validation.md), each run calibrated to at least 8 s in the VM; about 10
 # minutes (traces cached per length in target/validation)
 validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
 	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
 
-# issue 17: guidance applied by the preloaded allocator in the testbed VM against the simulated
+# guidance applied by the preloaded allocator in the testbed VM against the simulated
 # guided run, on sites and bfs (docs/guidance.md, "Checked in the VM"); 3.5 minutes (traces reused)
 validate-guided: $(VENV)/.built workloads tracer target/release/tierkit-run $(ALLOC_LIB) testbed
 	$(PY) -m tierkit.cli validate --guided --out experiments/results/guided_vm.json --img-dir docs/img
 
-# issue 4's study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
+# the study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built
 	experiments/dynamic_migration.sh
 
@@ -171,31 +171,31 @@ bench-learn: $(VENV)/.built
 # stored yet); a script then makes the tables from the store.
 SWEEP = $(VENV)/bin/tierkit sweep
 
-# issue 5's study of guidance by allocation site on hbm-ddr3; records the workloads once
+# the study of guidance by allocation site on hbm-ddr3; records the workloads once
 # (a minute or two with Valgrind), then about 5 minutes of simulation on 2 cores
 experiments-guided: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/guided/study.yaml --out target/experiments/guided
 	$(PY) experiments/guided_placement.py target/experiments/guided
 
-# issue 6's study of Cori, Kleio and Kleoniki on dram-pmem; needs PyTorch
+# the study of Cori, Kleio and Kleoniki on dram-pmem; needs PyTorch
 experiments-learned: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/learned/study.yaml --out target/experiments/learned
 	$(PY) experiments/learned_scheduling.py target/experiments/learned
 
-# issue 19's study of seed 001 with many programs: 4- and 16-program mixes on hbm-pcm; needs the
+# the study of seed 001 with many programs: 4- and 16-program mixes on hbm-pcm; needs the
 # shared SPEC traces (SPEC_TRACES, default ../shared/traces); about 2 minutes on 2 cores
 SPEC_TRACES ?= $(abspath ../shared/traces)
 experiments-mixes: $(VENV)/.built workloads tracer
 	SPEC_TRACES=$(SPEC_TRACES) $(SWEEP) experiments/mixes/study.yaml --out target/experiments/mixes
 
-# issue 19's study of seed 004's setting with many cores: the tiering policies on gups's threads
+# the study of seed 004's setting with many cores: the tiering policies on gups's threads
 # (8 and 16 cores) and on mixes of 8 and 16 workload-suite programs, on the whole socket's
 # dram-dcpmm; records the workloads once, then about 6 minutes of simulation on 2 cores
 experiments-tiering-cores: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/tiering-cores/study.yaml --out target/experiments/tiering-cores
 	$(PY) experiments/tiering_cores.py target/experiments/tiering-cores
 
-# issue 7's study of HyPlacer and the OS tiering policies on dram-dcpmm; records six workloads
+# the study of HyPlacer and the OS tiering policies on dram-dcpmm; records six workloads
 # once (seconds), then about 4 minutes of simulation on 2 cores
 experiments-tiering: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/tiering/study.yaml --out target/experiments/tiering

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The preloaded allocator's overhead (issue 17; 002 Table II: about 1% for MemBrain's runtime,
-1.61x for backtrace-based context): allocator-heavy real programs from Debian (sqlite3, xz) and
+"""The preloaded allocator's overhead (docs/guidance.md; 002 Table II: about 1% for MemBrain's
+runtime, 1.61x for backtrace-based context): allocator-heavy real programs from Debian (sqlite3, xz) and
 three workloads, each under glibc malloc, Debian's jemalloc (libjemalloc2 via LD_PRELOAD),
 libtierkit_alloc.so without guidance, and libtierkit_alloc.so with context-4 guidance covering
 every site the program allocates from (made from the library's own site log): once with the

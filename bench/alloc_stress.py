@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 17's stress of the preloaded allocator for the full minute (make test runs 10 s of it:
+"""The stress of the preloaded allocator for the full minute (make test runs 10 s of it:
 tests/test_alloc_runtime.py): 16 threads allocating, reallocating across sites (so across
 arenas) and freeing at six guided sites of crates/tierkit-alloc/tests/c/stress.c, a fork half
 way, every 3rd extent of the guided arenas refused (TIERKIT_ALLOC_DEBUG_FAIL_EXTENT=3), arena

@@ -7,7 +7,7 @@
   12.5% of the total size, knapsack at page granularity);
 - a guided run against first-touch on the same trace (the cost of following allocations),
   with the traced layout (`layout=trace`) and the arena layout (`layout=arenas`, the
-  default since issue 17: every access is translated to its allocation's new address).
+  default: every access is translated to its allocation's new address).
 
 Best of --repeats runs each. Prints a table and writes bench/results/guidance.json;
 bench/README.md keeps the latest figures.

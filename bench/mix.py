@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Many cores sharing the tiers (issue 19, docs/models.md "Many cores"):
+"""Many cores sharing the tiers (docs/models.md, "Many cores"):
 
 1. speed: aggregate accesses per second of a 16-program mix against the single-program
    engine on the same accesses (target: at least 70% of its throughput per access), at the

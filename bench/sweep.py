@@ -1,4 +1,4 @@
-"""`tierkit sweep` on this machine's cores (issue 20; `make bench-sweep`): one 40-cell study
+"""`tierkit sweep` on this machine's cores (docs/sweep.md; `make bench-sweep`): one 40-cell study
 run with 1 worker and with 2 (every core of the development VM), in one run, checked to give
 the same results bit for bit, then run again over its store (every cell cached).
 

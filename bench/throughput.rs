@@ -11,7 +11,7 @@
 //! - the dynamic-migration policies (`otf` under both models; `otf-adaptive`, `otf-reverse`,
 //!   `hma-epoch`, `fthp` and `mempod` under the detailed model), one thread, same trace and
 //!   platform;
-//! - the tiering policies of issue 7 (`hyplacer`, `autonuma-tiering`, `tpp`, `nimble`,
+//! - the tiering policies of seed 004 (`hyplacer`, `autonuma-tiering`, `tpp`, `nimble`,
 //!   `memos`, `clock-dwf`, `damon-tiering`) under the detailed model, one thread, with their
 //!   periods a hundredth of their defaults so that they act on this trace.
 //!
@@ -97,7 +97,7 @@ fn main() {
         ("cache-mode", TimingKind::Detailed, false),
         ("first-touch", TimingKind::Simple, true),
         ("history", TimingKind::Detailed, true),
-        // dynamic migration (issue 4): per-access and per-epoch policies
+        // dynamic migration (seed 001): per-access and per-epoch policies
         ("otf", TimingKind::Simple, false),
         ("otf", TimingKind::Detailed, false),
         ("otf-adaptive", TimingKind::Detailed, false),
@@ -105,7 +105,7 @@ fn main() {
         ("hma-epoch", TimingKind::Detailed, false),
         ("fthp", TimingKind::Detailed, false),
         ("mempod", TimingKind::Detailed, false),
-        // read/write-aware and OS-level tiering (issue 7), their periods a hundredth of their
+        // read/write-aware and OS-level tiering (seed 004), their periods a hundredth of their
         // defaults so that they act on this trace (0.8 s of simulated time; defaults of 1-40 s),
         // and amounts per period (pages, bytes) a hundredth too, so that rates stay the same
         ("hyplacer:interval=10ms,delay=500us,max_pages=1311", TimingKind::Detailed, false),

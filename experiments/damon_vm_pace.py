@@ -1,5 +1,5 @@
-"""How often the kernel's DAMON tiering schemes really run in the testbed VM (issue 18,
-docs/validation.md "DAMON tiering"): each workload of `tierkit validate` under `tierkit-run
+"""How often the kernel's DAMON tiering schemes really run in the testbed VM
+(docs/validation.md, "DAMON tiering"): each workload of `tierkit validate` under `tierkit-run
 --policy damon-tiering`, set up as validate does (node 0 shrunk to 64 MiB free), with the
 `damon:damon_aggregated` tracepoint on. The tracepoint fires once per region at every
 aggregation of a kdamond, so bursts of events per kdamond (one event per region, back to back) are its aggregations; the

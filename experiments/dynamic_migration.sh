@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 4 experiments: on-the-fly migration (seed 001) and the epoch baselines on the hbm-pcm
+# Dynamic migration experiments: on-the-fly migration (seed 001) and the epoch baselines on the hbm-pcm
 # platform, on synthetic migration-friendly and migration-unfriendly traces.
 #   make experiments-migration        (or: experiments/dynamic_migration.sh [OUTDIR])
 # Traces are generated once into OUTDIR (default target/experiments/migration); the six
@@ -20,7 +20,7 @@ synth friendly zipf -n 20M --pages 64K --theta 1.1
 synth zipf09 zipf -n 60M --pages 256K --theta 0.9
 synth phases phases -n 40M --pages 64K --phases 8
 synth unfriendly uniform -n 100M --pages 64K
-# issue 14: a fast tier under 256 pages (10% of 4 K pages), where the ReMap table used to pin
+# study 6: a fast tier under 256 pages (10% of 4 K pages), where the ReMap table used to pin
 # every fast frame before reconciliation or reverse migration could start
 synth small zipf -n 2M --pages 4K --theta 0.9
 # the study files name the traces by this directory

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 5's study of profile-guided placement (docs/experiments.md, "Guidance by
+"""The study of profile-guided placement (docs/experiments.md, "Guidance by
 allocation site"): the tables, from the sweep of experiments/guided/study.yaml (its setup and
 grids are there: static guidance against first touch, the three strategies, training against
 reference profiles, and per-phase against static arenas).

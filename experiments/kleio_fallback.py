@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 14's check of Kleio on real SPEC traces (docs/learned.md, "Scores, held-out periods
+"""A check of Kleio on real SPEC traces (docs/learned.md, "Scores, held-out periods
 and the fallback"): the models' accessed recall against history's, and the share of the
 history-to-oracle gap bridged with and without the fallback to history, for each class
 weighting, on held-out periods.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 6's study of learned page scheduling (docs/experiments.md, "Cori, Kleio and
+"""The study of learned page scheduling (docs/experiments.md, "Cori, Kleio and
 Kleoniki"): the tables and heat maps, from the sweep of experiments/learned/study.yaml (its
 setup and grids are there: Cori's period tuning against the insight-less baselines, Kleio's
 share of the history-to-oracle gap against the share of pages given models, Kleoniki's pages
@@ -96,7 +96,7 @@ def main() -> int:
         return recs[k]
 
     res: dict = {"platform": PLATFORM, "fast_capacity": FAST, "cache": CACHE, "workloads": {}}
-    md = ["# Learned page scheduling (issue 6)", "",
+    md = ["# Learned page scheduling (seed 003)", "",
           f"Platform {PLATFORM}, fast tier {FAST:.0%} of the footprint, simple timing, traces at size small "
           f"through the `{CACHE}` cache.", ""]
     tune_rows = []
@@ -127,7 +127,7 @@ def main() -> int:
                                x["history_accessed_recall"], x["fallback_pages"], x["gap_bridged_no_fallback_pct"],
                                x["gap_bridged_pct"]))
         # 3. Kleoniki at its default period: Cori's for history, shortened when it leaves too
-        # few periods for K = 8 (issue 14)
+        # few periods for K = 8 (docs/learned.md)
         k = result("kleoniki", w, "kleoniki")
         cp = k["period"]
         entry["kleoniki"] = k

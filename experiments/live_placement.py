@@ -1,4 +1,5 @@
-"""Issue 16's study: `tierkit run` placing a live program with a known hot set, in the testbed VM.
+"""A study of `tierkit run` placing a live program with a known hot set, in the testbed VM
+(docs/real-linux.md).
 
 The program is testbed/hotcold.c: 64 MiB written once (cold), 16 MiB of random read-modify-writes
 (write-intensive), 16 MiB of random reads (read-intensive); before its loop it moves the two hot

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Issue 7's study of read/write-aware and OS-level tiering on DRAM + Optane DCPMM
+"""The study of read/write-aware and OS-level tiering on DRAM + Optane DCPMM
 (docs/experiments.md, "HyPlacer and the policies real kernels ship"): 004 §3's bandwidth
 balance, and 004 §5's comparison of HyPlacer against Linux's tiered AutoNUMA, TPP, Nimble,
 Memos, DAMON tiering, CLOCK-DWF (the partitioned policy) and Memory Mode, at three
-footprints; redone for issue 14 §3 with the two sound ways of running long-period policies
-on short traces, and a sensitivity table over the time scale.
+footprints; redone with the two sound ways of running long-period policies on short traces
+(docs/models.md), and a sensitivity table over the time scale.
 
 Setup. Platform: `dram-dcpmm` (one socket of 004's machine) with each tier's bandwidth
 divided by the socket's 16 cores (`dram-dcpmm-core16`, written into DIR): 004 runs 32
@@ -13,7 +13,7 @@ thread of such a program, so one core's share is what one trace may use. Timing:
 (out-of-order core, bandwidth queues, loaded latency). Workloads at size small through the
 `small` cache, chosen for their read/write ratios after the cache, as 004 Table 3 chose
 NPB's: spmv (CG-like, about 16R:1W), stencil (MG-like, 3.6R:1W), bfs (BT's 3.2R:1W),
-backprop (FT-like, 1.6R:1W); and two the issue's review used: phases (a moving hot set) and
+backprop (FT-like, 1.6R:1W); and two a review of the first study used: phases (a moving hot set) and
 rwmix (random, half stores: the write-heavy case). Footprints as 004 §5.1: DRAM holds 1.25x
 the footprint (small: fits), 1/1.5 of it (medium) and 1/3.5 (large).
 
@@ -25,8 +25,8 @@ minutes and the policies act every 0.1-40 s. Every policy runs with its real tim
     1000, where each policy acts about as often per run as on the real machine;
   - repeat (`--repeat 10 --time-scale 100`): the trace replayed 10 times as one run, so the
     policies act as often as at K = 1000 with costs only 100x off;
-  - periods-only: the study's first method (issue 7), every period divided by 1000 but only
-    DAMON's per-event cost, kept to show the bias issue 14 found.
+  - periods-only: the study's first method, every period divided by 1000 but only
+    DAMON's per-event cost, kept to show the bias the review found.
 Sizes follow the footprint, not the time: NUMA balancing scans 1 MB per window, Linux's
 watermarks round to 0 (min_free_kbytes=4), HyPlacer moves at most 131 pages and Memos 100
 per activation, DAMON's quotas are 200 KB per reset interval.
@@ -157,8 +157,8 @@ def method_names(scales) -> list[str]:
 
 
 def checks(df: pd.DataFrame) -> list[tuple[str, str, object]]:
-    """The issue's expectations for one method's runs: (check, case, holds) with the numbers
-    behind it in `case`; holds is None where the method has no such run."""
+    """The study's expectations (004's claims) for one method's runs: (check, case, holds) with
+    the numbers behind it in `case`; holds is None where the method has no such run."""
     rt = df.set_index(["workload", "footprint", "policy"])["runtime_ns"]
     has = set(rt.index)
     out = []
@@ -237,7 +237,7 @@ def report(df: pd.DataFrame, bdf: pd.DataFrame, scales: list[int], out: Path) ->
     (out / "results.json").write_text(json.dumps({"main_scale": MAIN_SCALE, "scales": scales, "repeat": [REPEAT, REPEAT_SCALE],
                                                   "runs": df.to_dict("records"), "balance": bdf.to_dict("records"),
                                                   "checks": check_rows}, indent=1, default=str))
-    md = ["# Read/write-aware and OS-level tiering (issues 7 and 14)", "",
+    md = ["# Read/write-aware and OS-level tiering (seed 004)", "",
           f"Speedup over first-touch (004's ADM-default), detailed timing, --time-scale {MAIN_SCALE}.", "",
           markdown(table), "",
           "## Sensitivity: speedup over first-touch by method", "",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Re-simulate the autonuma-tiering rows of a `make experiments-tiering` run (its results.csv
-and traces in DIR; the platform beside experiments/tiering/study.yaml) with the current build, and print old and new runtimes (issue 18:
+and traces in DIR; the platform beside experiments/tiering/study.yaml) with the current build, and print old and new runtimes (docs/validation.md:
 the effect of kswapd's nap on docs/experiments.md; `--no-nap` adds kswapd_nap_ms=1e9, which
 reproduces runs made before the nap existed).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed 004's setting with many cores (issue 19): the tables of the study
+"""Seed 004's setting with many cores (docs/models.md, "Many cores"): the tables of the study
 experiments/tiering-cores/study.yaml, from the sweep's store, without simulating anything.
 
     tierkit sweep experiments/tiering-cores/study.yaml --out DIR     (make experiments-tiering-cores)

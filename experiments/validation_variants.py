@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 18: the autonuma-tiering model with and without each of its changes (kernel watermarks,
+"""The autonuma-tiering model with and without each of its changes (kernel watermarks,
 other programs' pages, kswapd's nap, node 0's second zone), on the traces and clocks of a `tierkit validate` run
 (docs/validation.md, "Model changes"). Usage: experiments/validation_variants.py WORKLOAD... [--json PATH]"""
 import json

@@ -1,4 +1,4 @@
-/* hotcold: a program with a known hot set, for checking placement on the testbed (issue 16).
+/* hotcold: a program with a known hot set, for checking placement on the testbed (docs/real-linux.md).
  *
  * Three regions, each its own anonymous mapping:
  *   cold   COLD MiB, written once at the start, never touched again;

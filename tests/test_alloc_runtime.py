@@ -1,6 +1,6 @@
 """The preloaded allocator (crates/tierkit-alloc): version-2 guidance applied to an unmodified
-program (issue 17; 002 §III-B arenas per site group, §IV-B jemalloc arenas bound to a NUMA node
-with MPOL_PREFERRED; 000 §3.2 site classification). On a one-node machine placement is trivial,
+program (docs/guidance.md; 002 §III-B arenas per site group, §IV-B jemalloc arenas bound to a NUMA
+node with MPOL_PREFERRED; 000 §3.2 site classification). On a one-node machine placement is trivial,
 but every path runs: classification, the deeper walk, arenas, realloc across arenas, fork,
 threads, bad guidance, a missing node.
 """
@@ -137,8 +137,8 @@ def check_blocks(stdout):
 
 
 def test_sites_join_their_guidance_arenas_and_the_wrapper_is_decided_at_depth_2(sites_prog, lib, site_keys, tmp_path):
-    """Issue 17 contract: the rule decides hot/cold from the return address alone and the
-    wrapper's two callers by one unwind; the report counts per decision and per arena."""
+    """docs/guidance.md "Matching sites": the rule decides hot/cold from the return address alone
+    and the wrapper's two callers by one unwind; the report counts per decision and per arena."""
     g = guidance(site_keys, tmp_path / "g.json")
     rep = tmp_path / "rep.json"
     p = run(sites_prog, [20], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep)})
@@ -199,8 +199,8 @@ def test_the_fast_walk_gives_the_frames_libgccs_unwinder_gives(lib, tmp_path, fr
 
 
 def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog, lib, site_keys, tmp_path):
-    """TIERKIT_ALLOC_SAMPLE_MS (issue 17, "In the VM": pages per arena at the peak, not only at
-    exit, where the program's frees have given them back): a thread of the library samples
+    """TIERKIT_ALLOC_SAMPLE_MS (docs/guidance.md, "Environment": pages per arena at the peak, not
+    only at exit, where the program's frees have given them back): a thread of the library samples
     each arena's pages per node. The thread's own allocations (glibc's, as it starts) are not
     the program's: the counts are the same as without sampling (they were 4 unmatched
     allocations more before they were taken out)."""
@@ -240,7 +240,7 @@ def test_sampling_keeps_each_arenas_peak_and_leaves_the_counts_alone(sites_prog,
 
 
 def test_fork_and_threads_keep_every_block_in_its_arena(sites_prog, lib, site_keys, tmp_path):
-    """Thread- and fork-safety (issue 17): 8 threads and a forked child allocating at every site."""
+    """Thread- and fork-safety: 8 threads and a forked child allocating at every site."""
     g = guidance(site_keys, tmp_path / "g.json")
     p = run(sites_prog, [10, 8, "fork"], lib, {"TIERKIT_GUIDANCE": str(g)})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr
@@ -250,7 +250,7 @@ def test_fork_and_threads_keep_every_block_in_its_arena(sites_prog, lib, site_ke
 
 
 def test_guidance_applies_to_a_stripped_copy_in_another_directory(sites_prog, lib, site_keys, tmp_path):
-    """Issue 17 "Site keys that survive real runs": build-id keys survive strip and the run
+    """docs/guidance.md "Site keys": build-id keys survive strip and the run
     directory."""
     d = tmp_path / "elsewhere"
     d.mkdir()
@@ -273,7 +273,8 @@ def test_guidance_applies_to_a_stripped_copy_in_another_directory(sites_prog, li
     (None, "cannot read"),
 ])
 def test_bad_guidance_is_one_line_and_the_program_still_runs(sites_prog, lib, tmp_path, content, needle):
-    """A bad guidance file: one error line, plain jemalloc, the program unharmed (issue 17)."""
+    """A bad guidance file: one error line, plain jemalloc, the program unharmed (docs/guidance.md,
+    "Environment")."""
     g = tmp_path / "g.json"
     if content is not None:
         g.write_text(content)
@@ -300,9 +301,9 @@ def test_a_missing_node_leaves_its_arenas_unbound_with_a_warning(sites_prog, lib
 
 
 def test_an_arena_moves_to_a_node_with_its_pages(sites_prog, lib, site_keys, tmp_path):
-    """The mechanism per-phase guidance needs (000 §3.2 arena remapping; issue 17: move_pages /
-    mbind with MPOL_MF_MOVE): tierkit_alloc_move_arena moves an arena's pages and binds its
-    range to the node; a node or arena that does not exist is EINVAL."""
+    """The mechanism per-phase guidance needs (000 §3.2 arena remapping; docs/guidance.md:
+    move_pages / mbind with MPOL_MF_MOVE): tierkit_alloc_move_arena moves an arena's pages and binds
+    its range to the node; a node or arena that does not exist is EINVAL."""
     g = guidance(site_keys, tmp_path / "g.json")
     p = run(sites_prog, [2], lib, {"TIERKIT_GUIDANCE": str(g), "SITES_MOVE": "1"})
     assert p.returncode == 0, p.stdout + p.stderr
@@ -311,7 +312,7 @@ def test_an_arena_moves_to_a_node_with_its_pages(sites_prog, lib, site_keys, tmp
 
 def test_extent_failures_fall_back_to_plain(sites_prog, lib, site_keys, tmp_path):
     """Every 2nd extent request of the guided arenas refused (as a failing mmap would): each
-    allocation is still served, from jemalloc's own arenas (issue 17: never fail an allocation
+    allocation is still served, from jemalloc's own arenas (never fail an allocation
     the plain allocator would serve)."""
     g = guidance(site_keys, tmp_path / "g.json")
     rep = tmp_path / "rep.json"
@@ -357,7 +358,7 @@ def stress_guidance(exe, lib, tmp_path):
     "rlimit-tcache-off",
 ])
 def test_stress_16_threads_realloc_across_arenas_fork_and_refusals(stress_prog, lib, tmp_path, limit):
-    """Issue 17 stress (10 s here; bench/alloc_stress.py runs the full minute): 16 threads,
+    """The stress (10 s here; bench/alloc_stress.py runs the full minute): 16 threads,
     realloc across arenas, a fork half way, every 3rd extent of the guided arenas refused and
     the address space limited (arena ranges of 512 MiB): no crash, no corrupted block, every block in its site's arena or
     the fallback, every refusal NULL + ENOMEM, and the arenas' ranges bounded (no leak)."""
@@ -393,7 +394,7 @@ def test_stress_16_threads_realloc_across_arenas_fork_and_refusals(stress_prog, 
 
 def test_tierkit_run_guidance_from_the_cli(sites_prog, site_keys, lib, tmp_path, cli):
     """`tierkit run --guidance` (Python CLI -> Rust): the library preloaded, its report folded
-    into the run's (issue 17: the guided run keeps reporting allocations_unmatched)."""
+    into the run's (the guided run keeps reporting allocations_unmatched)."""
     g = guidance(site_keys, tmp_path / "g.json")
     rc, out, err = cli("run", "--guidance", g, "--json", "--", sites_prog, 5)
     assert rc == 0, err
@@ -412,9 +413,9 @@ def test_tierkit_run_guidance_from_the_cli(sites_prog, site_keys, lib, tmp_path,
 
 
 def test_cxx_new_is_interposed_so_frame_0_is_the_new_expression(lib, tmp_path):
-    """Issue 17 contract: operator new/new[] (plain, nothrow, aligned) are the library's own thin
-    wrappers, so a C++ site's key starts in the program, not in libstdc++; a failed throwing
-    new still throws std::bad_alloc."""
+    """docs/guidance.md "How an allocation finds its arena": operator new/new[] (plain, nothrow,
+    aligned) are the library's own thin wrappers, so a C++ site's key starts in the program, not in
+    libstdc++; a failed throwing new still throws std::bad_alloc."""
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
     exe = tmp_path / "cxx"

@@ -1,8 +1,8 @@
 """`tierkit run --guidance` in the testbed VM (make test-vm), where node 1 is a real lower memory
 tier: each guidance arena's pages are on its tier's node, queried per arena with move_pages by
 the library at exit, and a full fast node overflows to the slow one (002 §IV-B: MPOL_PREFERRED;
-issue 17 "In the VM"). The VM's fast node is 512 MiB; a file in /dev/shm fills all but
-100 MiB of what is free on it.
+docs/guidance.md, "Checked in the VM"). The VM's fast node is 512 MiB; a file in /dev/shm fills all
+but 100 MiB of what is free on it.
 """
 import json
 import subprocess

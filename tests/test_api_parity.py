@@ -1,4 +1,4 @@
-"""The Python API at parity with the command line (issue 21): `tierkit.profile`, `guide`,
+"""The Python API at parity with the command line (docs/python.md): `tierkit.profile`, `guide`,
 `tune`, `kleio`, `kleoniki`, `heatmap` and `load` return what the commands print as JSON (or
 write), their errors name the functions' parameters rather than the options, and their
 annotations name the types they return."""

@@ -99,7 +99,7 @@ def test_report_dir_not_overwritten_without_force(cli, zipf_trace, tmp_path):
     assert rc == 0, err
 
 
-# ---- issue 15: hand-built native traces (docs/trace-format.md) that every consumer must
+# ---- hand-built native traces (docs/trace-format.md) that every consumer must
 # accept or refuse alike, with one line naming the file, exit 2.
 
 
@@ -242,7 +242,7 @@ def test_a_1mb_token_gives_a_short_line(cli, tmp_path):
     assert len(line) <= 250 and "big.hex" in line and "line 2" in line and "\u2026" in line, line[:400]
 
 
-# ----------------------------------------------------------- issue 15: bounded work, numbers
+# --------------------------------------------------- bounded work, numbers (docs/limits.md)
 # (the engine-side cases, every policy with a time period included, are in
 # crates/tierkit-core/tests/bounded.rs)
 

@@ -1,5 +1,5 @@
-"""A property test of the CLI's argument and file handling (issue 15: "half the user-facing
-errors are raised in Python"). Generated options (sizes, times, capacities, policy specs,
+"""A property test of the CLI's argument and file handling (docs/limits.md, "Error lines": half the
+user-facing errors are raised in Python). Generated options (sizes, times, capacities, policy specs,
 platform names and files, cache specs) and paths (odd characters, missing, a directory, an
 existing output without --force) go through the CLI in-process: every run ends with status 0,
 or with status 2 and exactly one line on stderr, ``tierkit: error: ...``, of at most 200

@@ -206,7 +206,7 @@ def test_per_phase_bit_vectors():
         assert g["arenas"] == [{"id": 0, "tiers": [0, 1]}, {"id": 1, "tiers": [1, 0]}, {"id": 2, "tiers": [1, 1]}]
         assert [s["tier"] for s in g["sites"]] == [0, 1, 1]
         assert g["mode"] == "per-phase"
-        # issue 17: the schedule says what it was made from (the profile has no insn count)
+        # the schedule says what it was made from (the profile has no insn count)
         # a profile made before allocation counts per slice: no phase markers, and a warning
         assert g["phases"] == {"count": 2, "slice_source": "insn", "slice_length": 1_000_000, "of_slice": [0, 0, 1, 1],
                                "made_from": {"trace_digest": "abc123", "insn": None, "accesses": 2100}, "markers": []}
@@ -281,7 +281,8 @@ def test_match_site():
 
 
 def keyed_profile():
-    """profile_dict with frame keys: X, Y and Z allocated through one wrapper (issue 17)."""
+    """profile_dict with frame keys: X, Y and Z allocated through one wrapper (docs/guidance.md,
+    "Site keys")."""
     p = profile_dict()
     for s, k in zip(p["sites"], ("3", "2", "1", "9")):
         s["key"] = ["build-id:ab12+0x11bd", f"build-id:ab12+0x12{k}0"]
@@ -292,7 +293,7 @@ def keyed_profile():
 
 
 def test_keyed_profiles_make_version_2_guidance():
-    # issue 17, 002 §III: sites keyed by frame keys; context counts a key's frames
+    # 002 §III: sites keyed by frame keys; context counts a key's frames
     g = make_guidance(keyed_profile(), "thermos", 0.4, per_phase=True)
     assert g["version"] == 2 and g["context"] == 2
     assert [s["key"][1] for s in g["sites"]] == ["build-id:ab12+0x1210", "build-id:ab12+0x1220", "build-id:ab12+0x1230"]
@@ -327,7 +328,7 @@ def read_guidance_dict(g):
 
 
 def test_classification_rule():
-    # issue 17 / docs/guidance.md "Matching sites": the rule the guided policy and the runtime share
+    # docs/guidance.md "Matching sites": the rule the guided policy and the runtime share
     sites = [(["w", "hot"], 0), (["w", "cold"], 1), (["a", "x"], 2), (["a", "y"], 2)]
     assert classify(["a", "zzz"], sites, 2) == ("arena", (2, 1))  # unambiguous: decided at depth 1
     assert classify(["a"], sites, 2) == ("arena", (2, 1))

@@ -1,4 +1,4 @@
-"""Issue 17, "In the VM": the whole guided pipeline on a real program in the testbed VM against
+"""The whole guided pipeline on a real program in the testbed VM against
 the simulated guided run (docs/guidance.md, "Checked in the VM"; `make validate-guided` is the
 full version). `sites` (workloads/) is recorded with the tracer, profiled, guided with hotset at
 node 0's usable capacity (its free memory above the zones' low watermarks, node 0 shrunk by

@@ -1,4 +1,4 @@
-"""Cori, Kleio and Kleoniki (003 §3.2-§4, issue 6): the reuse collector and frequency
+"""Cori, Kleio and Kleoniki (003 §3.2-§4, docs/learned.md): the reuse collector and frequency
 generator on traces with known reuse, the tuner's stopping rule, the page selector's
 ranking, the learned schedulers end to end, and the heat map."""
 import json
@@ -227,7 +227,7 @@ def test_simulate_shows_what_the_front_end_made(alternating_trace, cli):
     rc, out, err = cli("simulate", alternating_trace, "--policy", "kleoniki:pages=1,period=40,history=4,tol=0", "-c", "0.5", "-q")
     assert rc == 0, err
     line = next(l for l in out.splitlines() if l.startswith("policy"))
-    # the user's spec, then every parameter, the training ones included (issue 14: they were
+    # the user's spec, then every parameter, the training ones included (they used to be
     # recorded blank), and the predictions it read; no empty keys
     assert ("kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,epochs=60,fallback=on,hidden=16,"
             "history=4,holdout=0.5,pages=1.0,period=40,predictions=") in line
@@ -250,7 +250,7 @@ def test_models_trained_on_another_run_apply_by_address(alternating_trace, cli, 
 
 
 # ---------------------------------------------------------------------------------------------
-# issue 14 §4: Kleoniki's default period, PyTorch threads, collapse, out of sample, fallback
+# Kleoniki's default period, PyTorch threads, collapse, out of sample, fallback (docs/learned.md)
 
 
 def test_kleoniki_default_period_works_on_an_ordinary_trace(cli):
@@ -273,7 +273,7 @@ def test_kleoniki_default_period_works_on_an_ordinary_trace(cli):
 
 def test_torch_threads_are_set_and_results_do_not_depend_on_them(monkeypatch):
     """PyTorch's default (a thread per core) made `tierkit kleio` 18x slower on a loaded
-    2-core machine (issue 14); tierkit sets 1 thread unless told, and the trained models are
+    2-core machine; tierkit sets 1 thread unless told, and the trained models are
     the same bit for bit."""
     torch = pytest.importorskip("torch")
     from tierkit import learn
@@ -297,7 +297,7 @@ def test_torch_threads_are_set_and_results_do_not_depend_on_them(monkeypatch):
 
 
 def test_scores_show_a_collapse_to_no_access():
-    """Issue 14: models predicting "no access" in most accessed periods can look more accurate
+    """Models predicting "no access" in most accessed periods can look more accurate
     than history; the accessed recall shows it."""
     actual = np.array([[0, 3, 3, 0, 0, 0, 3, 3, 0, 0]])
     collapsed = np.zeros_like(actual)
@@ -320,7 +320,7 @@ def drift_trace(tmp_path_factory):
 
 
 def test_models_are_scored_out_of_sample_and_lose_to_history_fall_back(alternating_trace, drift_trace):
-    """Issue 14: scores and the run use only periods the models did not train on (the last
+    """Scores and the run use only periods the models did not train on (the last
     half by default), and a page whose model loses to history there follows history."""
     pytest.importorskip("torch")
     made = kleio.predictions(alternating_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, progress=False)
@@ -348,7 +348,7 @@ def test_models_are_scored_out_of_sample_and_lose_to_history_fall_back(alternati
 
 
 def test_kleio_fallback_is_never_worse_than_history_on_a_real_trace(cli):
-    """Issue 14 (003 §3.2 hybrid scheduler): with the fallback, Kleio on 403.gcc is at least
+    """003 §3.2 hybrid scheduler: with the fallback, Kleio on 403.gcc is at least
     as fast as history in this setting, and the study reports the collapse metric."""
     pytest.importorskip("torch")
     from conftest import VENDORED
@@ -373,7 +373,7 @@ def test_kleio_cli_reports_recall_and_fallbacks(alternating_trace, cli):
 
 
 def test_kleio_result_replays_bit_for_bit(alternating_trace, cli, tmp_path):
-    """Issue 14: a kleio result carries its predictions (by SHA-256) and its training
+    """A kleio result carries its predictions (by SHA-256) and its training
     parameters, and `tierkit replay` reproduces every figure, after the temporary
     predictions file is gone."""
     pytest.importorskip("torch")
@@ -402,7 +402,7 @@ def test_kleio_result_replays_bit_for_bit(alternating_trace, cli, tmp_path):
 
 
 def test_fallback_on_the_shared_spec_traces(shared_traces):
-    """Issue 14 on the three real SPEC traces: the accessed recall is reported for the models
+    """The fallback on the three real SPEC traces: the accessed recall is reported for the models
     and history, and with the fallback what the scheduler uses errs no more than history on
     the held-out periods (pages whose models lose follow history)."""
     pytest.importorskip("torch")
@@ -416,7 +416,7 @@ def test_fallback_on_the_shared_spec_traces(shared_traces):
 
 
 def test_trained_predictions_are_reused_by_trace_digest_and_configuration(alternating_trace, cli, tmp_path, monkeypatch):
-    """Issue 21: `simulate kleio:...` trained its models again on every call; now predictions
+    """`simulate kleio:...` used to train its models again on every call; now predictions
     are kept by the trace's digest and the training configuration, and reused."""
     pytest.importorskip("torch")
     monkeypatch.setenv("TIERKIT_CACHE", "on")

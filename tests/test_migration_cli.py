@@ -1,4 +1,4 @@
-"""Dynamic migration from the command line and the API (issue 4): the time series of the
+"""Dynamic migration from the command line and the API (docs/policies.md): the time series of the
 on-the-fly and epoch policies as CSV and plots, energy per run, and one-line errors."""
 import csv
 import json

@@ -1,6 +1,6 @@
-"""Many cores sharing the tiers from the command line and Python (issue 19): a mix's result
-per program and for the whole mix, the errors, and determinism. The models' hand-computed
-cases are in crates/tierkit-core/tests/mix.rs."""
+"""Many cores sharing the tiers from the command line and Python (docs/models.md, "Many cores"): a
+mix's result per program and for the whole mix, the errors, and determinism. The models'
+hand-computed cases are in crates/tierkit-core/tests/mix.rs."""
 import json
 
 import pytest

@@ -1,6 +1,6 @@
 """Output files are whole or absent, never overwritten without --force, and a failed write is
-one line naming the file (issue 15: "Writers are atomic", "Overwrites", "Partial output", a full
-disk under compare --out, profile --plot, trace heatmap and --timeseries).
+one line naming the file (docs/limits.md, "Output files: whole or absent"; a full disk under
+compare --out, profile --plot, trace heatmap and --timeseries).
 
 Full disks are made for real: RLIMIT_FSIZE in the child (writes past it fail with EFBIG, no
 privilege needed) and, where user namespaces allow it, a small tmpfs (ENOSPC) or a read-only

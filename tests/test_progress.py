@@ -1,4 +1,4 @@
-"""Long steps speak (issue 21): a bar on a terminal, plain periodic lines otherwise (a log, a
+"""Long steps speak: a bar on a terminal, plain periodic lines otherwise (a log, a
 pipe, CI), nothing with -q; the first line only after a few seconds, so short steps stay quiet."""
 import io
 import sys

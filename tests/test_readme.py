@@ -1,4 +1,4 @@
-"""The README's tour runs as written (issue 21): every command of its ```sh blocks and its
+"""The README's tour runs as written: every command of its ```sh blocks and its
 Python example, in order, in a fresh directory beside the repository's `data/` and
 `workloads/`, as a newcomer would run them from the root after `make demo` and `make test`.
 Each must exit 0; the commands that write files carry --force, so that the tour runs again

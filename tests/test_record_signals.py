@@ -1,6 +1,6 @@
-"""`tierkit trace record` interrupted (issue 15, "partial output"): a signal sent to the
-recorder is passed on to the traced program, which stops at once, and the trace of what ran is
-still written, valid and flagged incomplete; a recorder killed from outside never leaves a
+"""`tierkit trace record` interrupted (docs/limits.md, "Output files: whole or absent"): a signal
+sent to the recorder is passed on to the traced program, which stops at once, and the trace of what
+ran is still written, valid and flagged incomplete; a recorder killed from outside never leaves a
 0-byte `.partial`. The recorded trace is the one seed 000 (Effler et al., §4.2, Fig. 2) has a
 binary-instrumentation tool feed to the simulator; an interrupted run must not give a trace
 that passes for a whole one.

@@ -1,6 +1,6 @@
-"""Issue 17, "Site keys that survive real runs" (seed 002 §III: guidance by allocation site
-applied to an unmodified program; 000 §3: sites as call paths). A site is keyed by its
-physical frames as (object identity, offset), so guidance made from one recording applies to
+"""Site keys that survive real runs (docs/guidance.md, "Site keys"; seed 002 §III: guidance by
+allocation site applied to an unmodified program; 000 §3: sites as call paths). A site is keyed by
+its physical frames as (object identity, offset), so guidance made from one recording applies to
 the same program run from another directory or stripped, and a trace with too few frames for
 the guidance is an error, not a silent first match.
 
@@ -215,7 +215,7 @@ def test_per_phase_guidance_on_another_run_is_warned(copies, tmp_path, capfd):
 
 @pytest.mark.parametrize("where", ["b", "stripped"])
 def test_guidance_recorded_by_the_tracer_is_applied_by_the_runtime(traces, copies, tmp_path, where):
-    # issue 17: the keys the tracer records (Valgrind's frames) are the keys the preloaded
+    # the keys the tracer records (Valgrind's frames) are the keys the preloaded
     # allocator computes from return addresses, so guidance made from a recording in one
     # directory applies to the program run natively from another, or stripped: every
     # allocation joins its site's arena, the wrapper's sites by unwinding one frame deeper

@@ -1,4 +1,4 @@
-"""Studies at scale (issue 20): the study file as it reads (YAML and TOML), parameter grids,
+"""Studies at scale (docs/sweep.md): the study file as it reads (YAML and TOML), parameter grids,
 the result store (resume, instant re-run, failed cells recorded), the same results whichever
 executor and however many workers run them, and the report from the store."""
 import json
@@ -262,7 +262,7 @@ grids:
 
 
 def test_a_mix_is_a_trace_of_the_study(tmp_path, small_trace):
-    # issue 19: several programs on cores of their own, sharing the tiers, as one cell
+    # several programs on cores of their own, sharing the tiers, as one cell
     f = study_file(tmp_path, f"""
 traces:
   - {{mix: [{small_trace}, {{synth: stream, accesses: 20K, pages: 500}}], name: pair}}
@@ -286,7 +286,7 @@ policies: [first-touch, otf]
 
 
 def test_a_traces_threads_on_cores_are_a_trace_of_the_study(tmp_path, threads_trace):
-    # issue 19: a trace's threads on N cores (--cores), its own cell beside the one-core run
+    # a trace's threads on N cores (--cores), its own cell beside the one-core run
     f = study_file(tmp_path, f"""
 traces:
   - {{file: {threads_trace}, cores: 2, name: two}}

@@ -1,6 +1,6 @@
-"""Issue 7 from the front ends: the tiering policies of seed 004 and Linux are listed with
-their sources, run from Python and the CLI on a phased trace with their periods scaled to
-it, and bad values of the new parameters and platform fields are one-line errors."""
+"""HyPlacer and OS-level tiering from the front ends: the tiering policies of seed 004 and Linux are
+listed with their sources, run from Python and the CLI on a phased trace with their periods scaled
+to it, and bad values of the new parameters and platform fields are one-line errors."""
 import json
 
 import pytest

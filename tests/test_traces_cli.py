@@ -144,7 +144,7 @@ SAMPLES = ROOT / "data" / "samples"
     ("sum.dramsim3.gz", "dramsim3", 4096),
 ])
 def test_each_sample_file_is_detected_and_read(cli, name, format, accesses):
-    """data/samples/ (issue 21): one file per imported format, detected as that format, every
+    """data/samples/: one file per imported format, detected as that format, every
     access read (the same program in each: 48 pages; perf's samples are every 16th access)."""
     rc, out, err = cli("trace", "info", SAMPLES / name, "--json")
     assert rc == 0, err

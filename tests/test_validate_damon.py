@@ -1,5 +1,5 @@
-"""`tierkit validate` simulates the DAMON tiering the kernel actually ran (issue 18,
-docs/validation.md "DAMON"): tierkit-run reads the two schemes back from sysfs once the kdamonds
+"""`tierkit validate` simulates the DAMON tiering the kernel actually ran (docs/validation.md,
+"DAMON tiering"): tierkit-run reads the two schemes back from sysfs once the kdamonds
 are on (`damon_tiering[].effective`), and the model is set up from that, not from mtier.c's
 intent. On Linux 6.12 the quota goals (node_mem_used_bp / node_mem_free_bp, Linux 6.16+) were
 refused and a filter could only reject (allow filters: 6.14+), so the model runs on the plain

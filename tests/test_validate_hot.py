@@ -1,7 +1,7 @@
-"""Issue 18: the fast-node residency of the hot data. A workload names its arrays and, as it
-runs, which of them it works hardest on (WL_REGIONS, workloads/wl.h); the k-th such mark is
-also the trace's user marker k (TIERKIT_MARK, tracer/tierkit.h), so that the model, watching
-the same arrays in the trace, knows the same moments as the kernel run."""
+"""The fast-node residency of the hot data (docs/validation.md, "Hot data"). A workload names its
+arrays and, as it runs, which of them it works hardest on (WL_REGIONS, workloads/wl.h); the k-th
+such mark is also the trace's user marker k (TIERKIT_MARK, tracer/tierkit.h), so that the model,
+watching the same arrays in the trace, knows the same moments as the kernel run."""
 import os
 import shutil
 import subprocess

@@ -1,5 +1,5 @@
 """tierkit validate's reading of the testbed VM's node 0 for the autonuma-tiering model
-(issue 18; docs/validation.md, "What the model is given"): no VM needed. The text is what
+(docs/validation.md, "What it does", item 2): no VM needed. The text is what
 /proc/zoneinfo and node 0's meminfo showed in the VM at the start of a `phases` run (node 0 of
 512 MiB shrunk to 64 MiB free with hugetlb pages; min_free_kbytes 67,584, raised by khugepaged)."""
 import pytest
@@ -131,8 +131,8 @@ def test_a_vm_that_fails_is_one_line_naming_its_console_log(monkeypatch, capsys,
 
 
 def test_kswapd_pace_is_its_fastest_rise_between_two_vmstat_samples():
-    """The autonuma-tiering model's kswapd_pages_per_s (issue 18): pgdemote_kswapd's fastest
-    rise over the repeats' 0.5 s samples; None where kswapd demoted nothing."""
+    """The autonuma-tiering model's kswapd_pages_per_s (docs/validation.md): pgdemote_kswapd's
+    fastest rise over the repeats' 0.5 s samples; None where kswapd demoted nothing."""
     def series(*pts):
         return {"vmstat_series": [{"t_s": t, "pgdemote_kswapd": d} for t, d in pts]}
     reps = [series((0.0, 0), (0.5, 0), (1.0, 3000), (1.5, 3500)), series((0.0, 0), (0.4, 2000), (1.0, 2600))]

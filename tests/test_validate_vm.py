@@ -1,4 +1,4 @@
-"""The reduced kernel validation (issue 18; docs/validation.md): one workload (`phases`, a moving
+"""The reduced kernel validation (docs/validation.md): one workload (`phases`, a moving
 hot set), one policy (`autonuma-tiering`, Linux's NUMA-balancing tiering mode), run end to end by
 `tierkit validate`'s harness: in the testbed VM with node 0 shrunk below the footprint, recorded
 with the tracer, simulated with tierkit's model of the same policy on the VM's capacities, and

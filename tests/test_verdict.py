@@ -1,7 +1,7 @@
-"""The comparison says which policy wins, by how much and why (issue 21, "the report answers
-the question"): the runtime's breakdown adds up, the rows sort, the verdict names the winner
-and its margins from the numbers, an upper bound that loses is explained, and the report shows
-all of it."""
+"""The comparison says which policy wins, by how much and why (the report answers the
+question; docs/policies.md, "Reading a comparison"): the runtime's breakdown adds up, the rows sort,
+the verdict names the winner and its margins from the numbers, an upper bound that loses is
+explained, and the report shows all of it."""
 import json
 
 import pytest

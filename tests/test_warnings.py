@@ -1,7 +1,7 @@
-"""Issue 14 §2: no policy may silently do nothing. Every result carries ``activations`` (how
-many times the policy's periodic or epoch work ran; null without periodic work) and
-``warnings`` (plain sentences), in the JSON, the DataFrame, the CSV and Parquet files, the
-terminal output and the HTML report."""
+"""docs/policies.md, "Activations and warnings": no policy may silently do nothing. Every result
+carries ``activations`` (how many times the policy's periodic or epoch work ran; null without
+periodic work) and ``warnings`` (plain sentences), in the JSON, the DataFrame, the CSV and Parquet
+files, the terminal output and the HTML report."""
 import json
 
 import pandas as pd

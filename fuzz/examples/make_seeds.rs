@@ -93,7 +93,7 @@ fn native() {
         write_trace(&tmp, &meta, n, events);
         put("tkt", name, &std::fs::read(&tmp).unwrap());
     }
-    // a spec-valid empty data chunk (issue 15: taken for the end of the stream by the
+    // a spec-valid empty data chunk (once taken for the end of the stream by the
     // read-ahead thread): the writer never makes one, so it is spliced into a trace of one
     // access before the end chunk, and the trailer's offset moved past it
     write_trace(&tmp, &TraceMeta::default(), 1, false);
@@ -320,7 +320,7 @@ const GUIDANCE_STATIC: &str = r#"{"format": "tierkit-guidance", "version": 1, "m
  "sites": [{"frames": ["make_x (sites.c:10)"], "arena": 0}, {"frames": ["make_y (sites.c:20)"], "arena": 1}]}
 "#;
 
-/// Version 2 (issue 17): a wrapper allocator's sites told apart by their second frame key.
+/// Version 2 (docs/guidance.md, "Site keys"): a wrapper allocator's sites told apart by their second frame key.
 const GUIDANCE_V2: &str = r#"{"format": "tierkit-guidance", "version": 2, "mode": "per-phase", "tiers": ["fast", "slow"], "context": 2,
  "profile": {"trace_digest": "abc123"},
  "phases": {"count": 2, "slice_source": "insn", "slice_length": 1000, "of_slice": [0, 1], "made_from": {"trace_digest": "abc123", "insn": 2000, "accesses": 90}},

@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let p = path.to_str().unwrap();
     let Some(g) = ok(Guidance::read(p)) else { return };
     assert!(g.tiers >= 2 && g.key_frames >= 1);
-    // version 2 keys sites by 1 to `context` frame keys (issue 17)
+    // version 2 keys sites by 1 to `context` frame keys (docs/guidance.md)
     if g.version == 2 {
         assert!(g.sites.iter().all(|(k, _)| !k.is_empty() && k.len() <= g.key_frames));
     }

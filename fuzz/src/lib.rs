@@ -123,7 +123,7 @@ impl<T: std::fmt::Debug> HashDebug for T {
 /// Read the trace at `input` three ways: every column directly, every column through the
 /// read-ahead thread, and pages only (as the `simple` timing model with `first-touch` reads
 /// it). Asserts that they agree: accepting or rejecting a trace, and what it holds, must not
-/// depend on how or how much of it is decoded (issue 15). Returns the direct reading.
+/// depend on how or how much of it is decoded (docs/fuzzing.md). Returns the direct reading.
 pub fn read_three_ways(input: &TraceInput) -> Option<Reading> {
     let direct = read_to_end(ok(input.open())?.as_mut());
 
@@ -205,8 +205,8 @@ pub fn enter_empty_dir() {
 }
 
 /// `trace convert` of an accepted trace to the native format must succeed and read back to
-/// the same records: what one consumer accepts, every consumer accepts (issue 15: traces that
-/// `simulate` ran were refused by `trace convert`).
+/// the same records: what one consumer accepts, every consumer accepts (traces that
+/// `simulate` ran used to be refused by `trace convert`).
 pub fn convert_round_trip(input: &TraceInput, reading: &Reading) {
     let Ok(records) = reading.outcome else { return };
     let out = scratch("out.tkt", b"");

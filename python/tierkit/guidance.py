@@ -30,7 +30,7 @@ Capacity = Union[int, float, str]
 Strategy = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 
 FORMAT = "tierkit-guidance"
-#: the version written for profiles with frame keys (issue 17); a profile without them (an
+#: the version written for profiles with frame keys (docs/guidance.md); a profile without them (an
 #: imported trace, or one recorded before keys) gives version 1, keyed by display frames
 VERSION = 2
 VERSIONS = (1, 2)

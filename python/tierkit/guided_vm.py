@@ -1,4 +1,4 @@
-"""`tierkit validate --guided` (issue 17, "In the VM"): a program recorded, profiled and guided on
+"""`tierkit validate --guided`: a program recorded, profiled and guided on
 the host, then run in the testbed VM under `tierkit run --guidance` (the preloaded allocator
 puts each guidance arena on its tier's NUMA node, 002 §IV), against the simulated guided run of
 the same trace with the same guidance and fast capacity (docs/guidance.md, "Checked in the VM").

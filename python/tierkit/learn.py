@@ -173,7 +173,7 @@ def threads(n: Optional[int] = None) -> int:
     Why 1 by default: the models are many tiny batched matrix products, where thread hand-offs
     cost more than they save, and PyTorch's default (one thread per core) spins on every core
     even when other processes need them: on a loaded 2-core machine ``tierkit kleio`` took
-    678 s with the default and 38 s with one thread, with the same results (issue 14)."""
+    678 s with the default and 38 s with one thread, with the same results."""
     global _threads_set
     torch = _torch_module()
     if n is None:

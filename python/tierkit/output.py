@@ -1,4 +1,4 @@
-"""Files written under a user's name are whole or absent (issue 15).
+"""Files written under a user's name are whole or absent (docs/limits.md).
 
 Every writer of a user-named file (``compare --out``'s report, ``--timeseries``, ``profile``
 and its ``--plot``, ``trace heatmap``, guidance and predictions files) goes through

@@ -4,9 +4,9 @@ The Rust core makes one pass over the trace and attributes every access to the l
 allocation that holds it (``_core.profile_trace``). Here the raw sites are grouped by
 call-path depth (depth 0: the call site of the allocation alone; depth d: it and d callers,
 counted in physical frames; sites are keyed by their frame keys when the trace has them,
-issue 17, else by their display frames), the
-run's slices are clustered into phases, and the profile file is written. The file's fields
-are documented in ``docs/guidance.md`` ("The profile file").
+else by their display frames), the run's slices are clustered into phases, and the profile
+file is written. The file's fields are documented in ``docs/guidance.md`` ("The profile
+file").
 """
 from __future__ import annotations
 

@@ -185,8 +185,8 @@ def shared_libraries(binary) -> list[Path]:
 @dataclass
 class VMConfig:
     """The VM's shape. Node 0 holds both vCPUs and is the fast tier; node 1 has memory only and
-    worse HMAT figures, so the kernel puts it in a lower memory tier. The defaults are the
-    issue's: 100 vs 300 ns, 20 vs 5 GB/s (roughly DRAM vs a CXL expander)."""
+    worse HMAT figures, so the kernel puts it in a lower memory tier. The defaults are those of
+    docs/real-linux.md: 100 vs 300 ns, 20 vs 5 GB/s (roughly DRAM vs a CXL expander)."""
 
     fast_mib: int = 1024
     slow_mib: int = 1024

@@ -1,8 +1,8 @@
-/* Issue 17 (seed 002 §III, 000 §3): site keys that survive real runs. Six heap arrays of
-   64 KiB: three allocated by main directly (hot, warm, cold), three through one wrapper
-   allocator (hot, warm, cold), whose innermost frame is the same for all three. Hot arrays
-   are swept 40 times, warm ones 4 times, cold ones once (when they are filled). Stripped,
-   every frame of this program symbolizes as "??? (in ...)". */
+/* Site keys that survive real runs (docs/guidance.md, "Site keys"; seed 002 §III, 000 §3).
+   Six heap arrays of 64 KiB: three allocated by main directly (hot, warm, cold), three
+   through one wrapper allocator (hot, warm, cold), whose innermost frame is the same for
+   all three. Hot arrays are swept 40 times, warm ones 4 times, cold ones once (when they
+   are filled). Stripped, every frame of this program symbolizes as "??? (in ...)". */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-//! Version-2 guidance (docs/guidance.md, issue 17's contract) read into the classification
+//! Version-2 guidance (docs/guidance.md, "Matching sites") read into the classification
 //! trie the runtime walks: the rule is the simulator's `guided` policy's, so both agree on
 //! which allocation joins which arena.
 //!
@@ -285,7 +285,7 @@ mod tests {
         Guidance::parse(serde_json::to_string(&j).unwrap().as_bytes()).unwrap()
     }
 
-    // issue 17 contract: decide from the immediate return address where that is unambiguous
+    // docs/guidance.md "Matching sites": decide from the immediate return address where that is unambiguous
     #[test]
     fn the_rule_decides_at_the_first_unambiguous_frame() {
         let w = "file:a+0x10"; // a wrapper reached from two callers of different arenas

@@ -1,6 +1,6 @@
-//! Frame keys of return addresses in this process (issue 17's contract): `<object>+0x<offset>`,
-//! the object named by its GNU build-id (read from its PT_NOTE in memory) or else its file's
-//! basename, the offset `(return address - 1) - load bias`.
+//! Frame keys of return addresses in this process (docs/guidance.md, "Site keys"):
+//! `<object>+0x<offset>`, the object named by its GNU build-id (read from its PT_NOTE in
+//! memory) or else its file's basename, the offset `(return address - 1) - load bias`.
 
 use std::ffi::CStr;
 

@@ -1,4 +1,4 @@
-//! tierkit's preloaded allocator (issue 17, MemBrain's runtime, 002 §IV): `LD_PRELOAD` it with
+//! tierkit's preloaded allocator (MemBrain's runtime, 002 §IV; docs/guidance.md): `LD_PRELOAD` it with
 //! `TIERKIT_GUIDANCE=FILE` (version-2 guidance) and every allocation of the program is served
 //! from the jemalloc arena of its site's guidance arena, whose memory is bound to the NUMA node
 //! of the arena's tier. Allocations of sites the guidance does not name go to jemalloc's
@@ -130,7 +130,7 @@ with_ra!(memalign, rt::tk_memalign, 2, (align: usize, size: usize) -> *mut c_voi
 with_ra!(valloc, rt::tk_valloc, 1, (size: usize) -> *mut c_void);
 with_ra!(pvalloc, rt::tk_pvalloc, 1, (size: usize) -> *mut c_void);
 // C++ operator new / new[] (plain, nothrow, aligned, aligned nothrow): frame 0 is the
-// program's `new` expression, as under Valgrind (issue 17's contract)
+// program's `new` expression, as under Valgrind (docs/guidance.md, "Site keys")
 with_ra!(_Znwm, rt::tk_new, 1, (size: usize) -> *mut c_void);
 with_ra!(_Znam, rt::tk_new_arr, 1, (size: usize) -> *mut c_void);
 with_ra!(_ZnwmRKSt9nothrow_t, rt::tk_new_nothrow, 2, (size: usize, nt: *const c_void) -> *mut c_void);

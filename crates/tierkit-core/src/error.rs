@@ -34,9 +34,9 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Error lines stay readable whatever the input (issue 15: a 1 MB token made a 1 MB line):
-/// one token (a run of non-blank characters, typically an input value quoted back) keeps at
-/// most `MAX_TOKEN_CHARS`, its start and end around "…"; a message at most `MAX_MSG_CHARS`, a
+/// Error lines stay readable whatever the input (docs/limits.md; a 1 MB token once made a 1 MB
+/// line): one token (a run of non-blank characters, typically an input value quoted back) keeps
+/// at most `MAX_TOKEN_CHARS`, its start and end around "…"; a message at most `MAX_MSG_CHARS`, a
 /// configuration key `MAX_KEY_CHARS`, a path (and a token with a `/` in it) `MAX_PATH_CHARS`,
 /// its start and its file name around "…". Line breaks become spaces, so an error is always
 /// one line. The Python front end keeps the whole line, prefix included, within 200
@@ -142,8 +142,9 @@ impl Error {
 mod tests {
     use super::*;
 
-    /// Issue 15: an error naming a 400-character path keeps the path's start and its file
-    /// name, and stays short (before, only the end survived: which directory was lost).
+    /// docs/limits.md, "Error lines": an error naming a 400-character path keeps the path's
+    /// start and its file name, and stays short (before, only the end survived: which
+    /// directory was lost).
     #[test]
     fn a_long_path_keeps_its_start_and_file_name() {
         let p = format!("/data/run-7/{}/trace-of-gcc.tkt", vec!["d".repeat(60); 6].join("/"));

@@ -1,4 +1,4 @@
-//! Files written under a user's name are whole or absent (issue 15).
+//! Files written under a user's name are whole or absent (docs/limits.md).
 //!
 //! Every writer of a user-named file (the native trace writer behind `trace convert`, `synth`
 //! and `record`, and the exporters) opens it through [`PartialFile`]: the bytes go to

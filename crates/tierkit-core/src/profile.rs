@@ -43,7 +43,7 @@ pub struct RawSite {
     pub id: u32,
     /// The call stack, innermost frame first, for display.
     pub frames: Vec<String>,
-    /// The frames' keys (issue 17, [`crate::sitekey`]), one per physical frame; empty in
+    /// The frames' keys ([`crate::sitekey`]), one per physical frame; empty in
     /// traces recorded without them.
     pub keys: Vec<String>,
     pub allocs: u64,

@@ -1,4 +1,4 @@
-//! Site keys that survive real runs (issue 17; docs/guidance.md, "Site keys"): an allocation
+//! Site keys that survive real runs (docs/guidance.md, "Site keys"): an allocation
 //! site is identified by its physical frames, each as `<object>+0x<offset>`, where
 //! `<object>` is `build-id:<hex>` (the object's NT_GNU_BUILD_ID note) or, for an object
 //! without one, `file:<basename>`, and `<offset>` is the frame's address (return address
@@ -244,7 +244,8 @@ pub fn classify<K: AsRef<str>>(sites: &[(Vec<String>, u16)], context: usize, fra
 
 #[cfg(test)]
 mod tests {
-    //! Issue 17, seed 002 §III / 000 §3: the classification rule (unit cases).
+    //! Seed 002 §III / 000 §3: the classification rule of docs/guidance.md, "Matching sites"
+    //! (unit cases).
     use super::*;
 
     fn s(keys: &[&str], arena: u16) -> (Vec<String>, u16) {

@@ -1,7 +1,7 @@
-//! Issue 14 §2: no policy may silently do nothing. Every result counts how many times the
-//! policy's periodic or epoch work ran (`activations`), at the cadence the work really runs
-//! (not the engine's boundaries when they differ), warns in plain words when that is fewer
-//! than three times or when a policy able to move pages moved none, and charges the
+//! docs/policies.md, "Activations and warnings": no policy may silently do nothing. Every result
+//! counts how many times the policy's periodic or epoch work ran (`activations`), at the cadence
+//! the work really runs (not the engine's boundaries when they differ), warns in plain words when
+//! that is fewer than three times or when a policy able to move pages moved none, and charges the
 //! platform's `per_period_ns` only for activations. Figures hand-computed on `dram-pmem`
 //! (DRAM 50 ns, PMEM 150 ns, 1 µs per migrated page, 3 µs per period).
 

@@ -177,7 +177,7 @@ fn deterministic_and_runs_with_defaults() {
 
 /// samples/damon/mtier.c creates both schemes with an apply interval of 1 s (10 of its 100 ms
 /// aggregation intervals): the default `apply_aggrs` is 10, so the schemes run at every 10th
-/// aggregation. Issue 14: the default was 1 (every 100 ms) while the docs cited mtier.c.
+/// aggregation. The default used to be 1 (every 100 ms) while the docs cited mtier.c.
 #[test]
 fn schemes_apply_every_second_by_default_as_mtier_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! Inputs that the libFuzzer targets of `fuzz/` (docs/fuzzing.md) found to break tierkit,
 //! each replayed here through the same public entry point, so that `cargo test` keeps them
 //! fixed without a fuzzing toolchain. Each is also a seed of its target
-//! (`fuzz/seeds/TARGET/regression-*`). The contract they check is issue 15's: bad input gets
+//! (`fuzz/seeds/TARGET/regression-*`). The contract they check is docs/limits.md's: bad input gets
 //! one readable line (at most ~200 characters of message, naming the file and line, offset or
 //! key) and exit status 2, never a panic or an "internal error"; what is accepted is
 //! accepted whatever reads it.
@@ -102,9 +102,9 @@ fn a_guidance_context_of_any_size_reads() {
 
 /// Found reading the cache_spec target's checks against docs/limits.md: each `--cache`
 /// level was bounded (2^24 lines) but not their number, so `L1:1G:16,L2:1G:16,...` asked for
-/// 272 MiB of tags per level without end (issue 15's "--cache L1:1T:16 for 128 GiB", one
-/// level at a time). The tracer's stream already refuses more than 8 levels; --cache now
-/// does too, naming the limit.
+/// 272 MiB of tags per level without end (as `--cache L1:1T:16` once asked for 128 GiB, one
+/// level at a time; docs/limits.md). The tracer's stream already refuses more than 8 levels;
+/// --cache now does too, naming the limit.
 #[test]
 fn a_cache_hierarchy_has_at_most_eight_levels() {
     let levels = |n: usize| (1..=n).map(|i| format!("L{i}:1G:16")).collect::<Vec<_>>().join(",");

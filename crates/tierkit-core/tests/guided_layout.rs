@@ -1,5 +1,5 @@
-//! The guided run places each allocation as per-arena allocators would (issue 17, "the
-//! guided run in simulation"; 000 §3.2: each arena its own pages, placed as a unit; 002
+//! The guided run places each allocation as per-arena allocators would (docs/guidance.md,
+//! "Guided runs"; 000 §3.2: each arena its own pages, placed as a unit; 002
 //! §IV-B: one jemalloc arena per tier, its extents bound to the tier's node).
 mod common;
 
@@ -88,7 +88,7 @@ fn class_pages(r: &SimResult, class: &str, when: &str) -> Vec<u64> {
 
 #[test]
 fn a_block_freed_by_a_cold_site_and_reused_by_a_hot_one_goes_to_the_hot_arena() {
-    // issue 17's reproducer: the traced allocator gave hot site B the block cold site A had
+    // the reproducer: the traced allocator gave hot site B the block cold site A had
     // freed, so B's pages kept A's placement (slow) and the guided run got no fast hits where
     // all-fast gets them all. With the arena layout (000 §3.2, 002 §IV-B) B's block is in
     // B's arena and its pages go to the fast tier.

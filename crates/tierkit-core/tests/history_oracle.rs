@@ -41,7 +41,7 @@ const TRACE: [u64; 30] = [
 /// 003 §3.1, as GTkernel/cori-sim (ca2ef92) computes it: it ranks per-period counts binned
 /// in steps of 20 (`np.digitize` over `range(0, max, 20)`), so in periods of 10 accesses every
 /// count bins to 0, no page is ever a candidate and nothing moves, for history and oracle
-/// alike (issue 14 §1: tierkit used to assert 13/30 hits and 10 migrations here, the raw-count
+/// alike (tierkit used to assert 13/30 hits and 10 migrations here, the raw-count
 /// figures of an older cori-sim commit; they are kept below under `compat=cori-sim-raw`).
 /// Hits, with the initial fast tier {0,2,4,6} all run long:
 ///   P0: 0 2 4 6 = 4; P1: 6 6 6 4 4 = 5; P2: 6 6 6 0 0 0 2 = 7. 16 of 30.
@@ -502,7 +502,7 @@ fn declarations_document_the_parameters() {
 /// GTkernel/cori-sim's figures on three SPEC CPU2006 traces (Ramulator's, read without their
 /// writebacks as cori-sim's hex traces are), fast tier 20% of the pages (run_cori.py's ratio),
 /// platform Fast:NearSlow = dram-pmem: (trace, policy, period, fast hits, migrations,
-/// runtime ns). Produced by a Python port of cori-sim at ca2ef92 (issue 14 §1), with numpy's
+/// runtime ns). Produced by a Python port of cori-sim at ca2ef92 (docs/models.md), with numpy's
 /// generic argsort; the port is not part of tierkit, its figures are.
 const CORI_SIM_FIGURES: &[(&str, &str, u64, u64, u64, f64)] = &[
     ("403.gcc", "history", 1000, 7685, 1442, 7662750.0),
@@ -520,7 +520,7 @@ const CORI_SIM_FIGURES: &[(&str, &str, u64, u64, u64, f64)] = &[
 ];
 
 /// 003 §3.1 reproduced as cori-sim computes it, on real traces: `compat=cori-sim` must
-/// match cori-sim's hits, migrations and runtime exactly (issue 14 §1: with raw counts tierkit
+/// match cori-sim's hits, migrations and runtime exactly (docs/policies.md: with raw counts tierkit
 /// gave 42.71% hits and 3,308 migrations on 403.gcc, history, period 1000, where cori-sim
 /// gives 16.83% and 1,442). 403.gcc is vendored (data/traces), so its rows always run; the
 /// other two need ../shared/traces and are skipped without it.
@@ -548,7 +548,7 @@ fn cori_sim_figures_on_spec_traces() {
 }
 
 /// The raw-count variant is kept under its own name and is not cori-sim: on 403.gcc it
-/// ranks far more pages hot (issue 14 §1's 42.71% and 3,308 migrations).
+/// ranks far more pages hot (42.71% and 3,308 migrations, docs/policies.md).
 #[test]
 fn cori_sim_raw_is_not_cori_sim_on_gcc() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

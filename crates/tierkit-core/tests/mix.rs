@@ -1,4 +1,4 @@
-//! Many cores sharing the tiers (issue 19, docs/models.md "Many cores"): the detailed model's
+//! Many cores sharing the tiers (docs/models.md, "Many cores"): the detailed model's
 //! cores with their own clocks and windows in front of shared tier queues, hand-computed; a
 //! mix of programs against the same accesses as a trace's threads; determinism.
 //!

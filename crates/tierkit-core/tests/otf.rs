@@ -633,7 +633,7 @@ fn registered_with_sourced_parameters_and_clear_errors() {
     assert!(otf::from_spec("otf-reverse:ar=hw").is_err(), "reverse migration has no reconciliation");
 }
 
-// ------------------------------------------------------------------ issue 14 §4 regressions
+// ------------------------------------------------------------------ regressions (docs/experiments.md)
 
 /// Windows (rows of the time series) in which migrations completed.
 fn windows_with_migrations(r: &SimResult) -> Vec<usize> {
@@ -641,7 +641,7 @@ fn windows_with_migrations(r: &SimResult) -> Vec<usize> {
     rows.iter().enumerate().filter(|(_, w)| w[3] > 0.0).map(|(i, _)| i).collect()
 }
 
-/// Issue 14 §4, the otf-family deadlock. A swap leaves its promoted page in the fast tier
+/// The otf-family deadlock. A swap leaves its promoted page in the fast tier
 /// holding a ReMap entry, and such a page is never a victim (001 §2.3: an entry is freed
 /// only by reconciliation, §3.3: or by moving back). With a fast tier of 100 pages, 100
 /// swaps (200 entries) pin every fast frame before the table reaches its occupancy trigger
@@ -673,7 +673,7 @@ fn a_fast_tier_full_of_remapped_pages_triggers_reconciliation_or_reverse_migrati
     }
 }
 
-/// Issue 14 §4: `ar=hw` used to run entirely alongside the program, so it equalled
+/// `ar=hw` used to run entirely alongside the program, so it equalled
 /// `ar=none`. 001 §2.3.1 says only that "actual invalidation at each core will be carried
 /// out by a per-core hardware invalidation controller without interrupting the core"; the
 /// reverse mapping that finds the page's virtual addresses is the existing Linux function
@@ -711,7 +711,7 @@ fn script_rule(alg: Algorithm, rule: Rule, start: u32, windows: &[(u64, f64)]) -
         .collect()
 }
 
-/// Issue 14 §4, Algorithm 3 both ways. The listing (001 Algorithm 3, line 12; the default)
+/// Algorithm 3 both ways. The listing (001 Algorithm 3, line 12; the default)
 /// halves when few pages moved and MBQ ≤ max_MBQ (70); §7's prose reduces the threshold
 /// "when the number of pages migrated is low and MBQ is high", high being above upper_MBQ
 /// (100), where §5.4 stops doubling. Both double on many pages and MBQ ≤ 100.
@@ -728,7 +728,7 @@ fn algorithm_3_halves_on_a_low_mbq_by_the_listing_and_on_a_high_one_by_the_prose
     assert_eq!(policy(&run(&trace(&[0]), &pages(8), "otf"), "rule"), serde_json::Value::Null);
 }
 
-/// Issue 14 §4, Algorithm 2 both ways. The listing doubles at MBQ ≤ max_MBQ (70), else
+/// Algorithm 2 both ways. The listing doubles at MBQ ≤ max_MBQ (70), else
 /// halves at MBQ ≥ min_MBQ (50); §3.2's prose halves "when the MBQ is high (greater than
 /// 130)" and doubles "if the MBQ is low (less than 50)", between the two nothing changes.
 #[test]

@@ -1,7 +1,7 @@
-//! Property tests of the round trips (issue 15): native write → read, native → every exporter
-//! → importer, convert ∘ convert, and the units' parse ∘ print. The expected values come from
-//! `docs/trace-format.md` (sections 4–9 for the native format, 18 for the exports), written
-//! out independently here rather than taken from the code under test.
+//! Property tests of the round trips (docs/trace-format.md, section 20): native write → read,
+//! native → every exporter → importer, convert ∘ convert, and the units' parse ∘ print. The
+//! expected values come from `docs/trace-format.md` (sections 4–9 for the native format, 18 for the
+//! exports), written out independently here rather than taken from the code under test.
 //!
 //! Runs are deterministic: a fixed RNG seed and no failure-persistence files, so CI sees the
 //! same cases every time. To run more cases or other seeds locally:
@@ -214,7 +214,7 @@ fn event_kind() -> impl Strategy<Value = EventKind> {
         }),
         any::<u64>().prop_map(|addr| EventKind::Free { addr }),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(|(old_addr, addr, size, site)| EventKind::Realloc { old_addr, addr, size, site }),
-        // issue 17: a site carries its frame keys (one per frame) or none
+        // version 2: a site carries its frame keys (one per frame) or none
         (0u32..4, proptest::collection::vec((any_string(), any_string()), 0..3), any::<bool>()).prop_map(|(site, fk, keyed)| {
             let (frames, keys): (Vec<String>, Vec<String>) = fk.into_iter().unzip();
             EventKind::Site { site, frames, keys: if keyed { keys } else { Vec::new() } }

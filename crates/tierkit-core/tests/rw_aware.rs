@@ -221,7 +221,7 @@ fn memos_promotes_write_hot_pages_first_and_caps_each_cycle() {
     assert_eq!(two.stats.migration.charges["OS entry (memos batch)"].count, 1);
 }
 
-/// One rule for bandwidth-counter reads (issue 14; hyplacer follows it too, see
+/// One rule for bandwidth-counter reads (docs/policies.md; hyplacer follows it too, see
 /// hyplacer.rs): recorded, never halting. 004 §4.3: PCM is its own process and writes the
 /// throughput to a file that Control reads; pcm-memory reads the memory controllers' counters
 /// through PCI configuration space on 004's Cascade Lake, which interrupts no core. One read

@@ -1,7 +1,7 @@
-//! Issue 17, "Site keys that survive real runs" (seed 002 §III; 000 §3): version-2 guidance
-//! (sites keyed by frame keys) in the `guided` policy, the classification rule on a trace's
-//! keys, and the context shortfall that must be an error, not a silent first match; version-1
-//! guidance keeps working, and per-phase guidance applied to another run is warned about.
+//! Site keys that survive real runs (docs/guidance.md, "Site keys"; seed 002 §III; 000 §3):
+//! version-2 guidance (sites keyed by frame keys) in the `guided` policy, the classification rule
+//! on a trace's keys, and the context shortfall that must be an error, not a silent first match;
+//! version-1 guidance keeps working, and per-phase guidance applied to another run is warned about.
 use tierkit_core::engine::{simulate, Job, SimResult};
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::PolicySpec;

@@ -1,5 +1,5 @@
-//! Issue 15, "wrong results, exit 0" and "internal errors for input errors": what a native
-//! trace may hold (docs/trace-format.md) is accepted or refused the same way by every
+//! No wrong results with exit 0, no internal errors for input errors (docs/limits.md): what a
+//! native trace may hold (docs/trace-format.md) is accepted or refused the same way by every
 //! consumer — with or without the read-ahead thread, whatever columns the model and policy
 //! decode — and every refusal is a user error naming the file (exit status 2 in the CLI).
 //!

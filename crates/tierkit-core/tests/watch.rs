@@ -1,6 +1,6 @@
 //! Watched regions (`Job::watch`): accesses and pages per tier of address ranges over
 //! simulated time, with the trace's user markers; what `tierkit validate` holds against the
-//! kernel's pages per region (issue 18, "fast-node residency of the hot data").
+//! kernel's pages per region (docs/validation.md, "Hot data").
 use tierkit_core::engine::{simulate, Job, SimResult, Watch, WatchRegion};
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::PolicySpec;

@@ -1,4 +1,4 @@
-// C++ allocation sites for tierkit-alloc (issue 17 contract: the runtime interposes operator
+// C++ allocation sites for tierkit-alloc (docs/guidance.md: the runtime interposes operator
 // new itself, so frame 0 of a key is the program's new expression, not libstdc++).
 // Prints "SITE ARENA ADDR SIZE" per block and "ok NAME" / "FAIL NAME" per check.
 #include <dlfcn.h>

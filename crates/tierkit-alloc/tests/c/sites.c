@@ -1,4 +1,4 @@
-/* A test program for tierkit-alloc (issue 17): allocation sites with known roles.
+/* A test program for tierkit-alloc (docs/guidance.md): allocation sites with known roles.
  *   hot()  - a direct malloc site;  cold() - another one;  stray() - a site no guidance names
  *   wrap() - a wrapper around malloc reached from via_hot() and via_cold(): ambiguous at depth
  *            1, decided at depth 2

@@ -1,4 +1,4 @@
-/* Stress for tierkit-alloc (issue 17): THREADS threads allocate, reallocate (across sites, so
+/* Stress for tierkit-alloc: THREADS threads allocate, reallocate (across sites, so
  * across arenas) and free at 6 sites for SECONDS seconds; the main thread forks a child half
  * way, which allocates at every site and exits; with "rlimit" the address space is limited so
  * that large requests are refused. Every block carries a pattern checked before it is freed or

@@ -1,4 +1,4 @@
-//! Many cores sharing the tiers (issue 19, `docs/models.md` "Many cores"): a source that
+//! Many cores sharing the tiers (`docs/models.md`, "Many cores"): a source that
 //! interleaves the accesses of several cores by the cores' own clocks.
 //!
 //! - **Programs** ([`MixOpener::programs`], `--mix`): each trace is a program of its own on

@@ -1173,7 +1173,7 @@ mod tests {
 
     #[test]
     fn decodes_the_worked_example_in_the_spec() {
-        // issue 17: version 2 gives each frame its object path and offset, made into a key
+        // version 2 gives each frame its object path and offset, made into a key
         let mut src = RawSource::new(std::io::Cursor::new(bytes(EXAMPLE)), "example").unwrap();
         assert_eq!(src.header().version, 2);
         let b = &read_all(&mut src).unwrap()[0];

@@ -1,4 +1,4 @@
-//! A trace replayed several times as one continuous stream (`--repeat N`, issue 14 §3).
+//! A trace replayed several times as one continuous stream (`--repeat N`, docs/models.md).
 //!
 //! Short traces of real programs last milliseconds of simulated time, while the policies of
 //! operating systems act every 0.1–40 s. Replaying the trace N times as ONE run gives such a
@@ -169,7 +169,7 @@ mod tests {
 
     #[test]
     fn replays_keep_addresses_and_offset_instructions_and_time() {
-        // issue 14 §3: one continuous run; counts stay monotonic across replays
+        // one continuous run (docs/models.md, "`--repeat N`"); counts stay monotonic across replays
         let mut r = RepeatSource::new(3, Box::new(|| Ok(source()))).unwrap();
         let batches = read_all(&mut r).unwrap();
         let addr: Vec<u64> = batches.iter().flat_map(|b| b.addr.clone()).collect();
