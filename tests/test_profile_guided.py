@@ -1,4 +1,4 @@
-"""Profiles, guidance and guided runs from the command line and the API (issue 5).
+"""Profiles, guidance and guided runs from the command line and the API (docs/guidance.md).
 
 The committed sqlite3 trace carries allocation events, so most tests need no tracer; the
 train-versus-ref and per-phase tests record the workloads with Valgrind and skip without it.
@@ -198,9 +198,9 @@ def test_per_phase_guidance_follows_the_stages(cli, tmp_path):
 
 @needs_tracer
 def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp_path):
-    # issue 17: a running program has no instruction counter, so per-phase guidance marks each
-    # phase boundary by the nearest allocation call of the profiled run, and the preloaded
-    # allocator counts its calls. `stages --scratch 1` allocates a record at each stage's
+    # docs/guidance.md "Phase markers": a running program has no instruction counter, so per-phase
+    # guidance marks each phase boundary by the nearest allocation call of the profiled run, and the
+    # preloaded allocator counts its calls. `stages --scratch 1` allocates a record at each stage's
     # start; plain `stages` allocates nothing after its tables, so its stage boundaries cannot
     # be seen, which the guide and the runtime both say
     import subprocess
@@ -279,7 +279,7 @@ def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp
 
 
 def test_guided_result_replays_bit_for_bit(cli, tmp_path):
-    """Issue 14: a guided run made its guidance in a temporary directory; the result now
+    """A guided run used to make its guidance in a temporary directory; the result now
     embeds the guidance (by SHA-256) and `tierkit replay` reproduces every figure."""
     rc, out, err = cli("simulate", SQLITE, "-p", "hbm-ddr3", "-c", "0.125", "--policy", "guided:strategy=thermos",
                        "--json", "-q")
@@ -303,3 +303,14 @@ def test_guided_result_replays_bit_for_bit(cli, tmp_path):
     f.write_text(json.dumps(r))
     rc, out, _ = cli("replay", f, "-q")
     assert rc == 1 and "DIFFERENT: runtime_ns" in out
+
+
+def test_guidance_made_on_the_fly_takes_the_runs_fast_capacity_as_the_simulator_reads_it():
+    """-c 1M is 1 MiB for the guidance too (it used to fall back to 0.125 of the heap without a
+    word); a capacity that is not one is an error."""
+    t = VENDORED / "sqlite3-orders.tkt"
+    made = lambda c: tierkit.run(t, "hbm-ddr4", "guided:strategy=hotset", fast_capacity=c, progress=False)["config"]["guidance"]
+    assert made("1M")["capacity_bytes"] == [1 << 20]
+    assert made("125%")["capacity_bytes"] == made(1.0)["capacity_bytes"]
+    with pytest.raises(tierkit.TierkitError, match="fast_capacity"):
+        made("bogus")

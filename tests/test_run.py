@@ -1,4 +1,4 @@
-"""`tierkit run` on the host (docs/real-linux.md, issue 16): what needs no kernel setting — the
+"""`tierkit run` on the host (docs/real-linux.md): what needs no kernel setting — the
 program's exit status passed through, placement observed with pagemap and move_pages queries,
 soft-dirty bits of tierkit's own child, one-line errors — and the refusal to change the host's
 kernel settings. What needs a tiered machine is in tests/test_run_vm.py (the testbed VM).
@@ -151,7 +151,7 @@ def read(path):
 
 
 def test_kernel_policies_and_damon_are_refused_on_the_host():
-    """Never change the host's kernel settings (issue 16): outside the testbed VM, without
+    """Never change the host's kernel settings (docs/real-linux.md): outside the testbed VM, without
     TIERKIT_ALLOW_KERNEL_SETTINGS=1, the kernel policies and DAMON monitoring refuse to start
     and nothing changes."""
     if os.environ.get("TIERKIT_ALLOW_KERNEL_SETTINGS") == "1" or os.path.exists("/etc/testbed-agent.sh"):
@@ -185,14 +185,23 @@ def test_interval_sets_a_daemon_policys_own_interval_once():
     assert one_error_line(rc, err) and "--damon-window" in err, err
 
 
-def test_policies_listing_marks_the_daemon_policies():
-    # hyplacer and history run live with the simulator's decision code (docs/real-linux.md)
+def test_policies_listing_says_how_each_policy_runs_on_linux():
+    # the registry's `deploy` (docs/policies.md, "Deploying a policy"): hyplacer and history run
+    # live as daemons with the simulator's decision code, the kernel's tiering as kernel
+    # settings, the memory policies at exec, guided by the allocator; the rest say why not
     rc, out, err = run_cli("policies", "--json")
-    live = {p["name"] for p in json.loads(out) if p["live"]}
-    assert rc == 0 and live == {"hyplacer", "history"}, live
+    ps = {p["name"]: p for p in json.loads(out)}
+    how = lambda h: {n for n, p in ps.items() if p["deploy"]["how"] == h}
+    assert rc == 0 and how("daemon") == {"hyplacer", "history"}
+    assert how("kernel") == {"autonuma-tiering", "damon-tiering"} and how("allocator") == {"guided"}
+    assert how("memory") == {"first-touch", "all-fast", "all-slow", "interleave"} and how("future_knowledge") == {"oracle"}
+    assert {n for n, p in ps.items() if p["live"]} == how("daemon") | how("kernel") | how("memory") | how("allocator")
+    assert all(len(p["deploy"].get("why", "")) > 20 for p in ps.values() if p["deploy"]["how"] in ("hardware", "not_live"))
     rc, out, err = run_cli("policies")
-    tagged = [l.split()[0] for l in out.splitlines() if "[live:" in l]
-    assert sorted(tagged) == ["history", "hyplacer"]
+    assert "on Linux: simulation only: a memory controller" in out and "on Linux: tierkit run --policy (a daemon" in out
+    # and tierkit run refuses what cannot run, saying why
+    rc, out, err = run_cli("run", "--dry-run", "--policy", "otf")
+    assert one_error_line(rc, err) and "cannot run on Linux" in err and "memory controller" in err
 
 
 def test_huge_pages_are_off_for_the_program_only_when_asked():
@@ -212,3 +221,38 @@ def test_huge_pages_are_off_for_the_program_only_when_asked():
     assert one_error_line(rc, err) and "--thp" in err and "auto, off or keep" in err
     rc, out, err = run_cli("run", "--thp", "off", "--pid", str(os.getpid()))
     assert one_error_line(rc, err) and "--thp" in err
+
+
+def test_dry_run_checks_and_starts_nothing(tmp_path):
+    """--dry-run: the policy spec, the nodes, the capacity and the permissions checked, what a
+    run would do printed, nothing started (no program needed)."""
+    marker = tmp_path / "ran"
+    rc, out, err = run_cli("run", "--dry-run", "--json", "--fast-capacity", "64M", "--", "touch", marker)
+    assert rc == 0, err
+    r = last_json(out)
+    assert r["dry_run"] is True and r["kind"] == "memory" and r["fast_budget_bytes"] == 64 << 20
+    assert not marker.exists()
+    rc, out, err = run_cli("run", "--dry-run")
+    assert rc == 0 and "every check passed" in err and "nothing was started" in err
+    # a mistake in the spec is said first, before the machine is looked at
+    assert one_error_line(*run_cli("run", "--dry-run", "--policy", "damon-tiering:hot_qouta=1M")[::2])
+    rc, _, err = run_cli("run", "--dry-run", "--policy", "autonuma-tiering:pte_update_ns=5")
+    assert one_error_line(rc, err) and "simulated machine" in err and "hot_threshold_ms" in err
+
+
+def test_kernel_policies_take_the_simulators_parameter_names():
+    """One vocabulary: the names `simulate` takes are the ones `tierkit run` sets in the kernel
+    (crates/tierkit-run/src/kernel_params.rs); each one the kernel has no knob for is refused
+    live with a reason, never ignored."""
+    import tierkit
+    from tierkit import _core
+
+    live = {"autonuma-tiering": ["hot_threshold_ms", "promote_rate_limit_mib_per_s", "scan_period_ms", "scan_period_max_ms",
+                                 "scan_delay_ms", "scan_size_mb"],
+            "damon-tiering": ["sample", "aggr", "min_nr_regions", "max_nr_regions", "hot_min_accesses", "cold_min_age",
+                              "hot_quota", "cold_quota", "quota_reset", "hot_goal_used_bp", "cold_goal_free_bp",
+                              "weight_nr_accesses", "weight_age", "apply_aggrs", "young_filter"]}
+    declared = {p["name"]: [q["name"] for q in p["params"]] for p in json.loads(_core.policies())}
+    for pol, names in live.items():
+        assert set(names) <= set(declared[pol]), pol
+        assert tierkit.policies().set_index("name").loc[pol, "live"]

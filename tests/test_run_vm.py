@@ -2,7 +2,7 @@
 lower memory tier: memory policies place the program where they say, the daemon loop's
 observation reads pagemap, soft-dirty bits and DAMON regions and counts pages per node, and the
 kernel policies make the kernel promote and demote, are reported, and leave every setting as it
-was. Issue 16; seed 004 (HyPlacer) section 2 (DRAM + DCPMM as two NUMA nodes, the slow one
+was. Seed 004 (HyPlacer) section 2 (DRAM + DCPMM as two NUMA nodes, the slow one
 CPU-less) and section 4 (referenced/dirty observation); seed 002 (MemBrain) section 2 (KNL's
 MCDRAM as a CPU-less node).
 
@@ -107,7 +107,7 @@ def test_autonuma_tiering_promotes_and_demotes_and_restores_the_settings(vm):
 @pytest.mark.vm
 def test_damon_tiering_migrates_hot_and_cold_pages_and_removes_its_kdamonds(vm):
     before = run_json(vm, "-- true")[3]
-    rc, r, res, after = run_json(vm, "--policy damon-tiering:quota_mib=200 --interval 1s -- rwmix --size medium --work 0.6", pre=FILL)
+    rc, r, res, after = run_json(vm, "--policy damon-tiering:hot_quota=200M,cold_quota=200M --interval 1s -- rwmix --size medium --work 0.6", pre=FILL)
     assert rc == 0, res.stderr
     hot, cold = r["damon_tiering"]
     assert (hot["action"], cold["action"]) == ("migrate_hot", "migrate_cold")
@@ -242,3 +242,30 @@ def test_first_touch_leaves_the_hot_set_where_it_is(vm):
     assert r["thp"] == "kept" and r["pages"]["in_large_folios_max"] >= 8192, r["pages"]
     t, w, rd, c, _ = program["series"][-1]
     assert w + rd <= 0.05 * (program["pages"]["write"] + program["pages"]["read"]), program["series"]
+
+
+@pytest.mark.vm
+def test_dry_run_checks_every_live_policy_and_changes_nothing(vm):
+    """--dry-run on a machine with two nodes: each policy tierkit run can run is checked and
+    described (its kind, the budget, what a kernel policy would set, with the simulator's
+    parameter names), nothing starts and no setting changes; the others say why not."""
+    before = run_json(vm, "-- true")[3]
+    cases = {"first-touch": "memory", "all-fast": "memory", "all-slow": "memory", "interleave": "memory",
+             "hyplacer": "daemon", "history": "daemon",
+             "autonuma-tiering:hot_threshold_ms=500,promote_rate_limit_mib_per_s=100": "kernel",
+             "damon-tiering:hot_quota=64M,cold_quota=8M,aggr=50ms": "kernel"}
+    for spec, kind in cases.items():
+        rc, r, res, after = run_json(vm, f"--dry-run --fast-capacity 256M --policy {spec}")
+        assert rc == 0, (spec, res.stderr)
+        assert r["dry_run"] is True and r["kind"] == kind and (r["fast_node"], r["slow_node"]) == (0, 1), r
+        assert r["fast_budget_bytes"] == 256 << 20
+        assert after == before, spec
+    _, r, _, _ = run_json(vm, "--dry-run --policy autonuma-tiering:hot_threshold_ms=500,promote_rate_limit_mib_per_s=100")
+    assert (r["kernel_settings"]["hot_threshold_ms"], r["kernel_settings"]["promote_rate_limit_mib_per_s"]) == (500, 100)
+    _, r, _, _ = run_json(vm, "--dry-run --policy damon-tiering:hot_quota=64M,cold_quota=8M,aggr=50ms")
+    k = r["kernel_settings"]
+    assert (k["hot_quota_bytes"], k["cold_quota_bytes"], k["aggr_us"], k["apply_interval_us"]) == (64 << 20, 8 << 20, 50_000, 500_000)
+    for spec, why in (("otf", "memory controller"), ("autonuma-tiering:pte_update_ns=5", "simulated machine"),
+                      ("oracle", "future")):
+        rc, _, res, _ = run_json(vm, f"--dry-run --policy {spec}")
+        assert rc == 2 and why in res.files["stdout"].decode() + res.stderr, (spec, res.stderr)

@@ -1,4 +1,4 @@
-"""Long-period policies on short traces (issue 14 §3): ``--repeat N`` and ``--time-scale K``
+"""Long-period policies on short traces (docs/models.md): ``--repeat N`` and ``--time-scale K``
 from the CLI and the Python API. The engine-level checks (repeat equals the concatenated
 trace bit for bit, costs divided exactly) are in crates/tierkit-core/tests/time_scale.rs."""
 import pytest
@@ -86,7 +86,7 @@ def test_policies_list_says_what_time_scaling_does(cli):
 
     ps = {p["name"]: {a["name"]: a.get("time_scale") for a in p["params"]} for p in json.loads(out)}
     assert ps["autonuma-tiering"]["hint_fault_ns"] == "divided by K"
-    assert ps["autonuma-tiering"]["promote_rate_limit_MBps"] == "multiplied by K"
+    assert ps["autonuma-tiering"]["promote_rate_limit_mib_per_s"] == "multiplied by K"
     assert ps["hyplacer"]["interval"] == "divided by K when given in time"
     assert ps["hyplacer"]["write_threshold_mb_per_s"] is None  # a measured bandwidth: the platform's
     assert ps["otf"]["remap_lookup_cycles"] is None  # paid per access

@@ -418,14 +418,26 @@ def _expand_guided(policy: str, spec: dict, source: PathLike, fast_capacity, for
     per_phase = args.get("mode") == "per-phase"
     if "capacity" in args:
         cap: Any = _guide.parse_capacity(args["capacity"], key="guided:capacity")
+    elif fast_capacity is None:
+        cap = 0.125
     else:
-        # the fast tier's share of the footprint, when the run gives it as one
-        try:
-            cap = float(fast_capacity) if fast_capacity is not None else 0.125
-        except ValueError:
-            cap = 0.125
-        if not 0 < cap <= 1:
-            cap = 0.125
+        # the run's fast capacity, read as the simulator reads it: a size is the same bytes for
+        # the guidance (-c 1M used to fall back to 0.125 of the heap without a word); a fraction
+        # or percentage applies to the profile's peak live heap (docs/guidance.md); beyond the
+        # whole (125%, unlimited) everything fits
+        text = str(fast_capacity).strip()
+        if text.lower() == "unlimited":
+            cap = 1.0
+        else:
+            try:
+                cap = _guide.parse_capacity(float(text) if isinstance(fast_capacity, float) else text,
+                                            key="--fast-capacity")
+            except _guide.GuidanceError:
+                over = _guide._NUMBER.match(text)
+                if over and over.group(2) in ("", "%") and float(over.group(1).replace("_", "")) > 0:
+                    cap = 1.0
+                else:
+                    raise
     def count(key: str, default: Optional[int]) -> Optional[int]:
         if key not in args:
             return default
@@ -628,7 +640,7 @@ _FIXED = ("first-touch", "all-slow", "all-fast", "interleave")
 
 def _flag_identical(results: list, rows: list) -> None:
     """Add a warning to each result that moved no page and whose runtime and fast-tier hits
-    equal those of a fixed placement compared on the same trace (issue 14 §2: a policy that
+    equal those of a fixed placement compared on the same trace (docs/policies.md, "Activations and warnings": a policy that
     equals first-touch is a bug until shown otherwise)."""
     fixed = [r for r in results if r["policy"] in _FIXED]
     for r, row in zip(results, rows):
@@ -701,7 +713,7 @@ def cache_presets() -> list[dict]:
 
 
 # --- the rest of the command line: profiles and guidance, Cori, the learned schedulers,
-# heat maps, report directories (issue 21: the Python API at parity with the CLI) ---
+# heat maps, report directories (docs/python.md: the Python API at parity with the CLI) ---
 
 
 def _fractions(key: str, values: Union[float, str, Sequence[Union[float, str]]]) -> list[float]:

@@ -845,6 +845,26 @@ def _core_run(argv: List[str]) -> int:
     return run_main(argv)
 
 
+#: how each kind of deployment reads in `tierkit policies` (the registry's `deploy`)
+DEPLOY_TEXT = {
+    "memory": "tierkit run --policy (a memory policy set when the program starts)",
+    "kernel": "tierkit run --policy (Linux's own tiering, set up for the run and restored after)",
+    "daemon": "tierkit run --policy (a daemon: the same decision code on what Linux shows of the program)",
+    "allocator": "tierkit guide, then tierkit run --guidance FILE (the preloaded allocator)",
+    "future_knowledge": "not deployable: it uses knowledge of the future (a bound)",
+}
+
+
+def deploy_line(d: dict) -> str:
+    """How a policy runs on a real machine, or why it does not (`deploy` of `tierkit policies --json`)."""
+    how = d.get("how", "")
+    if how == "hardware":
+        return f"simulation only: {d.get('why', '')}"
+    if how == "not_live":
+        return f"not live yet: {d.get('why', '')}"
+    return DEPLOY_TEXT.get(how, how)
+
+
 @app.command("policies")
 def list_policies(json_out: JsonOpt = False) -> None:
     """List every policy with its parameters (type, unit, default, source)."""
@@ -854,9 +874,7 @@ def list_policies(json_out: JsonOpt = False) -> None:
         return
     for p in ps:
         tag = "  [oracle: uses future knowledge]" if p["future_knowledge"] else ""
-        if p.get("live"):
-            tag += "  [live: also a daemon policy of 'tierkit run']"
-        print(f"{p['name']}{tag}\n    {p['summary']}\n    source: {p['source']}")
+        print(f"{p['name']}{tag}\n    {p['summary']}\n    source: {p['source']}\n    on Linux: {deploy_line(p['deploy'])}")
         for a in p["params"]:
             ty = a["ty"]["type"]
             if ty == "choice":
@@ -974,7 +992,7 @@ def list_platforms(
         print()
 
 
-# An error is one readable line whatever the input (issue 15): the core elides what it quotes
+# An error is one readable line whatever the input (docs/limits.md, "Error lines"): the core elides what it quotes
 # (crates/tierkit-core/src/error.rs, the same limits); here the whole line, prefix included,
 # keeps at most _MAX_LINE_CHARS.
 _MAX_TOKEN_CHARS = 64

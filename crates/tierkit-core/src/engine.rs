@@ -556,7 +556,7 @@ impl Boundaries {
     /// returning how many boundaries that skips. A periodic daemon that overran its interval
     /// runs once when it next gets the CPU, not once per missed tick; running every missed
     /// boundary back to back would let a period at or below the work of one boundary cascade
-    /// forever (issue 15). This bounds the boundaries of a run by its accesses.
+    /// forever (docs/limits.md). This bounds the boundaries of a run by its accesses.
     fn coalesce_ns(&mut self, now_ns: f64) -> u64 {
         let Some(Period::Ns(n)) = self.unit else { return 0 };
         if now_ns < self.next_ns {
@@ -1121,6 +1121,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
     let mut warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
+    // old parameter names, read under their new ones (policy::params::RENAMED)
+    warnings.extend(job.params.iter().flat_map(|p| p.renamed.iter().cloned()));
     for w in policy.input_warnings(digest.as_deref(), &ran) {
         // said as it happens too: a long comparison's table comes at the end
         eprintln!("tierkit: warning: {w}");
@@ -1190,7 +1192,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
 }
 
 /// A policy that acted fewer times than this gets a warning: one or two activations show
-/// a transient, not the policy (issue 14 §2).
+/// a transient, not the policy (docs/policies.md, "Activations and warnings").
 pub const MIN_ACTIVATIONS: u64 = 3;
 
 /// The policy's activations so far and the interval they are meant to run at; `None` for a
@@ -1239,10 +1241,10 @@ fn times(n: u64) -> String {
     format!("{n} time{}", if n == 1 { "" } else { "s" })
 }
 
-/// The warnings of issue 14 §2, in words a user understands: a policy that acted fewer than
-/// [`MIN_ACTIVATIONS`] times (and why: its interval against the run's length, or skipped
-/// intervals), and a policy able to move pages that moved none (its result is then its
-/// initial placement's, whatever its name).
+/// The warnings of docs/policies.md ("Activations and warnings"), in words a user
+/// understands: a policy that acted fewer than [`MIN_ACTIVATIONS`] times (and why: its
+/// interval against the run's length, or skipped intervals), and a policy able to move pages
+/// that moved none (its result is then its initial placement's, whatever its name).
 pub fn activity_warnings(label: &str, acts: Option<(u64, Period)>, moves_pages: bool, migrations: u64, ran: &RunExtent) -> Vec<String> {
     let mut w = Vec::new();
     const SEE: &str = "see --repeat / --time-scale";

@@ -1,4 +1,4 @@
-//! Bounded work (issue 15): a policy period at or below the work of one boundary must not
+//! Bounded work (docs/limits.md): a policy period at or below the work of one boundary must not
 //! make boundaries cascade. The OS policies of seed 004 §5 (HyPlacer, AutoNUMA tiering, TPP,
 //! Nimble, Memos, DAMON) and the epoch/page schedulers of seeds 001 §4 and 003 §3.1 run a
 //! daemon every interval of simulated time; a daemon that overruns its interval runs once
@@ -93,7 +93,7 @@ fn every_policy_with_a_time_interval_is_bounded() {
     let specs = [
         "history:period=1ns",                                                               // 003 §3.1
         "hma-epoch:epoch=1ns",                                                              // 001 §2.4
-        "fthp:epoch_ms=0.000001",                                                           // 000 §5.1
+        "fthp:epoch=1ns",                                                                   // 000 §5.1
         "mempod:epoch=1ns",                                                                 // 004 §5
         "damon-tiering:sample=1ns,aggr=1ns,quota_reset=1ns",                                // 004 §5
         "memos:period=1ns",                                                                 // 004 §5

@@ -91,7 +91,7 @@ fn hma_epoch_swaps_the_hot_slow_pages_and_charges_once_per_epoch() {
     assert!(close(l.runtime_ns, 522.0 + 8000.0 + 2.0 * COPY), "{}", l.runtime_ns);
 }
 
-/// Issue 14 §4: `hma-epoch` stands for 001's HMA_HS_OS_AR, the scheme whose reconciliation
+/// `hma-epoch` stands for 001's HMA_HS_OS_AR, the scheme whose reconciliation
 /// is done by the OS, so by default it pays 001's OS figures (§2.3.1), not the platform's
 /// hardware ones: each moved page's cache lines are flushed (`flush_cache_page()`, 4 µs,
 /// "This process halts the user program"), and the TLBs are shot down by IPI, 8 µs on 001's
@@ -147,7 +147,7 @@ fn hma_epoch_initial_placement() {
 // ------------------------------------------------------------------------------ fthp
 
 /// 000 §6.4 (FTHP) with 000 §5.1's costs, worked by hand on `hbm-ddr4`: 4 pages, HBM holds
-/// 2, epochs of 200 ns (`epoch_ms=0.0002`).
+/// 2, epochs of 200 ns (`epoch=200ns`).
 ///
 /// First touch fills HBM: 0 and 1 in HBM, 2 and 3 in DDR4.
 /// Epoch 0: 0 1 2 3 3 3 2 (32 32 30 30 30 30 30: 214 ns; the boundary comes before the
@@ -155,15 +155,15 @@ fn hma_epoch_initial_placement() {
 ///   hottest two, 3 and 2, are in DDR4. Coldest fast pages: 0 and 1 (count 1 each; 0 less
 ///   recently used). Swaps (3,0) and (2,1): 4 pages, each 5 µs + 3 µs + COPY.
 /// The clock then reads 214 + 4·(8000 + COPY) = 33067.33 ns: the 164 further boundaries it
-///   has passed (400 ns, 600 ns, … 33000 ns) are folded into the next one (issue 15: at most
-///   one boundary per access; docs/limits.md), which closes epoch 1 at the 9th access.
+///   has passed (400 ns, 600 ns, … 33000 ns) are folded into the next one (at most one
+///   boundary per access; docs/limits.md), which closes epoch 1 at the 9th access.
 /// Epoch 1: 3 2 0 1: HBM, HBM, DDR4, DDR4 = 124 ns.
 /// Runtime 214 + 124 + 4·(8000 + COPY); HBM serves 4 of 11 accesses.
 #[test]
 fn fthp_fills_the_fast_tier_then_migrates_the_epochs_hottest_pages() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_pages(dir.path(), &[0, 1, 2, 3, 3, 3, 2, 3, 2, 0, 1], None);
-    let r = run(&input, "hbm-ddr4", &HALF, "fthp:epoch_ms=0.0002");
+    let r = run(&input, "hbm-ddr4", &HALF, "fthp:epoch=200ns");
     assert_eq!((r.migrations, r.stats.migration.swaps, r.fast_capacity_pages), (4, 2, Some(2)));
     assert_eq!(r.fast_hit_ratio, 4.0 / 11.0);
     assert!(close(r.migration_time_ns, 4.0 * (5000.0 + 3000.0 + COPY)), "{}", r.migration_time_ns);
@@ -177,7 +177,7 @@ fn fthp_fills_the_fast_tier_then_migrates_the_epochs_hottest_pages() {
     assert_eq!(rows[0][..6], [0.0, 214e-6, 4.0, 2.0, 4.0, 7.0]);
     assert_eq!(rows[0][6], 2.0 / 7.0);
     // 000 §5.1's costs on hbm-ddr3 too
-    let r3 = run(&input, "hbm-ddr3", &HALF, "fthp:epoch_ms=0.0002");
+    let r3 = run(&input, "hbm-ddr3", &HALF, "fthp:epoch=200ns");
     assert_eq!(r3.migrations, 4);
     assert!(close(r3.migration_time_ns, 4.0 * (8000.0 + 4096.0 / 12.8)), "{}", r3.migration_time_ns);
 }
@@ -189,7 +189,7 @@ fn fthp_fills_the_fast_tier_then_migrates_the_epochs_hottest_pages() {
 fn fthp_does_not_swap_pages_of_equal_heat() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_pages(dir.path(), &[0, 1, 2, 3, 0, 1, 2, 3], None);
-    let r = run(&input, "hbm-ddr4", &HALF, "fthp:epoch_ms=0.0002");
+    let r = run(&input, "hbm-ddr4", &HALF, "fthp:epoch=200ns");
     assert_eq!(r.migrations, 0);
     assert_eq!(r.stats.policy["epochs"]["candidates"], 4);
 }
@@ -197,16 +197,16 @@ fn fthp_does_not_swap_pages_of_equal_heat() {
 #[test]
 fn fthp_default_epochs_are_000s() {
     let info = REGISTRY.iter().find(|p| p.name == "fthp").unwrap();
-    let d = info.params.iter().find(|p| p.name == "epoch_ms").unwrap();
-    assert_eq!(d.default, "100");
+    let d = info.params.iter().find(|p| p.name == "epoch").unwrap();
+    assert_eq!(d.default, "100ms");
     assert!(d.source.contains("000 §6.4"));
     let dir = tempfile::tempdir().unwrap();
     let input = write_pages(dir.path(), &[0, 1, 2, 3], None);
-    for spec in ["fthp", "fthp:epoch_ms=1000"] {
+    for spec in ["fthp", "fthp:epoch=1s"] {
         let r = run(&input, "hbm-ddr4", &HALF, spec);
         assert_eq!(r.periods, 1, "{spec}: no epoch ends in 4 accesses");
     }
-    assert!(run(&input, "hbm-ddr4", &HALF, "fthp").config.policy.contains("epoch_ms=100"));
+    assert!(run(&input, "hbm-ddr4", &HALF, "fthp").config.policy.contains("epoch=100000000ns"));
 }
 
 // ------------------------------------------------------------------------------ mempod
@@ -385,8 +385,8 @@ fn mempod_defaults() {
 const SPECS: [&str; 6] = [
     "hma-epoch:epoch=2000,threshold=4",
     "hma-epoch:epoch=20us,threshold=2,os_costs=page,initial=first-touch,limit_pages=8",
-    "fthp:epoch_ms=0.05",
-    "fthp:epoch_ms=0.02,os_costs=epoch",
+    "fthp:epoch=50us",
+    "fthp:epoch=20us,os_costs=epoch",
     "mempod:epoch=500",
     "mempod:epoch=5us,pods=3,mea_counters=8,initial=first-touch",
 ];
@@ -463,6 +463,6 @@ fn registered_with_documented_parameters() {
     }
     let e = tierkit_core::policy::build(&PolicySpec::parse("mempod:pod=3").unwrap()).err().unwrap().to_string();
     assert!(e.contains("mempod") && e.contains("pod") && e.contains("pods"), "{e}");
-    let e = tierkit_core::policy::build(&PolicySpec::parse("fthp:epoch_ms=soon").unwrap()).err().unwrap().to_string();
-    assert!(e.contains("fthp:epoch_ms"), "{e}");
+    let e = tierkit_core::policy::build(&PolicySpec::parse("fthp:epoch=soon").unwrap()).err().unwrap().to_string();
+    assert!(e.contains("fthp:epoch"), "{e}");
 }

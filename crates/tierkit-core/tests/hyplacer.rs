@@ -23,7 +23,7 @@ use tierkit_core::trace::TraceInput;
 use tierkit_core::tracking::refbits::{DIRTY, REFERENCED};
 use tierkit_core::units::{Capacity, Period};
 
-const BASE: &str = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,counters_read_ns=0";
+const BASE: &str = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,counter_read_ns=0";
 
 fn addr(page: u64) -> u64 {
     0x10000 + page * 4096
@@ -245,7 +245,7 @@ fn clock_demotion_prefers_unreferenced_then_read_only_pages() {
 }
 
 /// The same trace with the costs on (004 §4.4's walks; the parameters' defaults are not used
-/// here): walk_ns_per_pte=10, counters_read_ns=100. Pass 1 visits 4 PTEs, pass 2 six (every
+/// here): walk_ns_per_pte=10, counter_read_ns=100. Pass 1 visits 4 PTEs, pass 2 six (every
 /// page of the process, two of them in DCPMM): 100 ns of walking; both passes cleared bits:
 /// two flushes of 3 µs; one counter read per activation; two move_pages batches, each one
 /// kernel entry (5 µs) and one shootdown (3 µs), the pages only their copies (DRAM to
@@ -256,7 +256,7 @@ fn walks_flushes_counter_reads_and_batches_are_charged() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_records(dir.path(), &demote_trace());
     let caps = dram(4);
-    let spec = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=10,counters_read_ns=100,dram_target=0.5,dram_limit=0.75,write_threshold_mb_per_s=1e6";
+    let spec = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=10,counter_read_ns=100,dram_target=0.5,dram_limit=0.75,write_threshold_mb_per_s=1e6";
     let r = run(&input, &caps, spec);
     assert_eq!(rows(&r)[..2], [("demote".to_string(), 2), ("demote".to_string(), 2)]);
     let acts = rows(&r).len() as u64;
@@ -271,7 +271,7 @@ fn walks_flushes_counter_reads_and_batches_are_charged() {
 
     // os_costs=page: activation 1's two demotions cost 2·(5 + 3 µs + 922.5 ns) and move the
     // clock past 40 µs before another access: that boundary is folded into the next access's
-    // (issue 15: at most one boundary per access), and the trace ends before 60 µs: one
+    // (docs/limits.md: at most one boundary per access), and the trace ends before 60 µs: one
     // activation moves pages
     let p = run(&input, &caps, &format!("{spec},os_costs=page"));
     assert!(!p.stats.migration.charges.contains_key("OS entry (move_pages batch)"));
@@ -438,7 +438,7 @@ fn contracts_on_synthetic_traces() {
     }
 }
 
-/// One rule for bandwidth-counter reads (issue 14; memos follows it too, see rw_aware.rs):
+/// One rule for bandwidth-counter reads (docs/policies.md; memos follows it too, see rw_aware.rs):
 /// they are recorded but never stop the program. 004 §4.3: PCMon writes the per-node
 /// throughput to a file that Control, a user-space process of its own, reads; on 004's
 /// Cascade Lake pcm-memory reads the memory controllers' counters through PCI configuration
@@ -449,8 +449,8 @@ fn counter_reads_are_recorded_and_never_halt() {
     let dir = tempfile::tempdir().unwrap();
     let input = write_records(dir.path(), &demote_trace());
     let spec = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,dram_target=0.5,dram_limit=0.75,write_threshold_mb_per_s=1e6";
-    let slow = run(&input, &dram(4), &format!("{spec},counters_read_ns=1000000"));
-    let free = run(&input, &dram(4), &format!("{spec},counters_read_ns=0"));
+    let slow = run(&input, &dram(4), &format!("{spec},counter_read_ns=1000000"));
+    let free = run(&input, &dram(4), &format!("{spec},counter_read_ns=0"));
     let c = &slow.stats.migration.charges["bandwidth counter read (hyplacer)"];
     assert!(c.count >= 2 && c.ns == 1e6 * c.count as f64 && c.halted_ns == 0.0, "{c:?}");
     assert_eq!(slow.runtime_ns.to_bits(), free.runtime_ns.to_bits());

@@ -1,5 +1,5 @@
-//! One implementation serves both (issue 16): the daemon policies of `tierkit run` make the
-//! simulator's decisions. The same observation sequence goes through the simulator's driver
+//! One implementation serves both (docs/real-linux.md): the daemon policies of `tierkit run` make
+//! the simulator's decisions. The same observation sequence goes through the simulator's driver
 //! (the engine, on a synthetic trace) and through the live driver
 //! (`live::build_decider(...).step(...)`, fed by a replay of that trace as a Linux side
 //! would observe it), and the two make the same moves, in the same order.
@@ -256,7 +256,7 @@ fn activations(report: &Value) -> Vec<(String, f64, u64)> {
 /// high threshold, PROMOTE and DEMOTE.
 #[test]
 fn hyplacer_makes_the_same_moves_in_the_simulator_and_live() {
-    let base = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,counters_read_ns=0";
+    let base = "hyplacer:interval=20us,delay=5us,walk_ns_per_pte=0,counter_read_ns=0";
     let mut modes_seen = std::collections::BTreeSet::new();
     let mut total = 0;
     // placement is the kernel's live (an input of the replay, as the simulator placed):
@@ -431,7 +431,7 @@ fn hyplacer_live_write_intensive_pages_come_from_dirty_bits() {
 
 /// A move that failed leaves the page where it was: the mirror puts it back (the next
 /// observation, which shows it there, is no surprise), and the next decisions start from
-/// there (issue 16: failures counted, not fatal).
+/// there (docs/real-linux.md: failures counted, not fatal).
 #[test]
 fn failed_moves_keep_the_page_in_place() {
     for name in LIVE_POLICIES {
@@ -470,7 +470,7 @@ fn failed_moves_keep_the_page_in_place() {
     }
 }
 
-/// The budget (issue 16: "tierkit never puts more of the program on the fast node than
+/// The budget (docs/real-linux.md: "tierkit never puts more of the program on the fast node than
 /// that"): on random observation sequences — pages appearing and disappearing, the kernel
 /// putting pages on the fast node beyond the budget, random bits and counts, moves failing
 /// at random — every step's moves, carried out in order, start from where each page is, and

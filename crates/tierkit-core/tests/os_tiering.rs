@@ -75,7 +75,7 @@ fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_wa
     let input = write_pages(dir.path(), &trace, None);
     let base = format!("autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0,rate_window_ms=2,watermark_scale_factor=1,{FREE}");
 
-    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1"));
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_mib_per_s=1"));
     assert_eq!(counter(&r, "hint_faults"), 600, "{}", r.stats.policy);
     assert_eq!((counter(&r, "candidates"), counter(&r, "rate_limited")), (600, 345));
     let r = run(&input, "dram-dcpmm", &DRAM8, &base);
@@ -87,7 +87,7 @@ fn autonuma_tiering_rate_limit_caps_promotions_and_threshold_moves_the_kernel_wa
     // 125 ms (the first adjustment, at the first fault, has seen none yet and raises it
     // once); against 65536 MB per window (16.8 M pages, 419 k per 50 µs) they are < 90 % and
     // the threshold only rises, to at most 2000 ms.
-    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_MBps=1,scan_period_max_ms=0.05"));
+    let r = run(&input, "dram-dcpmm", &DRAM8, &format!("{base},promote_rate_limit_mib_per_s=1,scan_period_max_ms=0.05"));
     let th = r.stats.policy["threshold_ms"].as_f64().unwrap();
     assert!(counter(&r, "threshold_adjustments") >= 3, "{}", r.stats.policy);
     assert!((125.0..1000.0).contains(&th), "{th}");
@@ -161,7 +161,7 @@ fn armed_per_scan(r: &SimResult) -> Vec<u64> {
 /// kernel/sched/fair.c `task_numa_work` (tiering mode skips top-tier pages in
 /// `change_pte_range`): a chunk of `scan_size` that changed no PTE spends only the scan's
 /// `virtpages` budget (8 × scan_size), so top-tier pages at low addresses do not use up the
-/// scan; a chunk that armed pages ends it. Issue 14: with `scan_size_mb=1` the scanner armed
+/// scan; a chunk that armed pages ends it. Before, with `scan_size_mb=1` the scanner armed
 /// 0 PTEs in 46 scans on `phases` medium at 50 % fast, because every window of 256 pages was
 /// top tier.
 ///
@@ -271,8 +271,8 @@ fn wmark_trace(n: u64, then: &[u64]) -> Vec<u64> {
 const DRAM64: [(usize, Capacity); 1] = [(0, Capacity::Bytes(64 * 4096))];
 const WM_8_16_24_32: &str = "wmark_min_pages=8,wmark_low_pages=16,wmark_high_pages=24,wmark_promo_pages=32";
 
-/// The kernel's real watermarks, given as parameters (issue 18: the testbed VM's node 0 has
-/// min 5725 / low 7156 / high 8587 / promo 10018 pages in its DMA32 zone, min_free_kbytes
+/// The kernel's real watermarks, given as parameters (docs/validation.md: the testbed VM's node 0
+/// has min 5725 / low 7156 / high 8587 / promo 10018 pages in its DMA32 zone, min_free_kbytes
 /// raised for THP, where the formula on a 64 MiB tier gives a few pages). The rules they
 /// enter: first touch on the fast tier while its free frames exceed low (mm/page_alloc.c
 /// `get_page_from_freelist`, ALLOC_WMARK_LOW); promotion only with free frames above high + 1
@@ -369,8 +369,8 @@ fn autonuma_kswapd_looks_again_after_its_nap() {
     assert!(nap.fast_hit_ratio > sleep.fast_hit_ratio);
 }
 
-/// The fast node's second, small zone (issue 18: the testbed VM's node 0 has a 16 MiB DMA zone
-/// beside DMA32, whose free pages stay under DMA32's low watermark). Linux checks watermarks
+/// The fast node's second, small zone (docs/validation.md: the testbed VM's node 0 has a 16 MiB DMA
+/// zone beside DMA32, whose free pages stay under DMA32's low watermark). Linux checks watermarks
 /// per zone: kswapd stops once ANY zone is above its promo watermark + lowmem protection
 /// (mm/vmscan.c `pgdat_balanced`), a promotion is allowed if any zone has free > high + 1
 /// (+ protection) (mm/migrate.c `migrate_balanced_pgdat`), and allocations take the main
@@ -434,8 +434,8 @@ fn scan_times_ms(r: &SimResult) -> Vec<f64> {
     r.stats.policy["timeseries"]["rows"].as_array().unwrap().iter().map(|row| row[0].as_f64().unwrap()).collect()
 }
 
-/// kernel/sched/fair.c `update_task_scan_period` in tiering mode (issue 18). A fault on a slow
-/// page that stays slow is not counted for the task (`task_numa_fault` returns early for a
+/// kernel/sched/fair.c `update_task_scan_period` in tiering mode (docs/validation.md). A fault on a
+/// slow page that stays slow is not counted for the task (`task_numa_fault` returns early for a
 /// slow node), but a promoted one is, for its new top-tier node (mm/memory.c `do_numa_page`),
 /// and the first such fault after a completed pass runs `task_numa_placement`: one task's
 /// faults are private and remote, `local + shared == 0`, so the period doubles (up to
@@ -485,7 +485,7 @@ fn autonuma_scan_period_doubles_after_a_pass_that_promoted() {
     assert!(near(capped.stats.policy["scan_period_ms"].as_f64().unwrap(), 0.015), "{}", capped.stats.policy);
 }
 
-/// kswapd as a thread with a pace (`kswapd_pages_per_s`, issue 18): in Linux a refused
+/// kswapd as a thread with a pace (`kswapd_pages_per_s`, docs/validation.md): in Linux a refused
 /// promotion wakes kswapd, which frees frames on another CPU at a finite pace while the program
 /// goes on faulting, and every fault until it has freed high + 1 frames is refused too (the
 /// testbed VM's kernel promoted 34-68 % of its candidates; the model with an instant kswapd

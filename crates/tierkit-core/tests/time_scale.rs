@@ -1,4 +1,4 @@
-//! Long-period policies on short traces (issue 14 §3): `--repeat N` replays the trace N times
+//! Long-period policies on short traces (docs/models.md): `--repeat N` replays the trace N times
 //! as one continuous run; `--time-scale K` divides every time constant and per-event cost of
 //! the policy, and the platform's migration costs, by K. The OS policies come from seed 004
 //! §5 (HyPlacer against Linux's tiered AutoNUMA, TPP, Nimble, Memos, DAMON), whose periods
@@ -176,7 +176,7 @@ fn time_scale_divides_every_cost_exactly() {
     assert_eq!(r.config.time_scale, 10.0);
     assert!(r.config.policy.contains("scan_period_ms=2,"), "the config keeps the policy as given: {}", r.config.policy);
     let scaled = r.config.scaled_policy.clone().unwrap();
-    assert!(scaled.contains("scan_period_ms=0.2,") && scaled.contains("promote_rate_limit_MBps=655360,"), "{scaled}");
+    assert!(scaled.contains("scan_period_ms=0.2,") && scaled.contains("promote_rate_limit_mib_per_s=655360,"), "{scaled}");
 
     // by hand: times / 10, the rate limit x 10, the platform's migration costs / 10
     let mut plat = Platform::load("dram-dcpmm").unwrap();
@@ -184,7 +184,7 @@ fn time_scale_divides_every_cost_exactly() {
     plat.migration.tlb_shootdown_ns /= 10.0;
     plat.migration.per_page_ns /= 10.0;
     plat.migration.per_period_ns /= 10.0;
-    let hand = "autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0.2,scan_size_mb=1,min_free_kbytes=4,hot_threshold_ms=1,scan_period_max_ms=2,kswapd_backoff_ms=10,pte_update_ns=5,pte_scan_ns=1,lru_scan_ns=10,promote_rate_limit_MBps=655360,rate_window_ms=100";
+    let hand = "autonuma-tiering:scan_period_ms=0.2,scan_delay_ms=0.2,scan_size_mb=1,min_free_kbytes=4,hot_threshold_ms=1,scan_period_max_ms=2,kswapd_backoff_ms=10,pte_update_ns=5,pte_scan_ns=1,lru_scan_ns=10,promote_rate_limit_mib_per_s=655360,rate_window_ms=100";
     let h = run_on(&once, hand, TimingKind::Detailed, 1, 1.0, plat);
     // the kernel's 1 s window (rate_window_ms) is a time like the others: 100 ms by hand
     assert_eq!(numbers(&r), numbers(&h));
@@ -246,16 +246,16 @@ fn every_time_parameter_is_scaled() {
     for must in [
         "autonuma-tiering:hint_fault_ns",
         "tpp:lru_scan_ns",
-        "hyplacer:counters_read_ns",
+        "hyplacer:counter_read_ns",
         "hyplacer:walk_ns_per_pte",
         "memos:counter_read_ns",
         "nimble:syscall_ns",
         "damon-tiering:check_ns",
-        "clock-dwf:scan_pte_ns",
+        "clock-dwf:pte_scan_ns",
         "otf:rmap_cycles",
         "otf:flush_us",
-        "fthp:epoch_ms",
-        "autonuma-tiering:promote_rate_limit_MBps",
+        "fthp:epoch",
+        "autonuma-tiering:promote_rate_limit_mib_per_s",
     ] {
         assert!(scaled.iter().any(|s| s == must), "{must} is not scaled: {scaled:?}");
     }
@@ -299,7 +299,7 @@ fn time_scale_keeps_the_rate_limit_per_window() {
     trace.extend(std::iter::repeat_n(0, 200));
     trace.extend(8..608);
     let input = common::write_pages(dir.path(), &trace, None);
-    let spec = "autonuma-tiering:scan_period_ms=2,scan_delay_ms=0,rate_window_ms=20,watermark_scale_factor=1,hint_fault_ns=0,pte_update_ns=0,pte_scan_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0,promote_rate_limit_MBps=1";
+    let spec = "autonuma-tiering:scan_period_ms=2,scan_delay_ms=0,rate_window_ms=20,watermark_scale_factor=1,hint_fault_ns=0,pte_update_ns=0,pte_scan_ns=0,tlb_flush_ns=0,lru_scan_ns=0,min_free_kbytes=0,promote_rate_limit_mib_per_s=1";
     let limited = |k: f64| {
         let mut job = Job::new(&input, Platform::load("dram-dcpmm").unwrap());
         job.capacity = vec![(0, Capacity::Bytes(8 * 4096))];

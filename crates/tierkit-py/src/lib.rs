@@ -566,8 +566,8 @@ fn policies() -> PyResult<String> {
             serde_json::json!({
                 "name": p.name, "summary": p.summary, "source": p.source,
                 "future_knowledge": p.future_knowledge, "params": params,
-                // runs as a daemon policy of `tierkit run` with the same decision code
-                "live": tierkit_core::live::LIVE_POLICIES.contains(&p.name),
+                // how it runs on a real machine (tierkit run), or why it cannot
+                "live": p.deploy.live(), "deploy": serde_json::to_value(p.deploy).unwrap(),
             })
         })
         .collect();

@@ -222,14 +222,23 @@ impl VaddrMonitor {
 #[derive(Clone, Debug)]
 pub struct TieringParams {
     pub apply_interval_us: u64,
-    pub quota_bytes: u64,
+    /// Size quotas of migrate_hot and migrate_cold per reset interval (mtier: 200 MiB each).
+    pub hot_quota_bytes: u64,
+    pub cold_quota_bytes: u64,
     pub quota_reset_ms: u64,
     /// nr_accesses a region of the slow node needs to be promoted.
     pub hot_min_accesses: u64,
+    /// Aggregation intervals a region of the fast node must have gone unaccessed to be demoted.
+    pub cold_min_age: u64,
     /// Goal for promotion: the fast node's used memory, basis points (mtier: 9970).
     pub used_goal_bp: u64,
     /// Goal for demotion: the fast node's free memory, basis points (mtier: 50).
     pub free_goal_bp: u64,
+    /// Weights of access frequency and age in a region's priority (size does not rank).
+    pub weight_nr_accesses_permil: u64,
+    pub weight_age_permil: u64,
+    /// migrate_cold never demotes a page referenced since the last check.
+    pub young_filter: bool,
     pub attrs: MonitorAttrs,
 }
 
@@ -237,11 +246,16 @@ impl Default for TieringParams {
     fn default() -> Self {
         TieringParams {
             apply_interval_us: 1_000_000,
-            quota_bytes: 200 << 20,
+            hot_quota_bytes: 200 << 20,
+            cold_quota_bytes: 200 << 20,
             quota_reset_ms: 1000,
             hot_min_accesses: 1,
+            cold_min_age: 0,
             used_goal_bp: 9970,
             free_goal_bp: 50,
+            weight_nr_accesses_permil: 100,
+            weight_age_permil: 100,
+            young_filter: true,
             attrs: MonitorAttrs { max_regions: 1000, ..MonitorAttrs::default() },
         }
     }
@@ -385,16 +399,17 @@ impl TieringSchemes {
                 write(&s.join("access_pattern/nr_accesses/min"), p.hot_min_accesses.min(max_acc).to_string())?;
             } else {
                 write(&s.join("access_pattern/nr_accesses/max"), "0")?;
+                write(&s.join("access_pattern/age/min"), p.cold_min_age.to_string())?;
             }
             let _ = std::fs::write(s.join("apply_interval_us"), p.apply_interval_us.to_string());
-            write(&s.join("quotas/bytes"), p.quota_bytes.to_string())?;
+            write(&s.join("quotas/bytes"), (if promote { p.hot_quota_bytes } else { p.cold_quota_bytes }).to_string())?;
             write(&s.join("quotas/reset_interval_ms"), p.quota_reset_ms.to_string())?;
             // size does not rank regions; frequency and age do
             write(&s.join("quotas/weights/sz_permil"), "0")?;
-            write(&s.join("quotas/weights/nr_accesses_permil"), "100")?;
-            write(&s.join("quotas/weights/age_permil"), "100")?;
+            write(&s.join("quotas/weights/nr_accesses_permil"), p.weight_nr_accesses_permil.to_string())?;
+            write(&s.join("quotas/weights/age_permil"), p.weight_age_permil.to_string())?;
             goals.push(Self::goal(&s, promote, fast, p));
-            if !promote {
+            if !promote && p.young_filter {
                 // never demote a page referenced since the last check (the young filter,
                 // matching = the filter rejects what matches)
                 if std::fs::write(s.join("filters/nr_filters"), "1").is_ok() {

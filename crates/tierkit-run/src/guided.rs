@@ -1,6 +1,6 @@
 //! `tierkit run --guidance FILE`: the program runs with the preloaded allocator
 //! (`libtierkit_alloc.so`, crate `tierkit-alloc`), which serves each allocation site from the
-//! arena its version-2 guidance names, bound to its tier's node (002 §IV, issue 17). Its exit
+//! arena its version-2 guidance names, bound to its tier's node (002 §IV; docs/guidance.md, "A guided run on a real machine"). Its exit
 //! reports (one per process that loaded it) are folded into the run's report.
 
 use std::collections::BTreeMap;

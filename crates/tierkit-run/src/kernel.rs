@@ -105,11 +105,17 @@ impl Drop for Settings {
     }
 }
 
-/// `autonuma-tiering`'s parameters.
+/// `autonuma-tiering`'s parameters, as set in the kernel (from the simulator's names:
+/// [`crate::kernel_params`]); `None` leaves the kernel's value as it is.
 #[derive(Clone, Debug)]
 pub struct AutonumaParams {
     pub hot_threshold_ms: Option<u64>,
+    /// sysctl numa_balancing_promote_rate_limit_MBps (MiB/s)
     pub rate_limit_mbps: u64,
+    pub scan_period_min_ms: Option<u64>,
+    pub scan_period_max_ms: Option<u64>,
+    pub scan_delay_ms: Option<u64>,
+    pub scan_size_mb: Option<u64>,
 }
 
 /// NUMA balancing in memory-tiering mode (`numa_balancing` = 2: hint faults promote hot pages
@@ -125,17 +131,27 @@ pub fn autonuma_tiering(root: &Path, p: &AutonumaParams, s: &mut Settings) -> Re
     } else {
         notes.push("no numa_balancing_promote_rate_limit_MBps in this kernel (Linux 6.1+)".into());
     }
-    if let Some(ms) = p.hot_threshold_ms {
+    // NUMA balancing's other knobs are in debugfs (since Linux 5.13)
+    let knobs = [
+        ("hot_threshold_ms", p.hot_threshold_ms),
+        ("scan_period_min_ms", p.scan_period_min_ms),
+        ("scan_period_max_ms", p.scan_period_max_ms),
+        ("scan_delay_ms", p.scan_delay_ms),
+        ("scan_size_mb", p.scan_size_mb),
+    ];
+    if knobs.iter().any(|(_, v)| v.is_some()) {
         let dbg = root.join("sys/kernel/debug");
-        if s.ensure_debugfs(&dbg) {
-            let f = dbg.join("sched/numa_balancing/hot_threshold_ms");
-            if f.exists() {
-                s.set(&f, &ms.to_string())?;
+        let mounted = s.ensure_debugfs(&dbg);
+        for (name, v) in knobs {
+            let Some(v) = v else { continue };
+            let f = dbg.join("sched/numa_balancing").join(name);
+            if !mounted {
+                notes.push(format!("debugfs not available: {name} left as it is"));
+            } else if f.exists() {
+                s.set(&f, &v.to_string())?;
             } else {
-                notes.push(format!("{} missing: hot threshold left as it is", f.display()));
+                notes.push(format!("{} missing: {name} left as it is", f.display()));
             }
-        } else {
-            notes.push("debugfs not available: hot threshold left as it is".into());
         }
     }
     Ok(notes)

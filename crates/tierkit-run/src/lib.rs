@@ -14,6 +14,7 @@
 pub mod damon;
 pub mod guided;
 pub mod kernel;
+pub mod kernel_params;
 pub mod regions;
 pub mod sys;
 
@@ -32,9 +33,6 @@ use tierkit_core::mechanics::TierId;
 use tierkit_core::policy::PolicySpec;
 use tierkit_core::{Error, Result};
 
-/// The memory policies set at exec, and the kernel policies.
-pub const MEMORY_POLICIES: &[&str] = &["first-touch", "all-fast", "all-slow", "interleave"];
-pub const KERNEL_POLICIES: &[&str] = &["autonuma-tiering", "damon-tiering"];
 /// Observation interval when neither `--interval` nor a daemon policy gives one.
 pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -107,6 +105,11 @@ pub struct Args {
     /// Attach to this running process instead of starting a program
     #[arg(long, conflicts_with = "program")]
     pub pid: Option<i32>,
+    /// Check the policy spec, the nodes, the fast capacity and the permissions, print what a
+    /// run would do (the parameters it would set in the kernel, the budget), and exit without
+    /// starting anything or changing any setting; no program needed
+    #[arg(long)]
+    pub dry_run: bool,
     /// The program and its arguments, after --
     #[arg(last = true)]
     pub program: Vec<std::ffi::OsString>,
@@ -120,13 +123,22 @@ pub enum Kind {
     Kernel,
 }
 
-pub fn policy_kind(name: &str) -> Kind {
-    if MEMORY_POLICIES.contains(&name) {
-        Kind::Memory
-    } else if KERNEL_POLICIES.contains(&name) {
-        Kind::Kernel
-    } else {
-        Kind::Daemon
+/// How `tierkit run` runs a policy, from its registry entry (`PolicyInfo::deploy`); a policy
+/// that cannot run on Linux is one error saying why.
+pub fn policy_kind(name: &str) -> Result<Kind> {
+    use tierkit_core::policy::Deploy;
+    let info = tierkit_core::policy::lookup(name)?;
+    match info.deploy {
+        Deploy::Memory => Ok(Kind::Memory),
+        Deploy::Kernel => Ok(Kind::Kernel),
+        Deploy::Daemon => Ok(Kind::Daemon),
+        Deploy::Allocator => Err(Error::config(
+            "--policy",
+            format!("{name} is applied by the preloaded allocator: tierkit guide, then tierkit run --guidance FILE (docs/guidance.md)"),
+        )),
+        Deploy::Hardware { why } => Err(Error::config("--policy", format!("{name} cannot run on Linux: {why}"))),
+        Deploy::FutureKnowledge => Err(Error::config("--policy", format!("{name} uses knowledge of the future: a bound to compare with, not a policy to run"))),
+        Deploy::NotLive { why } => Err(Error::config("--policy", format!("{name} does not run live: {why}"))),
     }
 }
 
@@ -155,6 +167,8 @@ where
         Ok(rep) => {
             if args.json {
                 println!("{}", serde_json::to_string(&rep.json).unwrap());
+            } else if args.dry_run {
+                eprint!("{}", rep.dry_run_table());
             } else {
                 eprint!("{}", rep.table());
             }
@@ -174,6 +188,28 @@ pub struct Report {
 }
 
 impl Report {
+    /// `--dry-run`'s table: what a run would do.
+    pub fn dry_run_table(&self) -> String {
+        let j = &self.json;
+        let mut s = String::from("tierkit run --dry-run: every check passed; nothing was started or changed\n");
+        let mut row = |k: &str, v: String| s.push_str(&format!("  {k:<28} {v}\n"));
+        row("policy", format!("{} ({})", j["policy"].as_str().unwrap_or(""), j["how"].as_str().unwrap_or("")));
+        let slow = j["slow_node"].as_u64().map_or("none".to_string(), |n| n.to_string());
+        row("nodes", format!("fast {} slow {} (from {})", j["fast_node"], slow, j["tiers_from"].as_str().unwrap_or("")));
+        row("fast budget", format!("{} pages", j["fast_budget_pages"]));
+        if let Some(k) = j["kernel_settings"].as_object() {
+            for (name, v) in k {
+                if !v.is_null() {
+                    row(&format!("  sets {name}"), v.to_string());
+                }
+            }
+        }
+        for n in j["notes"].as_array().into_iter().flatten() {
+            row("note", n.as_str().unwrap_or("").to_string());
+        }
+        s
+    }
+
     /// A short human table (like `simulate`'s).
     pub fn table(&self) -> String {
         let j = &self.json;
@@ -606,13 +642,6 @@ fn parse_interval(s: &str) -> Result<u64> {
     Ok(ns.round() as u64)
 }
 
-fn param_u64(spec: &PolicySpec, key: &str, default: u64) -> Result<u64> {
-    match spec.args.iter().find(|(k, _)| k == key) {
-        None => Ok(default),
-        Some((_, v)) => v.parse().map_err(|_| Error::config(format!("policy '{}'", spec.name), format!("{key}='{v}' is not a whole number"))),
-    }
-}
-
 fn check_params(spec: &PolicySpec, known: &[&str]) -> Result<()> {
     for (k, _) in &spec.args {
         if !known.contains(&k.as_str()) {
@@ -623,15 +652,65 @@ fn check_params(spec: &PolicySpec, known: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// What `--dry-run` prints: everything checked, what a run would do, nothing started.
+#[allow(clippy::too_many_arguments)]
+fn dry_run_report(
+    spec: &PolicySpec,
+    kind: Kind,
+    tiers: &sys::Tiers,
+    budget_pages: u64,
+    page: u64,
+    kernel_p: Option<&kernel_params::KernelParams>,
+    notes: &[String],
+    decider: Option<&dyn LiveDecider>,
+) -> Report {
+    let how = match kind {
+        Kind::Memory => "memory policy, set when the program starts (set_mempolicy)",
+        Kind::Kernel => "kernel policy: settings changed for the run, restored afterwards",
+        Kind::Daemon => "daemon policy: the simulator's decision code on observations of the program, moves by move_pages",
+    };
+    let kernel = kernel_p.map(|k| match k {
+        kernel_params::KernelParams::Autonuma(a) => serde_json::json!({
+            "hot_threshold_ms": a.hot_threshold_ms, "promote_rate_limit_mib_per_s": a.rate_limit_mbps,
+            "scan_period_min_ms": a.scan_period_min_ms, "scan_period_max_ms": a.scan_period_max_ms,
+            "scan_delay_ms": a.scan_delay_ms, "scan_size_mb": a.scan_size_mb,
+        }),
+        kernel_params::KernelParams::Damon(d) => serde_json::json!({
+            "sample_us": d.attrs.sample_us, "aggr_us": d.attrs.aggr_us, "min_nr_regions": d.attrs.min_regions,
+            "max_nr_regions": d.attrs.max_regions, "apply_interval_us": d.apply_interval_us,
+            "hot_quota_bytes": d.hot_quota_bytes, "cold_quota_bytes": d.cold_quota_bytes, "quota_reset_ms": d.quota_reset_ms,
+            "hot_min_accesses": d.hot_min_accesses, "cold_min_age": d.cold_min_age, "hot_goal_used_bp": d.used_goal_bp,
+            "cold_goal_free_bp": d.free_goal_bp, "weight_nr_accesses_permil": d.weight_nr_accesses_permil,
+            "weight_age_permil": d.weight_age_permil, "young_filter": d.young_filter,
+        }),
+    });
+    let json = serde_json::json!({
+        "dry_run": true,
+        "policy": spec.to_string_short(),
+        "kind": match kind { Kind::Memory => "memory", Kind::Kernel => "kernel", Kind::Daemon => "daemon" },
+        "how": how,
+        "fast_node": tiers.fast,
+        "slow_node": tiers.slow,
+        "tiers_from": tiers.from,
+        "fast_budget_pages": budget_pages,
+        "fast_budget_bytes": budget_pages.saturating_mul(page),
+        "kernel_settings": kernel,
+        "live_parameters": kernel_params::live_keys(&spec.name).iter().map(|(k, w)| serde_json::json!({"name": k, "set_in": w})).collect::<Vec<_>>(),
+        "decider": decider.map(|d| d.name().to_string()),
+        "notes": notes,
+    });
+    Report { json, exit_status: 0 }
+}
+
 /// Run `args` (the command line's options); see [`main_with_args`].
 pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let root = Path::new("/");
     let mut ov = overrides.unwrap_or(Overrides { decider: None, nodes: None });
     let spec = PolicySpec::parse(&args.policy)?;
-    let kind = if ov.decider.is_some() { Kind::Daemon } else { policy_kind(&spec.name) };
+    let kind = if ov.decider.is_some() { Kind::Daemon } else { policy_kind(&spec.name)? };
     let page = sys::page_bytes();
 
-    if args.program.is_empty() && args.pid.is_none() {
+    if args.program.is_empty() && args.pid.is_none() && !args.dry_run {
         return Err(Error::config("run", "no program given: tierkit run [OPTIONS] -- PROGRAM ARGS... (or --pid PID)"));
     }
     if args.guidance.is_some() && kind != Kind::Memory {
@@ -683,6 +762,20 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
     }
 
+    // the policy's parameters first (a typo is said before any other check); a kernel policy's are: the simulator's names and declarations (kernel_params)
+    let mut kernel_notes = Vec::new();
+    let kernel_p = match kind {
+        Kind::Memory => {
+            check_params(&spec, &[])?;
+            None
+        }
+        Kind::Kernel => {
+            let (p, n) = kernel_params::kernel_params(&spec)?;
+            kernel_notes = n;
+            Some(p)
+        }
+        Kind::Daemon => None,
+    };
     // machine-wide kernel state is changed only where allowed: said before anything else
     if kind == Kind::Kernel || damon_on {
         let what = if kind == Kind::Kernel { spec.name.clone() } else { "DAMON monitoring (--damon)".to_string() };
@@ -706,6 +799,15 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let fast_node_bytes = sys::node_mem_total_bytes(root, tiers.fast).unwrap_or(0);
     let budget_bytes = match &args.fast_capacity {
         Some(s) => {
+            // a fraction or percentage is of the footprint in simulate; a live run learns the
+            // program's footprint only as it runs, so it takes a size here (not "less than a page")
+            let t = s.trim();
+            if t.ends_with('%') || (t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.')) {
+                return Err(Error::config(
+                    "--fast-capacity",
+                    format!("'{s}' is a share of the footprint, which a live run does not know before the program has run; give a size (512M, 2G)"),
+                ));
+            }
             let b = tierkit_core::units::parse_bytes("--fast-capacity", s)?;
             if b < page {
                 return Err(Error::config("--fast-capacity", format!("'{s}' is less than one page ({page} bytes)")));
@@ -725,12 +827,6 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }),
         _ => None,
     };
-    match kind {
-        Kind::Memory => check_params(&spec, &[])?,
-        Kind::Kernel if spec.name == "autonuma-tiering" => check_params(&spec, &["hot_threshold_ms", "rate_limit_mbps"])?,
-        Kind::Kernel => check_params(&spec, &["quota_mib", "apply_ms", "hot_min_accesses", "used_goal_bp", "free_goal_bp"])?,
-        Kind::Daemon => {}
-    }
     if kind == Kind::Kernel {
         // SAFETY: no arguments
         if unsafe { libc::geteuid() } != 0 {
@@ -773,6 +869,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
     }
 
+    if args.dry_run {
+        return Ok(dry_run_report(&spec, kind, &tiers, budget_pages, page, kernel_p.as_ref(), &kernel_notes, decider.as_deref()));
+    }
+
     // kernel state, restored when these go out of scope (also on error and after signals)
     let mut settings = kernel::Settings::default();
     let mut notes: Vec<String> = Vec::new();
@@ -781,22 +881,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut tiering: Option<damon::TieringSchemes> = None;
     if kind == Kind::Kernel {
         let slow = tiers.slow.unwrap();
-        if spec.name == "autonuma-tiering" {
-            let p = kernel::AutonumaParams {
-                hot_threshold_ms: spec.args.iter().any(|(k, _)| k == "hot_threshold_ms").then(|| param_u64(&spec, "hot_threshold_ms", 1000)).transpose()?,
-                rate_limit_mbps: param_u64(&spec, "rate_limit_mbps", 65536)?,
-            };
-            notes.extend(kernel::autonuma_tiering(root, &p, &mut settings)?);
-        } else {
-            let d = damon::TieringParams::default();
-            let p = damon::TieringParams {
-                quota_bytes: param_u64(&spec, "quota_mib", d.quota_bytes >> 20)? << 20,
-                apply_interval_us: param_u64(&spec, "apply_ms", d.apply_interval_us / 1000)? * 1000,
-                hot_min_accesses: param_u64(&spec, "hot_min_accesses", d.hot_min_accesses)?,
-                used_goal_bp: param_u64(&spec, "used_goal_bp", d.used_goal_bp)?,
-                free_goal_bp: param_u64(&spec, "free_goal_bp", d.free_goal_bp)?,
-                ..d
-            };
+        notes.append(&mut kernel_notes);
+        if let Some(kernel_params::KernelParams::Autonuma(p)) = &kernel_p {
+            notes.extend(kernel::autonuma_tiering(root, p, &mut settings)?);
+        } else if let Some(kernel_params::KernelParams::Damon(p)) = &kernel_p {
             // DAMON's schemes alone move pages: NUMA balancing (1 by default on a NUMA
             // machine) would migrate the program's slow pages towards its CPUs' node as well
             let nb = root.join("proc/sys/kernel/numa_balancing");
@@ -804,7 +892,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
                 settings.set(&nb, "0")?;
             }
             // migration to the other node must be allowed for DAMON's migrate actions
-            tiering = Some(damon::TieringSchemes::start(admin.as_ref().unwrap(), damon_on as usize, root, tiers.fast, slow, &p)?);
+            tiering = Some(damon::TieringSchemes::start(admin.as_ref().unwrap(), damon_on as usize, root, tiers.fast, slow, p)?);
         }
     }
 
@@ -1247,7 +1335,7 @@ mod tests {
         assert_eq!(run(&["--help"]), 0);
     }
 
-    // issue 17: --guidance takes version-2 guidance only, and no policy that moves pages itself
+    // --guidance takes version-2 guidance only, and no policy that moves pages itself (docs/guidance.md)
     #[test]
     fn guidance_errors_are_one_line_exit_2() {
         let dir = tempfile::tempdir().unwrap();

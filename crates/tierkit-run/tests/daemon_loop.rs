@@ -1,8 +1,8 @@
 //! The daemon loop of `tierkit run` with a decider of the test's own (the shipped daemon
 //! policies come from tierkit_core::live::build_decider): observations reach the decider, its
 //! moves are carried out with move_pages(2) and their outcomes come back to it, the fast
-//! budget is enforced, and the program's exit status passes through. Issue 16; seed 004
-//! (HyPlacer) section 4 for the observe / classify / move loop this drives.
+//! budget is enforced, and the program's exit status passes through (docs/real-linux.md);
+//! seed 004 (HyPlacer) section 4 for the observe / classify / move loop this drives.
 //!
 //! On a machine with one NUMA node the test names a node 1 that does not exist: every move
 //! then fails (ENODEV or EINVAL from move_pages) and is counted, never fatal; on a machine with

@@ -1,5 +1,5 @@
 //! Live tiering: the simulator's decision code, fed by observations of a running program
-//! instead of the models (issue 16, `tierkit run`).
+//! instead of the models (`tierkit run`, docs/real-linux.md).
 //!
 //! The split of work: the Linux side (crate `tierkit-run`: DAMON, soft-dirty bits, pagemap,
 //! `move_pages(2)`, the interval loop) observes the program and carries moves out; this

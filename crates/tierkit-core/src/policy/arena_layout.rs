@@ -1,4 +1,4 @@
-//! The arena layout of a guided run (issue 17, "the guided run in simulation"): where an
+//! The arena layout of a guided run (docs/guidance.md, "Guided runs"): where an
 //! arena allocator would have put each allocation, so that the simulated guided run and the
 //! real runtime (one jemalloc arena per guidance arena, extents `mbind`-ed to the arena's
 //! node: 002 §IV-B) agree on which pages each site owns.
@@ -866,7 +866,7 @@ mod tests {
 
     #[test]
     fn freed_addresses_are_reused_within_an_arena_only() {
-        // issue 17: the traced allocator handed site B the block site A freed; the layout
+        // the traced allocator handed site B the block site A freed; the layout
         // gives B a block of B's arena instead
         let mut l = ArenaLayout::new(3, 64).unwrap();
         let a = l.alloc(0x10000, 8192, 1).unwrap();

@@ -26,6 +26,7 @@ pub static ALL_FAST: PolicyInfo = PolicyInfo {
     summary: "every page in the fastest tier, capacity ignored (upper reference)",
     source: "single-tier reference, as the all-fast bound of 003 §3.1",
     future_knowledge: false,
+    deploy: super::Deploy::Memory,
     params: &[],
     build: |_| Ok(Box::new(AllFast) as Box<dyn Runnable>),
 };
@@ -47,6 +48,7 @@ pub static ALL_SLOW: PolicyInfo = PolicyInfo {
     summary: "every page in the slowest tier, capacity ignored (lower reference)",
     source: "single-tier reference",
     future_knowledge: false,
+    deploy: super::Deploy::Memory,
     params: &[],
     build: |_| Ok(Box::new(AllSlow) as Box<dyn Runnable>),
 };
@@ -69,6 +71,7 @@ pub static FIRST_TOUCH: PolicyInfo = PolicyInfo {
     summary: "fill the fastest tier first on first touch, then the next tier; no migration",
     source: "first-touch baseline of 000 §5",
     future_knowledge: false,
+    deploy: super::Deploy::Memory,
     params: &[],
     build: |_| Ok(Box::new(FirstTouch) as Box<dyn Runnable>),
 };
@@ -141,6 +144,7 @@ pub static INTERLEAVE: PolicyInfo = PolicyInfo {
     summary: "round-robin placement by weight over the tiers with room; no migration",
     source: "NUMA interleaving; weights=4/4 is the 4-fast/4-slow allocation of 001 §4.1",
     future_knowledge: false,
+    deploy: super::Deploy::Memory,
     params: &[ParamSpec {
         name: "weights",
         ty: ParamType::Text,

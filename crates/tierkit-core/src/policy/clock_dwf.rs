@@ -45,7 +45,7 @@
 //! # Costs
 //!
 //! * A write-protection fault on a slow page: `wp_fault_ns` (halting).
-//! * The DRAM clock: `scan_pte_ns` per page the hand visits (reading and clearing one PTE's
+//! * The DRAM clock: `pte_scan_ns` per page the hand visits (reading and clearing one PTE's
 //!   dirty bit), charged once per replacement.
 //! * Moves: by the OS inside the fault ([`MoveBy::OsBatch`]: per-page cost and copy), with
 //!   one TLB shootdown (the platform's `tlb_shootdown_ns`) per fault that changed an existing
@@ -270,7 +270,7 @@ impl Policy for ClockDwf {
             "hot_threshold": self.hot_threshold,
             "expiration": self.expiration,
             "wp_fault_ns": self.wp_fault_ns,
-            "scan_pte_ns": self.scan_pte_ns,
+            "pte_scan_ns": self.scan_pte_ns,
             "clock_dwf": self.stats,
             "dram_pages": self.ring.len(),
         })
@@ -324,7 +324,7 @@ const PARAMS: &[ParamSpec] = &[
         help: "cost of the write-protection fault that detects a write to a slow page; -1 = the platform's fault_ns",
     },
     ParamSpec {
-        name: "scan_pte_ns",
+        name: "pte_scan_ns",
         ty: ParamType::Float { min: 0.0, max: 1e9 },
         unit: "ns per page visited",
         default: "10",
@@ -335,7 +335,7 @@ const PARAMS: &[ParamSpec] = &[
 
 /// `clock-dwf` from its parameters, as a value (the registry boxes the same).
 pub fn clock_dwf(p: &Params) -> ClockDwf {
-    ClockDwf::new(p.int("hot_threshold") as u32, p.int("expiration") as u8, p.float("wp_fault_ns"), p.float("scan_pte_ns"))
+    ClockDwf::new(p.int("hot_threshold") as u32, p.int("expiration") as u8, p.float("wp_fault_ns"), p.float("pte_scan_ns"))
 }
 
 pub static CLOCK_DWF: PolicyInfo = PolicyInfo {
@@ -343,6 +343,7 @@ pub static CLOCK_DWF: PolicyInfo = PolicyInfo {
     summary: "partitioned placement (CLOCK-DWF): written pages in DRAM, read pages in the slow tier; a write to a slow page faults and moves it to DRAM; DRAM victims by a clock over dirty bits and write frequency",
     source: "seed 004 §2.3, §3.1 ([27]: Lee, Bahn, Noh, 'CLOCK-DWF', IEEE Trans. Computers 63(9), 2014)",
     future_knowledge: false,
+    deploy: super::Deploy::NotLive { why: "needs a fault on the first write to each slow page (userfaultfd write-protection could give it); tierkit has no live version" },
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(clock_dwf(p)) as Box<dyn Runnable>),
 };

@@ -344,7 +344,7 @@ impl DamonTiering {
         if tlb_kept {
             damon.keep_translations();
         }
-        let tlb_flush_ns = (p.float("tlb_flush_ms") * 1e6).round() as u64;
+        let tlb_flush_ns = (p.float("tlb_flush_interval_ms") * 1e6).round() as u64;
         let fill_floor = p.int("wmark_low_pages") as u64;
         let promote_floor = p.int("wmark_min_pages") as u64;
         if promote_floor > fill_floor {
@@ -874,10 +874,10 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "none",
         source: "x86: the MMU sets a page's accessed bit on a page-table walk, and DAMON clears it without a TLB flush (ops-common.c damon_ptep_mkold); QEMU's TCG keeps translations in a software TLB of up to millions of entries until the guest flushes (docs/validation.md)",
-        help: "none: every access sets the accessed bit (hardware whose TLB is small beside the working set); kept: only an access whose translation is not cached does, and translations stay cached until a flush (each batch of migrations, and every tlb_flush_ms)",
+        help: "none: every access sets the accessed bit (hardware whose TLB is small beside the working set); kept: only an access whose translation is not cached does, and translations stay cached until a flush (each batch of migrations, and every tlb_flush_interval_ms)",
     },
     ParamSpec {
-        name: "tlb_flush_ms",
+        name: "tlb_flush_interval_ms",
         ty: ParamType::Float { min: 0.0, max: 1e9 },
         unit: "ms of simulated time",
         default: "0",
@@ -923,6 +923,7 @@ pub static DAMON_TIERING: PolicyInfo = PolicyInfo {
     summary: "DAMOS memory tiering (Linux 6.11+): DAMON region sampling; migrate_hot promotes accessed slow regions and migrate_cold demotes unaccessed fast regions, within byte quotas auto-tuned towards DRAM used/free goals",
     source: "Linux mm/damon (core.c, ops-common.c), Documentation/admin-guide/mm/damon/usage.rst and mm/damon/design.rst; samples/damon/mtier.c (Honggyu Kim et al., SK hynix, DAMON-based tiered memory management)",
     future_knowledge: false,
+    deploy: super::Deploy::Kernel,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(DamonTiering::from_params(p)?) as Box<dyn Runnable>),
 };

@@ -27,7 +27,7 @@
 //! one OS batch ([`MoveBy::OsBatch`]: per-page cost and copy only) and charges one kernel
 //! entry (`fault_ns`) and one TLB shootdown (`tlb_shootdown_ns`) for the batch, the
 //! amortization 001 §2.4 credits epoch-based reconciliation with. `hma-epoch` also pays
-//! 001's own OS reconciliation figures by default (`ar_costs=001`, issue 14): a 4 µs cache
+//! 001's own OS reconciliation figures by default (`ar_costs=001`): a 4 µs cache
 //! flush per moved page and an IPI TLB shootdown for `cores` cores (8 µs on 16) in place of
 //! the platform's shootdown (§2.3.1); `ar_costs=platform` charges the platform's figures
 //! only. The authors' model charges
@@ -450,7 +450,7 @@ const HMA_PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "001",
         source: "001 §2.3.1 (OS reconciliation: flush_cache_page() 4 µs per page, TLB shootdown by IPI 4/5/8/13 µs on 4/8/16/32 cores, both halting) and Table 3 (reverse mapping and page walk: the hbm-pcm platform's per-page OS cost)",
-        help: "001: each moved page also pays flush_us and the shootdown is 001's for `cores` cores; platform: the platform's migration costs only (before issue 14)",
+        help: "001: each moved page also pays flush_us and the shootdown is 001's for `cores` cores; platform: the platform's migration costs only (what earlier versions charged)",
     },
     ParamSpec {
         name: "flush_us",
@@ -472,10 +472,10 @@ const HMA_PARAMS: &[ParamSpec] = &[
 
 const FTHP_PARAMS: &[ParamSpec] = &[
     ParamSpec {
-        name: "epoch_ms",
-        ty: ParamType::Float { min: 1e-6, max: 1e7 },
-        unit: "ms of simulated time",
-        default: "100",
+        name: "epoch",
+        ty: ParamType::Period,
+        unit: "simulated time (or accesses, or N-insn)",
+        default: "100ms",
         source: "000 §6.4 (FTHP evaluated with 100 ms and 1 s epochs; the smaller is the default, 000's comparison uses 1 s)",
         help: "length of an epoch: pages are counted over it and the hottest move at its end",
     },
@@ -494,6 +494,7 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
     summary: "epoch-based hot-page migration with OS reconciliation (HMA_HS_OS_AR): each epoch, the slow pages with at least `threshold` accesses swap with LRU fast pages; one OS batch per epoch",
     source: "001 §2.4 (HMA_HS_OS_AR, after Meswani et al. [20]) and the authors' model shashankshashank44/HMA_onfly_adaptive src/hma.cpp; placement 001 §4.1",
     future_knowledge: false,
+    deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (001 §2.4); Linux exposes no such counts" },
     params: HMA_PARAMS,
     build: |p: &Params| Ok(Box::new(hma(p)?) as Box<dyn Runnable>),
 };
@@ -510,8 +511,7 @@ pub fn hma(p: &Params) -> Result<EpochOs> {
 /// `fthp` from its parameters, as a value.
 pub fn fthp(p: &Params) -> Result<EpochOs> {
     let costs = os_costs("fthp:os_costs", p.text("os_costs"))?;
-    let ns = (p.float("epoch_ms") * 1e6).round().max(1.0) as u64;
-    Ok(EpochOs::new(Kind::Fthp, Period::Ns(ns), 1, 0, costs, Initial::FirstTouch))
+    Ok(EpochOs::new(Kind::Fthp, p.period("epoch"), 1, 0, costs, Initial::FirstTouch))
 }
 
 pub static FTHP: PolicyInfo = PolicyInfo {
@@ -520,6 +520,7 @@ pub static FTHP: PolicyInfo = PolicyInfo {
         "first-touch hot-page: first touch fills the fast tier; at each epoch the epoch's hottest slow pages replace the coldest fast pages, moved by the OS",
     source: "000 §6.4 (FTHP, after Meswani et al.), costs 000 §5.1",
     future_knowledge: false,
+    deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (000 §6.4); Linux exposes no such counts" },
     params: FTHP_PARAMS,
     build: |p: &Params| Ok(Box::new(fthp(p)?) as Box<dyn Runnable>),
 };

@@ -6,13 +6,13 @@
 //! sites by frame keys and classes them by the rule of [`crate::sitekey::classify`] (the
 //! runtime's); version 1 by the first `context + 1` display frames, compared whole. A trace
 //! site with too few frames to decide is an error naming it, never a silent first match
-//! (issue 17). A page goes, on its first access, to the tier its arena prefers in the current
-//! phase; when that tier is full it goes to the next slower tier with room (the overflow of
-//! `MPOL_PREFERRED`, 002 §IV-B). A page shared by several allocations follows the one with
-//! the most bytes on it: the trace comes from an allocator that packs sites together, where
-//! the real runtime gives each arena its own pages. Pages outside every allocation (stack,
-//! globals) follow `nonheap`; allocations from sites the guidance does not know follow
-//! `unmatched`.
+//! (docs/guidance.md, "Matching sites"). A page goes, on its first access, to the tier its
+//! arena prefers in the current phase; when that tier is full it goes to the next slower
+//! tier with room (the overflow of `MPOL_PREFERRED`, 002 §IV-B). A page shared by several
+//! allocations follows the one with the most bytes on it: the trace comes from an allocator
+//! that packs sites together, where the real runtime gives each arena its own pages. Pages
+//! outside every allocation (stack, globals) follow `nonheap`; allocations from sites the
+//! guidance does not know follow `unmatched`.
 //!
 //! Per-phase arenas: at the start of each slice whose phase differs from the previous one,
 //! the program stops and every arena whose tier changes moves its pages (000 §6.3: "it
@@ -29,7 +29,7 @@
 //! each allocation in its arena's range as an arena allocator would, moving the accesses
 //! inside it along; a page then belongs to exactly one arena, as under the real runtime.
 //! `layout=trace` keeps the traced addresses, classing a shared page by the allocation with
-//! the most bytes on it (the behaviour before issue 17).
+//! the most bytes on it (the behaviour before the arena layout).
 //!
 //! With `then=NAME`, guidance only places new pages and the dynamic policy NAME (otf,
 //! otf-adaptive, otf-reverse, hma-epoch, fthp) migrates them afterwards; `then.KEY=VALUE`
@@ -344,8 +344,8 @@ impl Guidance {
         Ok(None)
     }
 
-    /// Warnings about per-phase guidance applied to another run (issue 17): a run more than
-    /// twice as long or short as the one the schedule was made from, or another trace.
+    /// Warnings about per-phase guidance applied to another run (docs/guidance.md): a run more
+    /// than twice as long or short as the one the schedule was made from, or another trace.
     pub fn schedule_warnings(&self, digest: Option<&str>, ran: &crate::engine::RunExtent) -> Vec<String> {
         let mut w = Vec::new();
         if !self.per_phase {
@@ -981,7 +981,7 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Choice { options: &["schedule", "markers"] },
         unit: "",
         default: "schedule",
-        source: "000 §3.2 (phase changes detected exactly); issue 17 (the runtime's phase markers)",
+        source: "000 §3.2 (phase changes detected exactly); the runtime's phase markers (docs/guidance.md)",
         help: "per-phase guidance: change phase at the schedule's slice boundaries (the profile's phases, exactly), or at the guidance's phase markers, allocation calls, as a real run under tierkit run does (docs/guidance.md, \"Phase markers\")",
     },
     ParamSpec {
@@ -1005,7 +1005,7 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Choice { options: &["arenas", "trace"] },
         unit: "",
         default: "arenas",
-        source: "002 §IV-B (one jemalloc arena per tier), issue 17",
+        source: "002 §IV-B (one jemalloc arena per tier), docs/guidance.md",
         help: "arenas: each arena gets its own page-aligned address range and each allocation a place in it as an arena allocator would give (docs/guidance.md); trace: the addresses the traced allocator chose, a shared page following the allocation with the most bytes on it",
     },
     ParamSpec {
@@ -1102,6 +1102,7 @@ pub static GUIDED: PolicyInfo = PolicyInfo {
     summary: "allocation-site guidance: each allocation joins its site's arena, whose pages go to the arena's tier on first touch (overflowing to slower tiers); per-phase arenas change tier at phase transitions; then=POLICY adds migration",
     source: "000 §3.2 (static and per-phase arenas), 002 §III-B and §IV-B (static arenas with MPOL_PREFERRED)",
     future_knowledge: false,
+    deploy: super::Deploy::Allocator,
     params: PARAMS,
     build,
 };

@@ -58,7 +58,7 @@
 //! Costs charged to the program (halting): every PTE a walk visits (`walk_ns_per_pte`; a
 //! walk covers the process's whole address space, `walk_page_range`, whatever the tier of
 //! the pages); a TLB flush (the platform's `tlb_shootdown_ns`) after each walk that cleared
-//! bits. Reading the counters (`counters_read_ns`) is recorded but does not stop the program:
+//! bits. Reading the counters (`counter_read_ns`) is recorded but does not stop the program:
 //! PCMon and Control are processes of their own (004 §4.3), and on 004's Cascade Lake
 //! pcm-memory reads the memory controllers' uncore counters through PCI configuration space,
 //! with no interrupt to the program's core (memos follows the same rule; docs/tracking.md,
@@ -733,7 +733,7 @@ impl Decisions {
             "write_threshold_mb_per_s": self.cfg.write_threshold_mb_per_s,
             "max_pages": self.cfg.max_pages,
             "walk_ns_per_pte": self.cfg.walk_ns_per_pte,
-            "counters_read_ns": self.cfg.counters_read_ns,
+            "counter_read_ns": self.cfg.counters_read_ns,
             "os_costs": match self.cfg.os_costs { OsCosts::Batch => "batch", OsCosts::Page => "page" },
             "placement": match self.cfg.placement { Placement::DramFirst => "dram-first", Placement::Dcpmm => "dcpmm" },
             "stats": self.stats,
@@ -935,7 +935,7 @@ const PARAMS: &[ParamSpec] = &[
         help: "time a page-table walk spends per PTE it visits (every page of the process, whatever its tier); ignored live (the kernel walks)",
     },
     ParamSpec {
-        name: "counters_read_ns",
+        name: "counter_read_ns",
         ty: ParamType::Float { min: 0.0, max: 1e9 },
         unit: "ns per activation",
         default: "10000",
@@ -980,7 +980,7 @@ pub fn config(p: &Params) -> Result<Config> {
         write_threshold_mb_per_s: p.float("write_threshold_mb_per_s"),
         max_pages: p.int("max_pages") as u64,
         walk_ns_per_pte: p.float("walk_ns_per_pte"),
-        counters_read_ns: p.float("counters_read_ns"),
+        counters_read_ns: p.float("counter_read_ns"),
         os_costs: if p.text("os_costs") == "page" { OsCosts::Page } else { OsCosts::Batch },
         placement: if p.text("placement") == "dcpmm" { Placement::Dcpmm } else { Placement::DramFirst },
     };
@@ -998,6 +998,7 @@ pub static HYPLACER: PolicyInfo = PolicyInfo {
     summary: "HyPlacer: fill DRAM first; every interval, from DRAM usage and DCPMM write bandwidth, promote pages found intensive by clear-then-delay of R/D bits, switch them with CLOCK-cold DRAM pages, or demote CLOCK-cold pages",
     source: "004 §4.1-§4.4 (HyPlacer), parameters 004 §5.1",
     future_knowledge: false,
+    deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(hyplacer(p)?) as Box<dyn Runnable>),
 };

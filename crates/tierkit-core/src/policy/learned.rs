@@ -215,9 +215,9 @@ const KLEIO_PARAMS: &[ParamSpec] = &[
     text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
     text_param!("train", "trace", "003 §3.2 (models trained offline)", "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
-    text_param!("holdout", "fraction of periods", "tierkit (issue 14: judge models out of sample)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "on|off", "tierkit (issue 14: never worse than history)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
-    text_param!("weight", "none|sqrt|balanced", "tierkit (issue 14: models collapsing to 'no access')", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
+    text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
+    text_param!("fallback", "on|off", "tierkit (never worse than history; docs/learned.md)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
     text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];
 
@@ -232,9 +232,9 @@ const KLEONIKI_PARAMS: &[ParamSpec] = &[
     text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
     text_param!("train", "trace", "003 §3.2", "with the Python front end: train on this trace of the same program; default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
-    text_param!("holdout", "fraction of periods", "tierkit (issue 14: judge models out of sample)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "on|off", "tierkit (issue 14: never worse than history)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
-    text_param!("weight", "none|sqrt|balanced", "tierkit (issue 14: models collapsing to 'no access')", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
+    text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
+    text_param!("fallback", "on|off", "tierkit (never worse than history; docs/learned.md)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
     text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];
 
@@ -243,6 +243,7 @@ pub static KLEIO: PolicyInfo = PolicyInfo {
     summary: "history page scheduler with per-page LSTM predictions for the pages history misplaces most (trained offline on the trace; needs tierkit[ml])",
     source: "003 §3.2 (Kleio)",
     future_knowledge: false,
+    deploy: super::Deploy::NotLive { why: "a daemon could feed the trained models live observations; tierkit replays predictions made from a trace" },
     params: KLEIO_PARAMS,
     build: |p| build(Source::Kleio, p),
 };
@@ -252,6 +253,7 @@ pub static KLEONIKI: PolicyInfo = PolicyInfo {
     summary: "Kleio with one LSTM per group of pages with identical or similar per-period patterns, at Cori's period (needs tierkit[ml])",
     source: "003 §4 (Kleoniki)",
     future_knowledge: false,
+    deploy: super::Deploy::NotLive { why: "a daemon could feed the trained models live observations; tierkit replays predictions made from a trace" },
     params: KLEONIKI_PARAMS,
     build: |p| build(Source::Kleoniki, p),
 };

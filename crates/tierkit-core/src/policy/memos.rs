@@ -47,7 +47,7 @@
 //!
 //! # Costs
 //!
-//! * Each round's walk: `scan_pte_ns` per mapped page, then a TLB flush (the platform's
+//! * Each round's walk: `pte_scan_ns` per mapped page, then a TLB flush (the platform's
 //!   `tlb_shootdown_ns`) because it cleared bits (halting: the walk runs in the kernel).
 //!   A round in which the program made no access (the clock passed the boundary while the
 //!   program was stopped) is skipped: the MMU set no bits, and a walk there would only add
@@ -523,7 +523,7 @@ impl Policy for Memos {
             "classifications": self.rounds,
             "max_pages": self.max_pages,
             "balance_margin": self.margin,
-            "scan_pte_ns": self.scan_pte_ns,
+            "pte_scan_ns": self.scan_pte_ns,
             "counter_read_ns": self.counter_read_ns,
             "memos": self.stats,
             "timeseries": self.timeseries(),
@@ -565,7 +565,7 @@ const PARAMS: &[ParamSpec] = &[
         help: "the bandwidth balance acts only when one tier's utilization exceeds the other's by more than this",
     },
     ParamSpec {
-        name: "scan_pte_ns",
+        name: "pte_scan_ns",
         ty: ParamType::Float { min: 0.0, max: 1e9 },
         unit: "ns per mapped page",
         default: "10",
@@ -577,7 +577,7 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Float { min: 0.0, max: 1e12 },
         unit: "ns per cycle",
         default: "10000",
-        source: "tierkit's choice: one read of the throughput file PCM writes (004 §4.3): open, read and parse a small file, a few system calls; the same figure as hyplacer's counters_read_ns; it runs beside the program",
+        source: "tierkit's choice: one read of the throughput file PCM writes (004 §4.3): open, read and parse a small file, a few system calls; the same figure as hyplacer's counter_read_ns; it runs beside the program",
         help: "cost of reading the per-tier bandwidth counters once per cycle (does not stop the program)",
     },
 ];
@@ -589,7 +589,7 @@ pub fn memos(p: &Params) -> Memos {
         p.int("classifications") as u32,
         p.int("max_pages") as u64,
         p.float("balance_margin"),
-        p.float("scan_pte_ns"),
+        p.float("pte_scan_ns"),
         p.float("counter_read_ns"),
     )
 }
@@ -599,6 +599,7 @@ pub static MEMOS: PolicyInfo = PolicyInfo {
     summary: "Memos as 004 ran it: new pages in the slow tier; each cycle, pages classified from referenced/dirty bits; write-hot pages to DRAM, then read-hot pages balanced between the tiers by their bandwidth utilization",
     source: "seed 004 §3.3, §5.1 ([30]: Liu et al., 'Hierarchical Hybrid Memory Management in OS for Tiered Memory Systems', IEEE TPDS 2019; Memos, arXiv:1703.07725)",
     future_knowledge: false,
+    deploy: super::Deploy::NotLive { why: "needs per-tier bandwidth counters, which the testbed VM lacks, and page coloring; tierkit has no live version" },
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(memos(p)) as Box<dyn Runnable>),
 };

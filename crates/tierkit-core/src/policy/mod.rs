@@ -49,6 +49,7 @@ use crate::platform::Resolved;
 use crate::trace::Event;
 use crate::tracking::{FutureCounts, Tracking};
 use crate::units::Period;
+use serde::Serialize;
 
 /// What a policy needs the engine to keep or do. Everything defaults to off: a policy pays
 /// only for what it asks.
@@ -291,8 +292,40 @@ pub struct PolicyInfo {
     pub source: &'static str,
     /// Uses knowledge of the future (an oracle bound, not a realizable policy).
     pub future_knowledge: bool,
+    /// How it runs on a real machine, if it can (`tierkit policies`, `tierkit run`).
+    pub deploy: Deploy,
     pub params: &'static [ParamSpec],
     pub build: fn(&Params) -> Result<Box<dyn crate::engine::Runnable>>,
+}
+
+/// How a policy can be deployed on a real machine (docs/policies.md, "Deploying a policy").
+/// `tierkit run` runs the first three; the others say why it cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum Deploy {
+    /// A memory policy set when the program starts (`set_mempolicy`), by `tierkit run`.
+    Memory,
+    /// Linux's own tiering, set up by `tierkit run` (sysctls, DAMON schemes) and restored after.
+    Kernel,
+    /// A daemon of `tierkit run`: the simulator's decision code on what Linux exposes of the
+    /// program (pagemap, soft-dirty bits, DAMON), moving pages with `move_pages`.
+    Daemon,
+    /// Allocation-site guidance applied by the preloaded allocator of `tierkit run --guidance`.
+    Allocator,
+    /// Needs hardware that Linux does not give user space (a memory controller that moves or
+    /// counts pages itself): simulation only.
+    Hardware { why: &'static str },
+    /// Uses knowledge of the future: a bound to compare against, never deployable.
+    FutureKnowledge,
+    /// Could run from what Linux exposes, but tierkit has no live version of it yet.
+    NotLive { why: &'static str },
+}
+
+impl Deploy {
+    /// Whether `tierkit run` runs it.
+    pub fn live(&self) -> bool {
+        matches!(self, Deploy::Memory | Deploy::Kernel | Deploy::Daemon | Deploy::Allocator)
+    }
 }
 
 /// Every registered policy. One line per policy.

@@ -17,7 +17,7 @@
 //!   high + step (`WMARK_PROMO`, Linux 6.0). `autonuma-tiering` also takes a real node's
 //!   watermarks as parameters (`wmark_{min,low,high,promo}_pages`): a kernel's min_free_kbytes
 //!   is often raised (khugepaged's `set_recommended_min_free_kbytes` for THP), so the formula
-//!   can be far off (issue 18: 22-39 MiB on the testbed VM's node 0 against a few KiB).
+//!   can be far off (docs/validation.md: 22-39 MiB on the testbed VM's node 0 against a few KiB).
 //! * Other programs' pages on the fast tier (`fast_other_pages`, autonuma-tiering): inside its
 //!   capacity, not free; kswapd demotes them before the program's pages (they are the oldest on
 //!   the node's LRU) and counts them in `demoted` (as the kernel's pgdemote_kswapd does).
@@ -555,7 +555,7 @@ impl NumaTiering {
 
     /// `numa_promotion_rate_limit`: count one candidate; whether the window's candidates reach
     /// the limit. The kernel's window is one second (`rate_window_ms`), and the limit is
-    /// `promote_rate_limit_MBps` per window: under `--time-scale K` the window lasts 1/K s and
+    /// `promote_rate_limit_mib_per_s` per window: under `--time-scale K` the window lasts 1/K s and
     /// the limit (a rate, which time scaling multiplied by K) allows the same pages per window.
     fn rate_limited(&mut self, now_ms: f64, time_scale: f64) -> bool {
         self.nr_cand += 1;
@@ -600,8 +600,8 @@ impl NumaTiering {
     }
 
     /// How many scans ran, and the interval they are meant to run at, ns (the scan period in
-    /// force, or the scan delay before the first scan): the policy's activations (issue 14
-    /// §2). The scans start from accesses, not from engine periods (the policy declares no
+    /// force, or the scan delay before the first scan): the policy's activations
+    /// (docs/policies.md, "Activations and warnings"). The scans start from accesses, not from engine periods (the policy declares no
     /// period), so the engine cannot count them itself.
     pub fn scan_activity(&self) -> (u64, f64) {
         let every = if self.scan_period_ns > 0.0 { self.scan_period_ns } else { self.scan_delay_ns.max(self.task_scan_min_ns(0)) };
@@ -893,7 +893,7 @@ const RATE_WINDOW: ParamSpec = ParamSpec {
     unit: "ms of simulated time",
     default: "1000",
     source: "the kernel's one-second window: kernel/sched/fair.c task_scan_min (at most MAX_SCAN_WINDOW = 2560 MB scanned per second) and numa_promotion_rate_limit (candidates counted per 1 s window); a parameter so that a time scale divides it with the other periods",
-    help: "window of the per-second limits: at most 2560 MiB of address space scanned, and (autonuma-tiering) at most promote_rate_limit_MBps of promotion candidates, per window",
+    help: "window of the per-second limits: at most 2560 MiB of address space scanned, and (autonuma-tiering) at most promote_rate_limit_mib_per_s of promotion candidates, per window",
 };
 const SCAN_DELAY: ParamSpec = ParamSpec {
     name: "scan_delay_ms",
@@ -1036,7 +1036,7 @@ const KSWAPD_PACE: ParamSpec = ParamSpec {
     ty: ParamType::Float { min: 0.0, max: 1e15 },
     unit: "pages/s",
     default: "0",
-    source: "tierkit's model of kswapd as a thread: Linux's kswapd demotes on its own CPU at a finite pace while the program goes on faulting (issue 18: in the testbed VM its pgdemote_kswapd rose by up to 11,000-12,000 pages per VM second); 0 = it frees its whole run at the instant it is woken, as before",
+    source: "tierkit's model of kswapd as a thread: Linux's kswapd demotes on its own CPU at a finite pace while the program goes on faulting (docs/validation.md: in the testbed VM its pgdemote_kswapd rose by up to 11,000-12,000 pages per VM second); 0 = it frees its whole run at the instant it is woken, as before",
     help: "pace at which the frames of kswapd's demoted pages become free: until then first touches and promotions cannot take them, and a refused promotion finds kswapd busy (kswapd_wakeups_busy) instead of starting a run; 0 = at once",
 };
 
@@ -1097,7 +1097,7 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
         help: "a slow page whose hint-fault latency is under this is a promotion candidate",
     },
     ParamSpec {
-        name: "promote_rate_limit_MBps",
+        name: "promote_rate_limit_mib_per_s",
         ty: ParamType::Int { min: 1, max: 1 << 40 },
         unit: "MiB/s",
         default: "65536",
@@ -1117,7 +1117,7 @@ const AUTONUMA_PARAMS: &[ParamSpec] = &[
         ty: ParamType::Bool,
         unit: "",
         default: "true",
-        source: "kernel/sched/fair.c update_task_scan_period, run by task_numa_placement from task_numa_fault: in tiering mode only promoted faults are counted (mm/memory.c do_numa_page passes the target node after a successful migration; task_numa_fault returns early for a slow node), and a single task's are private and remote, so local + shared = 0 and the period doubles (issue 18: the testbed VM's kernel scanned a phases run at about 2.2, 5.0 and 9.4 s)",
+        source: "kernel/sched/fair.c update_task_scan_period, run by task_numa_placement from task_numa_fault: in tiering mode only promoted faults are counted (mm/memory.c do_numa_page passes the target node after a successful migration; task_numa_fault returns early for a slow node), and a single task's are private and remote, so local + shared = 0 and the period doubles (docs/validation.md: the testbed VM's kernel scanned a phases run at about 2.2, 5.0 and 9.4 s)",
         help: "after each completed pass of the scanner, the first promotion doubles the scan period (up to scan_period_max_ms over the RSS's windows) and puts the next scan one period later; false = the period stays at its start value",
     },
     WSF,
@@ -1191,7 +1191,7 @@ fn build(mode: Mode, p: &Params) -> NumaTiering {
         rate_window_ns: p.float("rate_window_ms") * 1e6,
         scan_size_mb: p.int("scan_size_mb") as u64,
         hot_threshold_ms: if is_auto { p.float("hot_threshold_ms") } else { 0.0 },
-        rate_limit_mbps: if is_auto { p.int("promote_rate_limit_MBps") as u64 } else { u64::MAX >> 21 },
+        rate_limit_mbps: if is_auto { p.int("promote_rate_limit_mib_per_s") as u64 } else { u64::MAX >> 21 },
         scan_period_max_ms: if is_auto { p.float("scan_period_max_ms") } else { 60000.0 },
         adapt_period: is_auto && p.bool("scan_period_adapt"),
         placement_seq: 0,
@@ -1259,6 +1259,7 @@ pub static AUTONUMA_TIERING: PolicyInfo = PolicyInfo {
     summary: "Linux NUMA balancing in memory-tiering mode: slow pages whose hint-fault latency is under a self-adjusting threshold are promoted (rate-limited); kswapd demotes the fast tier's inactive LRU tail",
     source: "Linux 5.18-6.1 kernel.numa_balancing=2 (Huang Ying; kernel/sched/fair.c should_numa_migrate_memory, numa_promotion_adjust_threshold; mm/vmscan.c); evaluated as Intel's tiering-0.4 autonuma in seed 004 §5.1",
     future_knowledge: false,
+    deploy: super::Deploy::Kernel,
     params: AUTONUMA_PARAMS,
     build: |p: &Params| Ok(Box::new(autonuma(p)) as Box<dyn Runnable>),
 };
@@ -1268,6 +1269,7 @@ pub static TPP: PolicyInfo = PolicyInfo {
     summary: "TPP: hint faults promote slow pages only once they are on the active LRU list; kswapd proactively demotes to keep demote_scale_factor of the fast tier free",
     source: "Maruf et al., 'TPP: Transparent Page Placement for CXL-Enabled Tiered-Memory', ASPLOS 2023, §5, and its linux-mm patches",
     future_knowledge: false,
+    deploy: super::Deploy::NotLive { why: "Linux ships TPP's promotion path as autonuma-tiering; its proactive demotion watermark is not in mainline" },
     params: TPP_PARAMS,
     build: |p: &Params| Ok(Box::new(tpp(p)) as Box<dyn Runnable>),
 };

@@ -985,6 +985,7 @@ pub static HISTORY: PolicyInfo = PolicyInfo {
     summary: "periodic page scheduler: each period, move the last period's hottest pages into the fast tier in place of LRU pages (compat=cori-sim: GTkernel/cori-sim exactly)",
     source: "003 §3.1 (Page Scheduler, history/reactive)",
     future_knowledge: false,
+    deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p| build(Source::History, p),
 };
@@ -994,6 +995,7 @@ pub static ORACLE: PolicyInfo = PolicyInfo {
     summary: "FUTURE KNOWLEDGE (upper bound, not realizable): like history, but ranks pages by their counts in the coming period",
     source: "003 §3.1 (Page Scheduler, oracle/predictive)",
     future_knowledge: true,
+    deploy: super::Deploy::FutureKnowledge,
     params: PARAMS,
     build: |p| build(Source::Oracle, p),
 };

@@ -174,18 +174,50 @@ impl PolicySpec {
     }
 }
 
+/// A parameter renamed so that one name means one thing across policies (the same cost or
+/// interval has the same name everywhere; units in names as docs/policies.md sets them). The
+/// old name is still read, its value with `suffix` appended (a bare number of ms becomes a
+/// period), and the run says so in its warnings.
+pub struct Renamed {
+    pub policy: &'static str,
+    pub old: &'static str,
+    pub new: &'static str,
+    pub suffix: &'static str,
+}
+
+/// The renamed parameters; the old names are accepted with a warning until the next release.
+pub const RENAMED: &[Renamed] = &[
+    Renamed { policy: "fthp", old: "epoch_ms", new: "epoch", suffix: "ms" },
+    Renamed { policy: "hyplacer", old: "counters_read_ns", new: "counter_read_ns", suffix: "" },
+    Renamed { policy: "memos", old: "scan_pte_ns", new: "pte_scan_ns", suffix: "" },
+    Renamed { policy: "clock-dwf", old: "scan_pte_ns", new: "pte_scan_ns", suffix: "" },
+    Renamed { policy: "damon-tiering", old: "tlb_flush_ms", new: "tlb_flush_interval_ms", suffix: "" },
+    Renamed { policy: "autonuma-tiering", old: "promote_rate_limit_MBps", new: "promote_rate_limit_mib_per_s", suffix: "" },
+];
+
 /// Parameters of one policy instance, parsed and complete (defaults filled in).
 #[derive(Clone, Debug, Serialize)]
 pub struct Params {
     pub policy: String,
     pub values: BTreeMap<String, Value>,
+    /// One line per old parameter name read (see [`RENAMED`]), for the run's warnings.
+    #[serde(skip)]
+    pub renamed: Vec<String>,
 }
 
 impl Params {
     /// Check `spec`'s arguments against the declarations and fill in defaults.
     pub fn parse(policy: &str, decl: &[ParamSpec], spec: &PolicySpec) -> Result<Params> {
         let mut values = BTreeMap::new();
+        let mut renamed = Vec::new();
         for (k, v) in &spec.args {
+            let (k, v) = match RENAMED.iter().find(|r| r.policy == policy && r.old == k && decl.iter().any(|d| d.name == r.new)) {
+                Some(r) => {
+                    renamed.push(format!("{policy}:{} is now {policy}:{} (the old name is read until the next release)", r.old, r.new));
+                    (&r.new.to_string(), &format!("{v}{}", r.suffix))
+                }
+                None => (k, v),
+            };
             // `then.KEY=VALUE` passes KEY to the policy named by `then` (guided placement)
             if k.starts_with("then.") && k.len() > 5 && decl.iter().any(|d| d.name == "then") {
                 if values.insert(k.clone(), Value::Text(v.clone())).is_some() {
@@ -214,7 +246,7 @@ impl Params {
                 values.insert(d.name.to_string(), parse_value(policy, d, d.default).expect("declared defaults parse"));
             }
         }
-        Ok(Params { policy: policy.to_string(), values })
+        Ok(Params { policy: policy.to_string(), values, renamed })
     }
 
     fn get(&self, k: &str) -> &Value {
@@ -383,8 +415,8 @@ mod tests {
 
     #[test]
     fn time_scaling_divides_times_multiplies_rates_and_leaves_the_rest() {
-        // issue 14 §3: --time-scale K divides every time constant and per-event cost of a
-        // policy by K; budgets per second keep the same amount per (scaled) interval
+        // --time-scale K divides every time constant and per-event cost of a policy by K;
+        // budgets per second keep the same amount per (scaled) interval (docs/models.md)
         const D: &[ParamSpec] = &[
             ParamSpec { name: "interval", ty: ParamType::Period, unit: "simulated time", default: "1s", source: "t", help: "" },
             ParamSpec { name: "period", ty: ParamType::Period, unit: "accesses", default: "1000", source: "t", help: "" },
