@@ -293,7 +293,7 @@ def test_guided_result_replays_bit_for_bit(cli, tmp_path):
     rc, out, err = cli("replay", f, "-q")
     assert rc == 0, err
     assert "same figures, bit for bit" in out
-    from tierkit import replay as rp
+    from tierkit import replaying as rp
 
     again = rp.replay(r)
     assert rp.differences(r, again) == []

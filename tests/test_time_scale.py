@@ -46,7 +46,7 @@ def test_repeat_and_time_scale_are_recorded_and_replay(zipf_trace):
                         repeat=c["repeat"], time_scale=c["time_scale"])
     assert again["runtime_ns"] == r["runtime_ns"] and again["stats"] == r["stats"]
     # and so does `tierkit replay`, which reads both from the config
-    from tierkit import replay as rp
+    from tierkit import replaying as rp
 
     assert rp.differences(r, rp.replay(r, progress=False)) == []
 

@@ -58,7 +58,7 @@ def guided_result(trace, tmp_path):
     """A result that carries an input file, as a guided or kleio run's does."""
     r = tierkit.run(trace, policy="first-touch", fast_capacity=0.2, progress=False)
     g = b'{"not": "used"}'
-    r["config"]["policy"] = "guided:guidance=g.json"
+    r["config"]["policy"] = r["config"]["run"]["policy"] = "guided:guidance=g.json"
     r["config"]["inputs"] = {"guidance": {"path": "g.json", "sha256": hashlib.sha256(g).hexdigest(),
                                           "zlib_base64": base64.b64encode(zlib.compress(g)).decode()}}
     return r
@@ -120,12 +120,13 @@ def test_replay_of_a_file_that_is_not_a_result_is_one_line(tmp_path, content, wo
 
 
 @pytest.mark.parametrize("field,value,words", [
-    ("repeat", -1, "config.repeat"), ("repeat", "4", "config.repeat"), ("time_scale", 0, "config.time_scale"),
-    ("cores", 1e9, "config.cores"), ("trace", 5, "config.trace"), ("timing", None, "config.timing"),
-    ("platform", [], "config.platform")])
+    ("repeat", -1, "config.run.repeat"), ("repeat", "4", "config.run.repeat"), ("time_scale", 0, "config.run.time_scale"),
+    ("cores", 1e9, "config.run.cores"), ("trace", 5, "config.run.trace"), ("timing", None, "config.run.timing"),
+    ("platform", [], "config.run.platform"), ("capacity", {"0": 5}, "config.run.capacity"),
+    ("trace", {"os_bytes_hex": "zz"}, "config.run.trace"), ("mix", "a.tkt", "config.run.mix")])
 def test_replay_checks_the_configuration_it_runs(trace, tmp_path, field, value, words):
     r = tierkit.run(trace, policy="first-touch", fast_capacity=0.2, progress=False)
-    r["config"][field] = value
+    r["config"]["run"][field] = value
     (tmp_path / "r.json").write_text(json.dumps(r))
     one_error(*run(["replay", tmp_path / "r.json", "-q"])[::2], words)
 
@@ -347,3 +348,15 @@ def test_report_and_regions_and_cache_readers_are_one_line(tmp_path, trace, monk
     for bad in ("[]", '{"predictions_sha256": 5}', "{" * 2000, "\xff"):
         (tmp_path / "c" / "predictions" / "k.info.json").write_text(bad)
         assert learned._cached("k") is None
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("repeat", -1, "config.repeat"), ("time_scale", 0, "config.time_scale"), ("trace", 5, "config.trace"),
+    ("platform", [], "config.platform")])
+def test_replay_checks_an_older_results_configuration(trace, tmp_path, field, value, words):
+    """A result made before results recorded config.run: its fields are checked as replay reads them."""
+    r = tierkit.run(trace, policy="first-touch", fast_capacity=0.2, progress=False)
+    del r["config"]["run"]
+    r["config"][field] = value
+    (tmp_path / "r.json").write_text(json.dumps(r))
+    one_error(*run(["replay", tmp_path / "r.json", "-q"])[::2], words)

@@ -677,7 +677,11 @@ def campaign(out: Path, runs: int, kinds: list[str], seed: int, workers: int, ti
     import tierkit.cli  # noqa: F401
     import tierkit.studies  # noqa: F401
     import tierkit.guidance  # noqa: F401
-    import tierkit.replay  # noqa: F401
+    import importlib
+
+    for m in ("tierkit.replaying", "tierkit.replay"):  # (the module's name before and after)
+        with contextlib.suppress(ImportError):
+            importlib.import_module(m)
     import pandas  # noqa: F401
     import yaml  # noqa: F401
 

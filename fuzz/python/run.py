@@ -27,7 +27,7 @@ def _one(name: str, seconds: int) -> int:
         import tierkit.cli  # noqa: F401
         import tierkit.guidance  # noqa: F401
         import tierkit.learned  # noqa: F401
-        import tierkit.replay  # noqa: F401
+        import tierkit.replaying  # noqa: F401
         import tierkit.studies  # noqa: F401
         import tierkit.untrusted  # noqa: F401
         import tierkit.validate  # noqa: F401

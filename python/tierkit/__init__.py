@@ -54,6 +54,7 @@ profile = _python_names(_api.profile)
 profile_sites = _python_names(_api.profile_sites)
 read_trace = _python_names(_api.read_trace)
 record = _python_names(_api.record)
+replay = _python_names(_api.replay)
 run = _python_names(_api.run)
 run_program = _python_names(_api.run_program)
 simulate = _python_names(_api.simulate)
@@ -68,7 +69,7 @@ write_trace = _python_names(_api.write_trace)
 __all__ = [
     "TierkitError", "TierkitInternalError", "__version__",
     "all_policies", "cache_presets", "compare", "convert", "detect_format", "guide", "heatmap", "kleio", "kleoniki",
-    "load", "platform", "platforms", "policies", "profile", "profile_sites", "read_trace", "record", "run", "run_program",
+    "load", "platform", "platforms", "policies", "profile", "profile_sites", "read_trace", "record", "replay", "run", "run_program",
     "simulate", "sweep", "synth", "timeseries", "trace_info", "tune", "tune_trials", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",
 ]

@@ -210,13 +210,15 @@ def mix_figures(r: Mapping[str, Any]) -> dict:
             "max_slowdown": max(slow) if slow else None}
 
 
-def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem", policy: PolicyLike = "first-touch",
+def run(trace: Union[PathLike, Sequence[PathLike]], platform: Union[str, Mapping[str, Any]] = "dram-pmem",
+        policy: PolicyLike = "first-touch",
         fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
         timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
         progress: Optional[bool] = None, summary: Optional[Mapping] = None, paranoid: bool = False,
         guide_from: Optional[PathLike] = None, repeat: int = 1, time_scale: float = 1.0,
         watch: Optional[Sequence[tuple[str, int, int]]] = None, watch_every_ns: Optional[float] = None,
-        mix: bool = False, cores: int = 1, quantum: int = 1, alone: bool = True) -> dict:
+        mix: bool = False, cores: int = 1, quantum: int = 1, alone: bool = True,
+        trace_digest: Optional[str] = None) -> dict:
     """One simulation; returns the full result (top-level figures, ``stats`` tree with
     platform/tier/policy/migration/timing subtrees, and the exact ``config``).
 
@@ -241,10 +243,15 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
     may run at once before the cores are compared again (1: in time order; more is faster and
     less exact). A mix's result adds ``programs`` (each program's runtime, IPC, fast hits and migrations)
     and ``mix`` (throughput, tier utilization and, with ``alone``, each program's runtime alone
-    on the machine and the weighted speedup)."""
+    on the machine and the weighted speedup).
+
+    ``platform``: a preset's name, a platform file, or the platform itself (a dict, as results
+    record it). ``trace_digest``: the SHA-256 the trace read must have (a mix's: its
+    programs', joined by ``+``), or an error; replay passes the recorded one. The result's
+    ``config.run`` is the one description of the run (:func:`run_spec`)."""
     if mix:
         return _run_mix(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress, paranoid,
-                        repeat, time_scale, quantum, alone)
+                        repeat, time_scale, quantum, alone, trace_digest)
     if not isinstance(trace, (str, os.PathLike)):
         raise _core.TierkitError("trace: give one trace, or several with mix=True (--mix)")
     if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
@@ -254,7 +261,6 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
         watch = [(str(n), int(a), int(b)) for n, a, b in watch]
         if watch_every_ns is None or not (float(watch_every_ns) > 0):
             raise _core.TierkitError(f"watch_every_ns: {watch_every_ns!r}: give a positive interval in ns of simulated time")
-    caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     label = policy if isinstance(policy, str) else policy.name
     guidance = None
     spec = json.loads(_core.parse_policy_spec(policy)) if isinstance(policy, str) else None
@@ -267,10 +273,13 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
         if repeat != 1:
             raise _core.TierkitError(f"--repeat: policy '{label}' predicts the periods of one pass of the trace; run it with --repeat 1")
         policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
+    spec_ = run_spec(trace, platform, policy if isinstance(policy, str) else policy.name, fast_capacity, capacities, timing,
+                     format, cache, repeat=repeat, time_scale=time_scale, cores=cores, quantum=_quantum(quantum),
+                     watch=None if watch is None else {"regions": [list(w) for w in watch], "every_ns": float(watch_every_ns or 0.0)},
+                     trace_digest=trace_digest)
     with Bar(f"{label}", progress) as bar:
-        out = _core.simulate(_s(trace), platform, policy, _cap(fast_capacity), caps or None, timing, format, cache,
-                             None if summary is None or cores > 1 else json.dumps(summary), bar.callback, paranoid, repeat,
-                             time_scale, watch, float(watch_every_ns or 0.0), None, cores, _quantum(quantum))
+        out = _core.simulate(json.dumps(spec_), None if isinstance(policy, str) else policy, bar.callback,
+                             None if summary is None or cores > 1 else json.dumps(summary), paranoid)
     r = json.loads(out)
     path = _s(trace)
     if path != path.encode("utf-8", "surrogatepass").decode("utf-8", "ignore"):
@@ -291,7 +300,7 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
         r["policy"] = label
         r["config"]["guidance"] = guidance
     if learned is not None:
-        from .replay import with_args
+        from .replaying import with_args
 
         r["policy"] = label
         r["config"]["models"] = learned
@@ -302,9 +311,59 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: str = "dram-pmem",
             "seed": t["seed"], "tol": t["tol"], "train": t["train_trace"], "holdout": t["holdout"],
             "fallback": "on" if t["fallback"] else "off", "weight": t["class_weight"], "threads": learned["threads"]})
     # the guidance and predictions files it read travel with the result (by digest)
-    from .replay import keep_inputs
+    from .replaying import keep_inputs
 
     return keep_inputs(r)
+
+
+def json_path(p: PathLike) -> Union[str, dict]:
+    """A path as a run spec holds it: a string when its bytes are UTF-8, else
+    ``{"os_bytes_hex": ...}`` (Linux file names are bytes; crates/tierkit-core/src/runspec.rs)."""
+    b = os.fsencode(p)
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"os_bytes_hex": b.hex()}
+
+
+def run_spec(trace: Union[PathLike, Sequence[PathLike]], platform: Union[str, Mapping[str, Any]] = "dram-pmem",
+             policy: str = "first-touch",
+             fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
+             timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None, repeat: int = 1,
+             time_scale: float = 1.0, cores: int = 1, quantum: int = 1, watch: Optional[dict] = None,
+             trace_digest: Optional[str] = None) -> dict[str, Any]:
+    """One description of a run (docs/models.md, "One description of a run"): what
+    :func:`run` hands the engine and every result records as ``config.run``; a list of
+    traces is a mix. Replaying a result (:mod:`tierkit.replaying`) is running its ``config.run``
+    again."""
+    traces = [trace] if isinstance(trace, (str, os.PathLike)) else list(trace)
+    spec: dict[str, Any] = {"trace": json_path(traces[0]), "platform": platform if isinstance(platform, str) else dict(platform),
+                            "policy": policy, "timing": timing,
+                            "repeat": repeat, "time_scale": time_scale}
+    caps = {str(k): _cap(v) for k, v in (capacities or {}).items()}
+    if fast_capacity is not None:
+        caps["0"] = _cap(fast_capacity)
+    if caps:
+        spec["capacity"] = caps
+    for k, v in (("format", format), ("cache", cache), ("watch", watch), ("trace_digest", trace_digest)):
+        if v is not None:
+            spec[k] = v
+    if len(traces) > 1:
+        spec["mix"] = [json_path(t) for t in traces[1:]]
+    if cores != 1:
+        spec["cores"] = cores
+    if quantum != 1:
+        spec["quantum"] = quantum
+    return spec
+
+
+def replay(result: Mapping[str, Any], trace: Optional[PathLike] = None, progress: Optional[bool] = None) -> dict:
+    """Run a result again from its one description of the run (``config.run``) and the files
+    it carries (``tierkit replay``); ``trace``: where its trace is now (its digest must be the
+    recorded one). Compare with :func:`tierkit.replaying.differences`, or the figures directly."""
+    from . import replaying as _replay
+
+    return _replay.replay(dict(result), trace, progress)
 
 
 def _quantum(q: Any) -> int:
@@ -314,7 +373,7 @@ def _quantum(q: Any) -> int:
 
 
 def _run_mix(traces, platform, policy, fast_capacity, capacities, timing, format, cache, progress, paranoid, repeat,
-             time_scale, quantum, alone) -> dict:
+             time_scale, quantum, alone, trace_digest=None) -> dict:
     """Several programs on cores of their own sharing the tiers (``run(..., mix=True)``)."""
     if isinstance(traces, (str, os.PathLike)) or len(traces) < 2:
         raise _core.TierkitError("--mix: give at least two traces, each a program of the mix")
@@ -324,11 +383,11 @@ def _run_mix(traces, platform, policy, fast_capacity, capacities, timing, format
     if spec["name"] in ("guided", "kleio", "kleoniki"):
         raise _core.TierkitError(f"--mix: policy '{spec['name']}' is made from one trace's profile; it does not run on a mix")
     repeat, time_scale = check_scale(repeat, time_scale)
-    caps = [(str(k), str(v)) for k, v in (capacities or {}).items()]
     paths = [_s(t) for t in traces]
+    spec_ = run_spec(paths, platform, policy, fast_capacity, capacities, timing, format, cache, repeat=repeat,
+                     time_scale=time_scale, quantum=_quantum(quantum), trace_digest=trace_digest)
     with Bar(f"{policy} on a mix of {len(paths)}", progress) as bar:
-        out = _core.simulate(paths[0], platform, policy, _cap(fast_capacity), caps or None, timing, format, cache, None,
-                             bar.callback, paranoid, repeat, time_scale, None, 0.0, paths[1:], len(paths), _quantum(quantum))
+        out = _core.simulate(json.dumps(spec_), None, bar.callback, None, paranoid)
     r = json.loads(out)
     tiers = r["stats"]["timing"].get("tiers", [])
     programs = []

@@ -248,7 +248,7 @@ def replay(
 ) -> None:
     """Run a recorded result's configuration again (with the guidance and predictions it
     carries) and check that every figure comes out the same. Exit code 1 if one differs."""
-    from . import replay as rp
+    from . import replaying as rp
 
     bad = 0
     for old in rp.load(result):

@@ -499,7 +499,7 @@ def on_off(name: str, key: str, v: str) -> bool:
 
 
 def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format: Optional[str], cache: Optional[str],
-           progress: Optional[bool], platform: str = "dram-pmem", timing: str = "simple") -> tuple[str, dict]:
+           progress: Optional[bool], platform: Any = "dram-pmem", timing: str = "simple") -> tuple[str, dict]:
     """``kleio:pages=F,...`` / ``kleoniki:...`` → trained predictions and the spec that reads them.
 
     Kleio's period defaults to ``history``'s (1,000 accesses); Kleoniki's to Cori's choice

@@ -345,6 +345,10 @@ pub struct RunConfig {
     pub time_scale: f64,
     /// The policy's parameters after time scaling, as it ran (absent when `time_scale` is 1).
     pub scaled_policy: Option<String>,
+    /// The one description of the run it was made from, the platform written out: running it
+    /// again replays the result (`crate::runspec`; absent for a run made without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::runspec::RunSpec>,
 }
 
 /// The statistics tree, mirroring the components.
@@ -1187,6 +1191,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             repeat: job.repeat,
             time_scale: job.time_scale,
             scaled_policy: job.scaled_params.as_ref().map(|p| p.canonical()),
+            run: None,
         },
     })
 }

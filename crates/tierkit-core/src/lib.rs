@@ -22,6 +22,7 @@ pub mod policy;
 pub mod prefetch;
 pub mod profile;
 pub mod rng;
+pub mod runspec;
 pub mod sitekey;
 pub mod timing;
 pub mod tracking;

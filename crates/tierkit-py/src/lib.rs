@@ -10,16 +10,16 @@ use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tierkit_core::cache::CacheSpec;
-use tierkit_core::engine::{self, Job, ProgressFn};
+use tierkit_core::engine::ProgressFn;
 use tierkit_core::mechanics::TierId;
 use tierkit_core::pagemap::PageId;
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::external::{Decision, External, PeriodView, PeriodicDecider};
 use tierkit_core::policy::{self, PolicySpec};
-use tierkit_core::timing::TimingKind;
+use tierkit_core::runspec::{self, RunSpec};
 use tierkit_core::trace::synth::{SynthKind, SynthSource, SynthSpec};
 use tierkit_core::trace::{self, tkt::TktWriter, Access, Batch, Format, RecordSource, TraceInput, TraceMeta};
-use tierkit_core::units::{Capacity, Period};
+use tierkit_core::units::Period;
 use tierkit_core::Error;
 
 create_exception!(_core, TierkitError, PyException, "Bad input: a trace, platform, policy, parameter or capacity that cannot work.");
@@ -439,105 +439,37 @@ impl PeriodicDecider for PyDecider {
     }
 }
 
-/// Run one simulation. `policy` is a spec string (`NAME:key=value,...`) or a Python
-/// PeriodicPolicy object. Returns the result as JSON.
+/// Run one simulation from its description (`tierkit_core::runspec::RunSpec` as JSON: the
+/// trace or mix, platform, capacities, policy spec, timing, repeat, time scale, cores, digest).
+/// `policy`: a Python `PeriodicPolicy` object to run instead of the spec's policy (which then
+/// names it). `summary`: the trace's summary as JSON, when known (saves a pass). Returns the
+/// result as JSON; its `config.run` is the spec as run, which replays it.
 #[pyfunction]
-#[pyo3(signature = (trace, platform, policy, fast_capacity=None, capacities=None, timing="simple", format=None, cache=None, summary=None, progress=None, paranoid=false, repeat=1, time_scale=1.0, watch=None, watch_every_ns=0.0, mix=None, cores=1, quantum=1))]
-#[allow(clippy::too_many_arguments)]
-fn simulate(
-    py: Python<'_>,
-    trace: PathBuf,
-    platform: &str,
-    policy: Py<PyAny>,
-    fast_capacity: Option<&str>,
-    capacities: Option<Vec<(String, String)>>,
-    timing: &str,
-    format: Option<&str>,
-    cache: Option<&str>,
-    summary: Option<&str>,
-    progress: Option<Py<PyAny>>,
-    paranoid: bool,
-    repeat: u32,
-    time_scale: f64,
-    watch: Option<Vec<(String, u64, u64)>>,
-    watch_every_ns: f64,
-    mix: Option<Vec<PathBuf>>,
-    cores: usize,
-    quantum: usize,
-) -> PyResult<String> {
+#[pyo3(signature = (spec, policy=None, progress=None, summary=None, paranoid=false))]
+fn simulate(py: Python<'_>, spec: &str, policy: Option<Py<PyAny>>, progress: Option<Py<PyAny>>, summary: Option<&str>, paranoid: bool) -> PyResult<String> {
     let pending: Pending = Arc::new(Mutex::new(None));
+    let spec = RunSpec::from_json(spec).map_err(plain)?;
     // a policy object: read its name and period here, while we hold the GIL
-    let spec: Result<PolicySpec, PyDecider> = match policy.extract::<String>(py) {
-        Ok(s) => Ok(PolicySpec::parse(&s).map_err(plain)?),
-        Err(_) => {
-            let obj = policy.bind(py);
-            let name: String = obj.getattr("name")?.str()?.to_string();
-            let per: String = obj.getattr("period")?.str()?.to_string();
+    let decider = match policy {
+        None => None,
+        Some(obj) => {
+            let b = obj.bind(py);
+            let name: String = b.getattr("name")?.str()?.to_string();
+            let per: String = b.getattr("period")?.str()?.to_string();
             let period = Period::parse(&format!("policy '{name}': period"), &per).map_err(plain)?;
-            Err(PyDecider { obj: policy.clone_ref(py), name, period, pending: pending.clone() })
+            Some(PyDecider { obj: obj.clone_ref(py), name, period, pending: pending.clone() })
         }
     };
+    let summary = summary.map(|s| serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))).transpose().map_err(plain)?;
     detached(py, progress, pending, move |cb| {
-        let inp = input(&trace, format, cache)?;
-        let plat = Platform::load(platform)?;
-        let mut caps = Vec::new();
-        if let Some(f) = fast_capacity {
-            caps.push((0usize, Capacity::parse("--fast-capacity", f)?));
-        }
-        for (tier, val) in capacities.unwrap_or_default() {
-            let idx = plat
-                .tiers
-                .iter()
-                .position(|t| t.name.eq_ignore_ascii_case(&tier))
-                .or_else(|| tier.parse::<usize>().ok().filter(|&i| i < plat.tiers.len()))
-                .ok_or_else(|| {
-                    Error::config(
-                        "--capacity",
-                        format!(
-                            "platform {} has no tier '{tier}' (tiers: {})",
-                            plat.name,
-                            plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    )
-                })?;
-            caps.push((idx, Capacity::parse(&format!("--capacity {tier}"), &val)?));
-        }
-        // several cores: the other programs of a mix, or the trace's threads on `cores` cores
-        let mixed = match &mix {
-            Some(others) => {
-                let mut parts: Vec<Arc<dyn engine::TraceOpener + Send>> = vec![engine::TraceOpener::shared(&inp)];
-                for o in others {
-                    parts.push(engine::TraceOpener::shared(&input(o, format, cache)?));
-                }
-                Some((tierkit_core::trace::mix::MixOpener::programs(parts, quantum)?, true))
-            }
-            None if cores > 1 => Some((tierkit_core::trace::mix::MixOpener::threads(engine::TraceOpener::shared(&inp), cores, quantum)?, false)),
-            None => None,
-        };
-        let mut job = match &mixed {
-            Some((m, programs)) => Job::new(m, plat).with_mix(m, *programs),
-            None => Job::new(&inp, plat),
-        };
-        job.capacity = caps;
-        job.timing = TimingKind::parse(timing)?;
-        job.paranoid = paranoid || cfg!(debug_assertions);
-        job.repeat = repeat;
-        job.time_scale = time_scale;
-        job.watch = watch.map(|w| engine::Watch {
-            regions: w.into_iter().map(|(name, start, end)| engine::WatchRegion { name, start, end }).collect(),
-            every_ns: watch_every_ns,
-        });
-        if let Some(s) = summary {
-            job.summary = Some(serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))?);
-        }
-        job.progress = Some(cb);
-        let r = match spec {
-            Ok(spec) => engine::simulate(&mut job, &spec)?,
-            Err(decider) => {
-                job.policy_label = decider.name.clone();
-                engine::run_policy(External::new(Box::new(decider)), &mut job)?
+        let d = match decider {
+            None => runspec::Decider::Spec,
+            Some(dec) => {
+                let label = dec.name.clone();
+                runspec::Decider::External(External::new(Box::new(dec)), label)
             }
         };
+        let r = runspec::run(&spec, d, summary, paranoid, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
     })
 }
