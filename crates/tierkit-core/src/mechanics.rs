@@ -11,6 +11,8 @@ use serde::Serialize;
 pub type TierId = u8;
 /// The tier of a page not yet placed.
 pub const UNPLACED: TierId = u8::MAX;
+/// No tier: an access served without a tag probe before it (`policy::Served::probe`).
+pub const NO_TIER: TierId = 255;
 
 /// Who moves a page, which decides what the move costs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]

@@ -72,16 +72,9 @@ pub struct Needs {
     pub events: bool,
 }
 
-/// Accounting conventions of another simulator that a policy can ask the timing model to
-/// follow (`compat=` parameters).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Compat {
-    #[default]
-    None,
-    /// The accounting of GTkernel/cori-sim (see `docs/models.md`).
-    CoriSim,
-}
+// the timing model's accounting modes and the "no tier" of mechanics, as policies name them
+pub use crate::mechanics::NO_TIER;
+pub use crate::timing::Compat;
 
 /// One line of memory traffic beyond the demand access itself.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,7 +102,6 @@ pub struct Served {
 }
 
 pub const RESIDENT: TierId = 254;
-pub const NO_TIER: TierId = 255;
 
 impl Served {
     pub const RESIDENT: Served = Served { tier: RESIDENT, probe: NO_TIER, extra: [Traffic { tier: 0, write: false }; 3], n_extra: 0, delay_ns: 0.0 };

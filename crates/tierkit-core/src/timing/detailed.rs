@@ -595,7 +595,7 @@ impl DetailedTiming {
         }
     }
 
-    /// A tag probe of tier `probe` (or none: [`NO_TIER`](crate::policy::NO_TIER)) issued
+    /// A tag probe of tier `probe` (or none: [`NO_TIER`](crate::mechanics::NO_TIER)) issued
     /// at `at`; returns when its data is back.
     #[inline(always)]
     fn probe(&mut self, probe: TierId, at: f64) -> f64 {

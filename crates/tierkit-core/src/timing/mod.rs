@@ -9,8 +9,18 @@ pub mod simple;
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MigrationOp, TierId};
 use crate::pagemap::PageId;
-use crate::policy::Compat;
 use serde::{Deserialize, Serialize};
+
+/// Accounting conventions of another simulator that a policy can ask the timing model to
+/// follow (`compat=` parameters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Compat {
+    #[default]
+    None,
+    /// The accounting of GTkernel/cori-sim (see `docs/models.md`).
+    CoriSim,
+}
 
 pub use detailed::DetailedTiming;
 pub use simple::SimpleTiming;
@@ -89,7 +99,7 @@ pub struct AccessEvent {
     /// The tier that serves it.
     pub tier: TierId,
     pub write: bool,
-    /// A tier whose read (a tag probe) precedes it, or [`NO_TIER`](crate::policy::NO_TIER).
+    /// A tier whose read (a tag probe) precedes it, or [`NO_TIER`](crate::mechanics::NO_TIER).
     pub probe: TierId,
     /// Latency the policy's own hardware adds to it (e.g. a remap-table lookup), ns.
     pub delay_ns: f64,

@@ -33,9 +33,10 @@
 //! (fast + slow + periods + migrations + queue), so that results match bit for bit.
 
 use super::{AccessEvent, RunCounters, Timing, TimingReport, TimingSetup};
+use crate::mechanics::NO_TIER;
 use crate::mechanics::{Charge, MigrationOp, MoveBy, TierId};
 use crate::platform::{loaded_latency_factor, Resolved, MAX_TIERS};
-use crate::policy::{Compat, NO_TIER};
+use crate::timing::Compat;
 use serde_json::json;
 
 pub struct SimpleTiming {
