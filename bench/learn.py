@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tierkit import learn
-from tierkit.learn import TrainConfig
+from tierkit.learned import lstm as learn
+from tierkit.learned.lstm import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 T = 256

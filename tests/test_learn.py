@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from tierkit import TierkitError
-from tierkit import learn
+from tierkit.learned import lstm as learn
 from tierkit import profiling as prof
-from tierkit.learn import TrainConfig, class_count, count_class, group_patterns
+from tierkit.learned.lstm import TrainConfig, class_count, count_class, group_patterns
 
 K = TrainConfig().history
 A = np.tile([0, 5], 24)  # period 2

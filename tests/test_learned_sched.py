@@ -276,7 +276,7 @@ def test_torch_threads_are_set_and_results_do_not_depend_on_them(monkeypatch):
     2-core machine; tierkit sets 1 thread unless told, and the trained models are
     the same bit for bit."""
     torch = pytest.importorskip("torch")
-    from tierkit import learn
+    from tierkit.learned import lstm as learn
 
     monkeypatch.delenv(learn.THREADS_ENV, raising=False)
     assert learn.threads() == 1 and torch.get_num_threads() == 1

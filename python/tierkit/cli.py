@@ -419,7 +419,7 @@ def sweep_cmd(
     failed = int(df["error"].notna().sum())
     print(f"study {st.name}: {len(df):,} cells, {failed:,} failed; {df.attrs['ran']:,} run in {el:.1f} s "
           f"({len(df) - df.attrs['ran']:,} stored before this run)")
-    from .studies_report import best_table
+    from .studies.report import best_table
 
     best = best_table(df, st.baseline)
     if len(best):

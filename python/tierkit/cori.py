@@ -136,7 +136,7 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
     Returns the reuse profile summary, the candidates, Cori's trials and chosen period, and,
     with ``exhaustive``, the best period of the sweep and per method its slowdown after
     Cori's trial budget and its trials to come within ``within`` of the best."""
-    from .api import run
+    from ._engine import run
 
     if scheduler not in SCHEDULERS:
         raise _core.TierkitError(f"--scheduler: unknown scheduler '{scheduler}' (known: {', '.join(SCHEDULERS)})")

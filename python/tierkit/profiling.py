@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import TierkitError
-from .api import check_new_file
+from .output import check_new as check_new_file
 from .output import write_bytes, write_text
 from .progress import Bar
 
@@ -36,7 +36,7 @@ PHASE_VARIANCE = 0.9
 #: below this many point-centre-dimension cells, distances are computed exactly as sums of
 #: squared differences in one array (the phase clustering's sizes); above it, blockwise with
 #: BLAS as |x|^2 - 2 x.c + |c|^2, so memory and time stay bounded for thousands of points and
-#: centres (tierkit.learn.group_patterns)
+#: centres (tierkit.learned.lstm.group_patterns)
 _EXACT_CELLS = 1 << 22
 _BLOCK_ROWS = 4096
 

@@ -11,20 +11,16 @@ again. Same trace, same configuration, same numbers, bit for bit.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
 import tempfile
-import zlib
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 from . import _core, untrusted
+from ._engine import FILE_KEYS, keep_inputs, sha256, spec_args, with_args  # noqa: F401
 
-#: policy parameters that name an input file the result must carry
-FILE_KEYS = ("guidance", "predictions")
 #: the most repeats a result may ask for (a run repeats its trace as one; --repeat takes any)
 MAX_REPEAT = 1 << 20
 #: the figures a replay must reproduce exactly
@@ -32,39 +28,12 @@ FIGURES = ("accesses", "reads", "writes", "pages", "runtime_ns", "fast_hit_ratio
            "migration_time_ns", "energy_j", "ipc", "periods")
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
-def spec_args(spec: str) -> list[tuple[str, str]]:
-    """``name:k=v,...`` → [(k, v), ...] (values never hold commas in a canonical spec)."""
-    _, _, args = spec.partition(":")
-    return [tuple(kv.split("=", 1)) if "=" in kv else (kv, "") for kv in args.split(",") if kv]  # type: ignore[misc]
 
 
-def with_args(spec: str, values: Mapping[str, Any], drop_empty: bool = False) -> str:
-    """``spec`` with the given parameters' values replaced (those it has); ``drop_empty``
-    leaves out parameters without a value (those the Python front end consumed)."""
-    name, _, _ = spec.partition(":")
-    args = [(k, str(values[k]) if k in values and values[k] is not None else v) for k, v in spec_args(spec)]
-    if drop_empty:
-        args = [(k, v) for k, v in args if v != ""]
-    return name + (":" + ",".join(f"{k}={v}" for k, v in args) if args else "")
 
 
-def keep_inputs(result: dict) -> dict:
-    """Embed in ``result['config']['inputs']`` every file its policy spec names (guidance=,
-    predictions=), with its SHA-256. Returns the result."""
-    cfg = result["config"]
-    inputs = {}
-    for k, v in spec_args(str(cfg.get("policy", ""))):
-        if k in FILE_KEYS and v:
-            data = Path(v).read_bytes()
-            inputs[k] = {"path": v, "sha256": sha256(data),
-                         "zlib_base64": base64.b64encode(zlib.compress(data, 9)).decode("ascii")}
-    if inputs:
-        cfg["inputs"] = inputs
-    return result
 
 
 def _capacities(cfg: Mapping[str, Any], c: untrusted.Check) -> dict[str, str]:
@@ -206,7 +175,7 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
     digest is the recorded one. Files the run read are taken from ``config.inputs`` (checked
     against their SHA-256); a result without them (made before they were recorded) reads the
     recorded paths, which must still exist. ``source`` names the result in errors (its file)."""
-    from .api import run
+    from ._engine import run
 
     cfg = result["config"]
     ok = _checked(result, source)

@@ -244,7 +244,7 @@ def heatmap_of(trace, period: int, format=None, cache=None, progress=None):
 
 def heatmap(trace, period: int, out: Path, force: bool = False, format=None, cache=None, progress=None) -> Path:
     """Write the heat map of ``trace`` at ``period`` accesses to the PNG ``out``."""
-    from .api import check_new_file
+    from .output import check_new as check_new_file
 
     out = Path(out)
     check_new_file(out, force)
@@ -352,7 +352,7 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         pngs["breakdown.png"] = put("breakdown.png", _png(_plot_breakdown(bd, f"Where the time goes ({on})")))
     # per-window time series of the policies that record one, panels for the series that
     # vary, none for a policy that never acted
-    from .api import timeseries
+    from ._engine import timeseries
 
     for i, r in enumerate(results):
         ts = timeseries(r)
@@ -372,7 +372,7 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         heat = counts(path, period, cfg0.get("trace_format"), cache, False)
         pngs[name] = put(name, _png(heatmap_figure(heat, f"{Path(t).name}: access heat map")))
 
-    from .api import representative
+    from ._engine import representative
 
     rep = representative(results) if results else None
     cfg = rep["config"] if rep else {}

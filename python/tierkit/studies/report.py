@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .studies import Study
+    from .core import Study
 
 GROUP = ["grid", "trace", "platform", "fast_capacity", "timing", "repeat", "time_scale"]
 
@@ -146,8 +146,8 @@ def _table(df: "pd.DataFrame") -> str:
 
 def write(df: "pd.DataFrame", study: "Study", out: Path) -> list[Path]:
     """``out/index.html`` and its plots; returns the files written."""
-    from .output import write_bytes, write_text
-    from .report import _png
+    from ..output import write_bytes, write_text
+    from ..report import _png
 
     out = Path(out)
     written = []

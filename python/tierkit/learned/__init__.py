@@ -11,7 +11,7 @@ Pipeline (``predictions``):
    and its accesses in ``t`` are served from the slow tier for nothing. Pages are ranked by
    those accesses (their misplaced accesses), and the top ``pages`` share of the trace's
    pages gets a model.
-3. **Models** (:mod:`tierkit.learn`, PyTorch): Kleio trains one LSTM per selected page on
+3. **Models** (:mod:`tierkit.learned.lstm`, PyTorch): Kleio trains one LSTM per selected page on
    the page's class series (predict period ``t`` from periods ``t-K..t-1``); Kleoniki first
    groups the selected pages whose patterns are identical, then similar (k-means within
    ``tol`` classes per period), and trains one LSTM per group on the group's pattern.
@@ -31,8 +31,8 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
-from .progress import Bar
+from .. import _core
+from ..progress import Bar
 
 PathLike = Union[str, "os.PathLike[str]"]
 _B36 = np.frombuffer(b"0123456789abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
@@ -63,7 +63,7 @@ class Counts:
 
     def dense(self, rows: np.ndarray, bins: int) -> np.ndarray:
         """Classes [len(rows), periods] of the given page ids."""
-        from .learn import count_class
+        from .lstm import count_class
 
         pos = np.full(self.pages, -1, dtype=np.int64)
         pos[rows] = np.arange(len(rows))
@@ -203,10 +203,10 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     only the held-out periods (earlier ones follow history); ``holdout=0`` trains and
     predicts on every period (in sample). ``fallback``: a page whose model predicts the
     held-out periods worse than history does (larger mean class error) gets no predictions,
-    so it follows history. ``class_weight``: see :class:`tierkit.learn.TrainConfig`.
-    ``threads``: PyTorch threads (:func:`tierkit.learn.threads`).
+    so it follows history. ``class_weight``: see :class:`tierkit.learned.lstm.TrainConfig`.
+    ``threads``: PyTorch threads (:func:`tierkit.learned.lstm.threads`).
     Returns the file and the numbers of the run (pages, models, training time, scores, ...)."""
-    from . import learn
+    from . import lstm as learn
 
     if policy not in ("kleio", "kleoniki"):
         raise _core.TierkitError(f"unknown learned policy '{policy}' (kleio, kleoniki)")
@@ -335,7 +335,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     path = os.fspath(out) if out is not None else _tmp_path(policy)
     # no timings in the file: the same inputs and seed write the same bytes (same digest)
     doc["made"] = {k: v for k, v in info.items() if not k.endswith("seconds") and k != "inference_per_period_ms"}
-    from .output import write_text
+    from ..output import write_text
 
     write_text(path, json.dumps(doc, sort_keys=True))
     info["predictions_sha256"] = file_digest(path)
@@ -382,7 +382,7 @@ def _cache_key(**cfg: Any) -> str:
 
 def _cached(key: str) -> Optional[Made]:
     """The predictions made before under `key`, if their file is whole (its digest matches)."""
-    from . import untrusted
+    from .. import untrusted
 
     d = cache_dir()
     path, meta = os.path.join(d, f"{key}.json"), os.path.join(d, f"{key}.info.json")
@@ -525,7 +525,7 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     cori_period = None
     period_note = None
     if name == "kleoniki" and "period" not in args:
-        from .cori import tune
+        from ..cori import tune
 
         t = tune(trace, "history", platform, cap, timing, exhaustive=False, format=format, cache=cache,
                  progress=progress)
@@ -566,7 +566,7 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     bridged (003 Fig. 3.3) against the fraction, with models, training time and the models'
     scores on the held-out periods. Each fraction's models run twice: with the fallback to
     history (``gap_bridged_pct``) and without (``gap_bridged_no_fallback_pct``)."""
-    from .api import run
+    from .._engine import run
 
     if period is None:
         period = default_period(trace, format, cache, progress)
@@ -611,8 +611,8 @@ def aligned_period(trace: PathLike, history: int = 8, format: Optional[str] = No
     """The reuse-aligned period: a page's dominant reuse (Cori's, 003 §3.3) spans half of the
     models' input window of ``history`` periods, so that the window holds two reuses; no
     shorter than the trace over ``max_periods`` periods."""
-    from . import cori
-    from .api import trace_info
+    from .. import cori
+    from .._engine import trace_info
 
     n = int(trace_info(trace, format, cache)["summary"]["accesses"])
     dom = cori.dominant_reuse(cori.reuse_profile(trace, format=format, cache=cache, progress=False))
@@ -623,7 +623,7 @@ def default_period(trace: PathLike, format: Optional[str] = None, cache: Optiona
                    progress: Optional[bool] = None, periods: int = 400) -> int:
     """A period giving about ``periods`` periods over the trace (at least 1,000 accesses),
     rounded down to 1, 2 or 5 times a power of ten: enough history for the models to learn."""
-    from .api import trace_info
+    from .._engine import trace_info
 
     n = int(trace_info(trace, format, cache)["summary"]["accesses"])
     raw = max(1000, n // periods)

@@ -17,9 +17,9 @@ import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
-from ._core import TierkitError, __version__
+from .._core import TierkitError, __version__
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,7 +123,7 @@ def _list(source: str, key: str, v: Any, default: Optional[list] = None) -> list
 
 def read_study(path: PathLike) -> dict:
     """The study file's content: YAML (``.yaml``, ``.yml``) or TOML (``.toml``); JSON is YAML."""
-    from . import untrusted
+    from .. import untrusted
 
     p = Path(path)
     # a study file may come from anyone (docs/security.md): bounded in size and nesting
@@ -157,7 +157,7 @@ def read_study(path: PathLike) -> dict:
 def _policy_grid(source: str, item: Any) -> list[str]:
     """``"otf"``, ``"otf:threshold=64"``, or ``{"otf": {"threshold": [32, 64], "ar": "os"}}``
     (a grid: every combination) → policy spec strings."""
-    from ._core import parse_policy_spec
+    from .._core import parse_policy_spec
 
     if isinstance(item, str):
         specs = [item]
@@ -175,7 +175,7 @@ def _policy_grid(source: str, item: Any) -> list[str]:
             specs.append(f"{name}:{args}" if args else str(name))
     else:
         raise _err(source, "policies", f"{item!r}: give a policy spec or one mapping policy: {{parameter: [values]}}")
-    from .api import all_policies
+    from ..api import all_policies
 
     known = all_policies()
     for s in specs:
@@ -252,7 +252,7 @@ def _fmt(v: Any) -> str:
 
 
 def _short(v: Any) -> str:
-    from .untrusted import short
+    from ..untrusted import short
 
     return v if isinstance(v, str) and len(v) <= 40 else short(v)
 
@@ -284,7 +284,7 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
             raise _err(source, f"traces: {_short(it[kind])}", f"unknown key {extra[0]!r} (known: {', '.join(allowed)})")
         if it.get("name") is not None:
             # a trace's name names its file in the study's folder: never a path
-            from .untrusted import plain_name
+            from ..untrusted import plain_name
 
             plain_name(it["name"], source, f"traces: {_short(it[kind])}: name")
         if kind == "mix":
@@ -321,7 +321,7 @@ def _parse_traces(source: str, items: list, seeds: list, base: Path, default_for
                 out.append(TraceSpec("file", str(it["name"]) if len(matches) == 1 and it.get("name") else Path(m).name,
                                      path=m, format=it.get("format", default_format), cache=it.get("cache", default_cache)))
         elif kind == "workload":
-            from . import workloads
+            from .. import workloads
 
             name = str(it["workload"])
             workloads._check_name(name)
@@ -364,7 +364,7 @@ def load_study(path: PathLike) -> Study:
     if unknown:
         raise _err(src, unknown[0], f"unknown key (known: {', '.join(KEYS)})")
     if d.get("name") is not None:
-        from .untrusted import plain_name
+        from ..untrusted import plain_name
 
         plain_name(d["name"], src, "name")
     seeds = _list(src, "seeds", d.get("seeds"), [1])
@@ -413,7 +413,7 @@ def load_study(path: PathLike) -> Study:
 
 def _grid(src: str, name: str, d: dict, trace_names: list[str], base: Path, sel: Optional[list[str]] = None) -> Grid:
     """One grid's lists, checked; ``src`` names the file (and the grid) in errors."""
-    from .api import check_scale
+    from ..api import check_scale
 
     for k in ("platforms", "capacities", "timing", "repeat", "time_scale"):
         if isinstance(d.get(k), (list, tuple)) and not d[k]:
@@ -464,7 +464,7 @@ def _is_file(pl: str) -> bool:
 
 
 def _check_platform(src: str, pl: str, base: Path) -> None:
-    from .api import platform
+    from ..api import platform
 
     try:
         platform(str(base / pl) if _is_file(pl) and not os.path.isabs(pl) else pl)
@@ -538,7 +538,7 @@ def file_digest(path: PathLike, memo: Optional[dict] = None) -> str:
     k = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
     if memo is not None and k in memo:
         return memo[k]
-    from .learned import file_digest as sha256_of
+    from ..learned import file_digest as sha256_of
 
     d = sha256_of(path)
     if memo is not None:
@@ -564,12 +564,12 @@ def materialize(t: TraceSpec, out: Path, progress: Optional[bool] = None) -> str
     if f.exists():
         return str(f)
     if t.kind == "workload":
-        from . import workloads
+        from .. import workloads
 
         workloads.trace(t.workload, t.size, f, cache=t.cache, force=True, extra_args=t.args, slice=t.slice,  # type: ignore[arg-type]
                         progress=progress)
     else:
-        from .api import synth
+        from ..api import synth
 
         s = dict(t.synth or {})
         synth(s.pop("kind"), f, force=True, progress=progress, **s)
@@ -653,7 +653,7 @@ def run_cell(cell: Cell) -> dict:
 
 
 def _run_task(cell: Cell) -> dict:
-    from . import api
+    from .. import api
 
     if cell.task == "simulate" and cell.mix_paths:
         return api.run(list(cell.mix_paths), cell.platform, cell.policy, cell.fast_capacity, None, cell.timing, cell.format,
@@ -667,7 +667,7 @@ def _run_task(cell: Cell) -> dict:
                   cache=cell.cache, progress=False)
     if cell.task == "tune":
         return api.tune(cell.path, **p, **common)
-    from . import learned
+    from .. import learned
 
     period = p.pop("period", None)
     if period == "aligned":
@@ -703,7 +703,7 @@ class Store:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, cell: Cell) -> Optional[dict]:
-        from . import untrusted
+        from .. import untrusted
 
         try:
             rec = untrusted.read_json(self.path(cell.key), "store record", untrusted.MAX_RECORD_BYTES)
@@ -804,33 +804,6 @@ def _finite_tree(doc: Any) -> bool:
     return True
 
 
-# --- executors -------------------------------------------------------------------------------
-
-
-def _local(todo: list[Cell], workers: int, on_done: Callable[[dict], None]) -> None:
-    if workers <= 1 or len(todo) <= 1:
-        for c in todo:
-            on_done(run_cell(c))
-        return
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    from .pool import pool as make_pool
-
-    with make_pool(workers) as pool:
-        pending = {pool.submit(run_cell, c) for c in todo}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                on_done(f.result())
-
-
-def _ray(todo: list[Cell], address: Optional[str], ship: bool, on_done: Callable[[dict], None],
-         workers: Optional[int] = None) -> None:
-    from . import studies_ray
-
-    studies_ray.run(todo, address, ship, on_done, workers)
-
-
 # --- the sweep -------------------------------------------------------------------------------
 
 
@@ -851,7 +824,7 @@ def claim(out: Path, force: bool = False) -> None:
                            f"or give --force to write the store into it")
     out.mkdir(parents=True, exist_ok=True)
     if not (out / STORE_MARK).is_file():
-        from .output import write_text
+        from ..output import write_text
 
         write_text(out / STORE_MARK, json.dumps({"format": "tierkit-sweep-store", "version": 1}) + "\n", True)
 
@@ -859,7 +832,7 @@ def claim(out: Path, force: bool = False) -> None:
 def _read_memo(path: Path) -> dict:
     """The digests memo (``digests.json``): path|size|mtime -> SHA-256; anything else in it is
     dropped (the digests are computed again)."""
-    from . import untrusted
+    from .. import untrusted
 
     try:
         memo = untrusted.read_json(path, "digests memo", untrusted.MAX_RECORD_BYTES)
@@ -870,66 +843,6 @@ def _read_memo(path: Path) -> dict:
     return {k: v for k, v in memo.items() if isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v)}
 
 
-def sweep(study: Union[PathLike, Study], out: PathLike, workers: Optional[int] = None, executor: str = "local",
-          address: Optional[str] = None, ship_traces: bool = False, progress: Optional[bool] = None,
-          report: bool = True, force: bool = False) -> pd.DataFrame:
-    """Run every cell of ``study`` not yet in ``out``'s store, then write ``out/results.parquet``
-    and ``out/results.jsonl`` (every cell) and, with ``report``, ``out/index.html``. Returns
-    the results as a DataFrame, a row per cell (``error`` holds a failed cell's one line).
-    ``out`` is a new folder or a sweep's store; another folder with files in it only with
-    ``force``."""
-    from .progress import Bar
-
-    st = study if isinstance(study, Study) else load_study(study)
-    out = Path(out)
-    claim(out, force)
-    memo_path = out / "digests.json"
-    memo = _read_memo(memo_path)
-    all_cells = cells(st, out, progress, memo)
-    memo_path.write_text(json.dumps(memo))
-    store = Store(out)
-    todo = list({c.key: c for c in all_cells if not store.done(c)}.values())
-    if executor not in ("local", "ray"):
-        raise TierkitError(f"--executor: {executor!r}: local or ray")
-    if workers is not None and workers < 1:
-        raise TierkitError(f"--workers: {workers}: at least 1")
-    from .pool import cpu_count
-
-    n = workers or cpu_count()
-    with Bar(f"sweep {st.name}", progress, unit="cell") as bar:
-        n_cells = len({c.key for c in all_cells})
-        done = [n_cells - len(todo)]
-        bar.callback(done[0], n_cells)
-
-        def on_done(rec: dict) -> None:
-            store.put(rec)
-            done[0] += 1
-            bar.callback(done[0], n_cells)
-
-        if executor == "local":
-            _local(todo, n, on_done)
-        else:
-            _ray(todo, address, ship_traces, on_done, workers)
-    df = collect(st, all_cells, store)
-    # the table and the report are rewritten only when a cell ran or the study changed: a
-    # re-run of a finished study reads the store and stops (docs/sweep.md)
-    manifest = json.dumps({"version": __version__, "study": st.name, "baseline": st.baseline, "report": report,
-                           "cells": hashlib.sha256(",".join(c.key for c in all_cells).encode()).hexdigest()})
-    outputs = [out / "results.parquet", out / "results.jsonl"] + ([out / "index.html"] if report else [])
-    mpath = out / "manifest.json"
-    fresh = not todo and all(p.exists() for p in outputs) and mpath.exists() and mpath.read_text() == manifest
-    if not fresh:
-        write_dataset(df, [store.get(c) for c in {c.key: c for c in all_cells}.values()], out)
-        if report:
-            from . import studies_report
-
-            studies_report.write(df, st, out)
-        mpath.write_text(manifest)
-    df.attrs["ran"] = len(todo)
-    df.attrs["written"] = not fresh
-    return df
-
-
 def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFrame:
     """The study's table from the store: a row per cell of each grid (an analysis with several
     fractions of pages, a row per fraction), its configuration and figures, and
@@ -937,7 +850,7 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
     capacity, timing, repeat and time scale)."""
     import pandas as pd
 
-    from .api import RESULT_COLUMNS, mix_figures
+    from ..api import RESULT_COLUMNS, mix_figures
 
     rows = []
     for c in all_cells:
@@ -1005,7 +918,7 @@ def _flatten(r: dict) -> dict:
 
 def write_dataset(df: pd.DataFrame, records: Iterable[Optional[dict]], out: Path) -> None:
     """``results.parquet`` (the table) and ``results.jsonl`` (each cell's record), written whole."""
-    from .output import write_bytes
+    from ..output import write_bytes
 
     import io
 

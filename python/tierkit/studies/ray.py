@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ._core import TierkitError
+from .._core import TierkitError
 
 #: Times Ray runs a cell again after its worker process or node died.
 MAX_RETRIES = 3
@@ -46,7 +46,7 @@ def _local_copy(cell: Any, data: Optional[bytes], guide: Optional[bytes] = None)
 
 
 def _task(cell: Any, data: Optional[bytes] = None, guide: Optional[bytes] = None) -> dict:
-    from .studies import run_cell
+    from .core import run_cell
 
     local = _local_copy(cell, data, guide)
     rec = run_cell(local)
@@ -99,7 +99,7 @@ def run(todo: list, address: Optional[str], ship: bool, on_done: Callable[[dict]
                 try:
                     rec = ray.get(r)
                 except Exception as e:  # the task failed for good (its retries spent)
-                    from .studies import Cell  # noqa: F401  (the record's shape is run_cell's)
+                    from .core import Cell  # noqa: F401  (the record's shape is run_cell's)
 
                     msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
                     rec = {"key": cell.key, "config": cell.config(), "trace_path": cell.path,

@@ -40,7 +40,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ._core import TierkitError
+from .._core import TierkitError
 
 #: Adam steps per epoch. A model with more than MIN_BATCH distinct windows sees them in
 #: STEPS_PER_EPOCH mini-batches per epoch (one pass); a model with fewer sees all of them
@@ -575,7 +575,7 @@ def group_patterns(classes: np.ndarray, tol: float = 0.5, seed: int = 0) -> tupl
     per-period difference between a page's row and its group's representative is at most
     ``tol`` (in classes). The representative is the rounded weighted centroid. Groups are
     numbered by size, largest first, ties by first page. Deterministic for a seed."""
-    from .profiling import kmeans
+    from ..profiling import kmeans
 
     a = np.asarray(classes)
     if a.ndim != 2:
