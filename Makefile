@@ -1,5 +1,5 @@
 # make demo : set up everything on a fresh machine, then compare every policy on a real trace
-# make test : set up everything, then run every test (Rust and Python) and every fuzz target briefly
+# make test : set up everything, then the lint steps, every test (Rust, Python, VM) and every fuzz target briefly
 # make fuzz : run every fuzz target (docs/fuzzing.md); FUZZ_SECONDS=600 is the total, split evenly
 SHELL := /bin/bash
 PYTHON ?= python3
