@@ -18,10 +18,10 @@ use crate::engine::{self, Job, ProgressFn, SimResult, TraceOpener, Watch, WatchR
 use crate::error::{Error, Result};
 use crate::platform::Platform;
 use crate::policy::{external::External, PolicySpec};
-use crate::trace::input::{Format, TraceInput};
+use crate::timing::TimingKind;
+use crate::trace::input::TraceInput;
 use crate::trace::Summary;
 use crate::units::Capacity;
-use crate::{cache::CacheSpec, timing::TimingKind};
 
 /// A file name as Linux has it: any bytes. In JSON a string when it is UTF-8, else
 /// `{"os_bytes_hex": "..."}` (the bytes in hexadecimal), so that a run on a file whose name is
@@ -159,12 +159,7 @@ impl RunSpec {
     }
 
     fn input(&self, path: &Path) -> Result<TraceInput> {
-        let fmt = self.format.as_deref().map(|f| Format::parse("--format", f)).transpose()?;
-        let cache = match &self.cache {
-            Some(c) => CacheSpec::parse("--cache", c)?,
-            None => None,
-        };
-        Ok(TraceInput::new(path.to_path_buf()).with_format(fmt).with_cache(cache))
+        TraceInput::from_options(path, self.format.as_deref(), self.cache.as_deref())
     }
 
     fn platform(&self) -> Result<Platform> {

@@ -44,15 +44,6 @@ fn plain(e: Error) -> PyErr {
     to_py(e, &Arc::new(Mutex::new(None)))
 }
 
-fn input(path: &std::path::Path, format: Option<&str>, cache: Option<&str>) -> Result<TraceInput, Error> {
-    let fmt = format.map(|f| Format::parse("--format", f)).transpose()?;
-    let cache = match cache {
-        Some(c) => CacheSpec::parse("--cache", c)?,
-        None => None,
-    };
-    Ok(TraceInput::new(path.to_path_buf()).with_format(fmt).with_cache(cache))
-}
-
 /// A progress callback into Python: `cb(done, total) -> bool | None`; also turns Ctrl-C
 /// into a clean stop.
 fn progress_fn(cb: Option<Py<PyAny>>, pending: Pending) -> impl FnMut(u64, Option<u64>) -> bool + Send {
@@ -97,7 +88,7 @@ fn json_out<T: serde::Serialize>(v: &T) -> PyResult<String> {
 #[pyo3(signature = (path, format=None, cache=None, progress=None))]
 fn trace_info(py: Python<'_>, path: PathBuf, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&path, format, cache)?;
+        let inp = TraceInput::from_options(&path, format, cache)?;
         let fmt = inp.resolved_format()?;
         let (meta, summary) = if fmt == Format::Tkt && inp.cache.is_none() {
             trace::tkt::TktReader::read_summary(&inp.path)?
@@ -143,7 +134,7 @@ fn profile_trace(
         },
     };
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&path, format, cache)?;
+        let inp = TraceInput::from_options(&path, format, cache)?;
         let p = tierkit_core::profile::profile(&inp, slice_by, cb)?;
         serde_json::to_string(&p).map_err(|e| Error::Invariant(e.to_string()))
     })
@@ -162,7 +153,7 @@ fn period_counts<'py>(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let c = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&path, format, cache)?;
+        let inp = TraceInput::from_options(&path, format, cache)?;
         tierkit_core::periods::period_counts(&inp, period, cb)
     })?;
     let d = PyDict::new(py);
@@ -184,7 +175,7 @@ fn period_counts<'py>(
 #[pyo3(signature = (path, bucket, format=None, cache=None, progress=None))]
 fn reuse_histogram(py: Python<'_>, path: PathBuf, bucket: u64, format: Option<&str>, cache: Option<&str>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     let h = detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&path, format, cache)?;
+        let inp = TraceInput::from_options(&path, format, cache)?;
         tierkit_core::periods::reuse_histogram(&inp, bucket, cb)
     })?;
     json_out(&h)
@@ -211,7 +202,7 @@ fn trace_convert(
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     detached(py, progress, Arc::new(Mutex::new(None)), move |cb| {
-        let inp = input(&src, format, cache)?;
+        let inp = TraceInput::from_options(&src, format, cache)?;
         let to = to.map(|t| Format::parse("--to", t)).transpose()?;
         let r = trace::convert::convert(&inp, &out, to, force, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
@@ -306,7 +297,7 @@ fn trace_record(
 #[pyo3(signature = (path, format=None, cache=None, limit=None))]
 fn trace_read<'py>(py: Python<'py>, path: PathBuf, format: Option<&str>, cache: Option<&str>, limit: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
     let res = py.detach(move || -> Result<(Batch, TraceMeta), Error> {
-        let inp = input(&path, format, cache)?;
+        let inp = TraceInput::from_options(&path, format, cache)?;
         let mut src = inp.open()?;
         let meta = src.meta().clone();
         let mut all = Batch::default();

@@ -263,6 +263,18 @@ impl TraceInput {
         self
     }
 
+    /// A trace as the front ends name it: a path and the `--format` and `--cache` option
+    /// strings as given (each absent when not given), parsed here so that the command line,
+    /// run specs and the Python extension read them the same way.
+    pub fn from_options(path: &Path, format: Option<&str>, cache: Option<&str>) -> Result<TraceInput> {
+        let fmt = format.map(|f| Format::parse("--format", f)).transpose()?;
+        let cache = match cache {
+            Some(c) => CacheSpec::parse("--cache", c)?,
+            None => None,
+        };
+        Ok(TraceInput::new(path).with_format(fmt).with_cache(cache))
+    }
+
     /// The format, detected if not given.
     pub fn resolved_format(&self) -> Result<Format> {
         if !self.path.exists() {
