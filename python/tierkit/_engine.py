@@ -105,14 +105,19 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: Union[str, Mapping
     if cores > 1:
         # what replay needs: the trace's path, the cores and the quantum
         r["config"].update(trace=_s(trace), cores=cores, quantum=quantum)
-    if r["policy"] != label:
-        # the warnings name the run as the user wrote it, not the spec it was made into
-        run_as = r["policy"]
-        r["warnings"] = [label + w[len(run_as):] if w.startswith(run_as + " ") else w for w in r.get("warnings", [])]
+    relabel_warnings(r, r["policy"], label)
     if cache is not None:
         r["config"]["cache"] = cache  # the filter the trace was read through: replay needs it
     # the guidance and predictions files it read travel with the result (by digest)
     return keep_inputs(r)
+
+
+def relabel_warnings(r: dict, run_as: str, label: str) -> None:
+    """Make the warnings of result ``r`` that begin with the policy as it ran (``run_as``: the
+    engine's canonical spec, or the spec a front end expanded the user's into) name it as the
+    user wrote it (``label``)."""
+    if run_as != label:
+        r["warnings"] = [label + w[len(run_as):] if w.startswith(run_as + " ") else w for w in r.get("warnings", [])]
 
 
 def json_path(p: PathLike) -> Union[str, dict]:

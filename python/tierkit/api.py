@@ -240,10 +240,8 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: Union[str, Mapping
         policy, learned = _kleio.expand(label, spec, trace, fast_capacity, format, cache, progress, platform, timing)
     r = _engine.run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress, summary,
                     paranoid, repeat, time_scale, watch, watch_every_ns, False, cores, quantum, alone, trace_digest)
-    if r["policy"] != label:
-        # the warnings name the run as the user wrote it, not the spec it was made into
-        run_as = r["policy"]
-        r["warnings"] = [label + w[len(run_as):] if w.startswith(run_as + " ") else w for w in r.get("warnings", [])]
+    # the engine's run named its warnings by the spec it was given: name them by the user's
+    _engine.relabel_warnings(r, policy if isinstance(policy, str) else policy.name, label)
     if guidance is not None:
         # the user's spec names the run; the config records what the guidance was made from
         r["policy"] = label
