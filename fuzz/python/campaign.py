@@ -359,6 +359,22 @@ class Run:
         return snap
 
 
+def sweep_argv(study: str = "study.yaml") -> list[str]:
+    """The sweep the study and store targets run: one worker, no report, into ``out``."""
+    return ["sweep", study, "--out", "out", "-j", "1", "--no-report", "-q"]
+
+
+def store_copy(seeds: dict, d: Path) -> list[Path]:
+    """Lay out in ``d`` the seed study, its trace and its finished store, the store without its
+    manifest so that the sweep writes its table again from what the store holds; return the
+    store's records a mutation may replace (its cells and its digests memo)."""
+    shutil.copy(seeds["trace"], d / "t.tkt")
+    (d / "study.yaml").write_bytes(seeds["study"])
+    shutil.copytree(seeds["store"], d / "out")
+    (d / "out" / "manifest.json").unlink()
+    return sorted((d / "out" / "cells").rglob("*.json")) + [d / "out" / "digests.json"]
+
+
 def prepare(run: Run, seeds: dict, rng: random.Random) -> None:
     run.layout()
     d_in = run.dir / "in"
@@ -412,16 +428,10 @@ def prepare(run: Run, seeds: dict, rng: random.Random) -> None:
             data = mutate_bytes(b'name = "camp"\ntraces = ["t.tkt"]\nplatforms = ["dram-pmem"]\ncapacities = [0.2]\n'
                                 b'timing = ["simple"]\npolicies = ["first-touch"]\n', rng)
         (d_in / f"study{ext}").write_bytes(data)
-        run.argv = ["sweep", f"study{ext}", "--out", "out", "-j", "1", "--no-report", "-q"]
+        run.argv = sweep_argv(f"study{ext}")
     elif k == "store":
-        shutil.copy(seeds["trace"], d_in / "t.tkt")
-        (d_in / "study.yaml").write_bytes(seeds["study"])
-        shutil.copytree(seeds["store"], d_in / "out")
-        # without its manifest the sweep writes its table again, from what the store holds
-        (d_in / "out" / "manifest.json").unlink()
         # the store was made in another folder: its digests memo names those paths
-        recs = sorted((d_in / "out" / "cells").rglob("*.json"))
-        target = rng.choice(recs + [d_in / "out" / "digests.json"])
+        target = rng.choice(store_copy(seeds, d_in))
         if structured and target.suffix == ".json":
             doc = json.loads(target.read_text())
 
@@ -437,7 +447,7 @@ def prepare(run: Run, seeds: dict, rng: random.Random) -> None:
         else:
             data = mutate_bytes(target.read_bytes(), rng)
         target.write_bytes(data)
-        run.argv = ["sweep", "study.yaml", "--out", "out", "-j", "1", "--no-report", "-q"]
+        run.argv = sweep_argv()
         run.expect = seeds["store"] / "results.jsonl"
     elif k == "regions":
         (d_in / "regions").write_bytes(mutate_bytes(seeds["regions"], rng))

@@ -144,24 +144,23 @@ def t_study(data: bytes) -> None:
     d = s.fresh()
     shutil.copy(s.seeds["trace"], d / "t.tkt")
     (d / "study.yaml").write_bytes(data)
-    cli(["sweep", "study.yaml", "--out", "out", "-j", "1", "--no-report", "-q"], d)
+    from campaign import sweep_argv
+
+    cli(sweep_argv(), d)
     s.check_outside("sweep")
 
 
 def t_store(data: bytes) -> None:
     """``data`` replaces one cell record of a finished store (its first byte picks which)."""
+    from campaign import _store_differs, store_copy, sweep_argv
+
     s = scratch()
     d = s.fresh()
-    shutil.copy(s.seeds["trace"], d / "t.tkt")
-    (d / "study.yaml").write_bytes(s.seeds["study"])
-    shutil.copytree(s.seeds["store"], d / "out")
-    (d / "out" / "manifest.json").unlink()  # the table written again, from what the store holds
-    recs = sorted((d / "out" / "cells").rglob("*.json")) + [d / "out" / "digests.json"]
+    recs = store_copy(s.seeds, d)
     pick = recs[data[0] % len(recs)] if data else recs[0]
     pick.write_bytes(data[1:])
-    cli(["sweep", "study.yaml", "--out", "out", "-j", "1", "--no-report", "-q"], d)
+    cli(sweep_argv(), d)
     # whatever the store held, the table holds results a run could give
-    from campaign import _store_differs
 
     bad = _store_differs(d / "out" / "results.jsonl", s.seeds["store"] / "results.jsonl")
     if bad:
