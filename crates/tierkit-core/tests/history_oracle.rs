@@ -496,8 +496,8 @@ fn declarations_document_the_parameters() {
         assert!(info.source.contains("003 §3.1"));
     }
     let o = policy::lookup("oracle").unwrap();
-    assert!(o.future_knowledge && o.summary.contains("FUTURE"));
-    assert!(!policy::lookup("history").unwrap().future_knowledge);
+    assert!(o.future_knowledge() && o.summary.contains("FUTURE"));
+    assert!(!policy::lookup("history").unwrap().future_knowledge());
 }
 /// GTkernel/cori-sim's figures on three SPEC CPU2006 traces (Ramulator's, read without their
 /// writebacks as cori-sim's hex traces are), fast tier 20% of the pages (run_cori.py's ratio),

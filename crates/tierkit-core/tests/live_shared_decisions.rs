@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 use tierkit_core::engine::{run_policy, Job};
 use tierkit_core::error::Result;
-use tierkit_core::live::{build_decider, LiveDecider, LiveMove, MoveResult, Observation, PageObs, Step, LIVE_POLICIES};
+use tierkit_core::live::{build_decider, live_policies, LiveDecider, LiveMove, MoveResult, Observation, PageObs, Step};
 use tierkit_core::mechanics::{Op, TierId};
 use tierkit_core::pagemap::PageId;
 use tierkit_core::platform::Platform;
@@ -434,10 +434,10 @@ fn hyplacer_live_write_intensive_pages_come_from_dirty_bits() {
 /// there (docs/real-linux.md: failures counted, not fatal).
 #[test]
 fn failed_moves_keep_the_page_in_place() {
-    for name in LIVE_POLICIES {
+    for name in live_policies() {
         let spec = PolicySpec::parse(&format!(
             "{name}:{}",
-            if *name == "history" { "period=1ms,bins=0" } else { "interval=1ms,delay=100us,write_threshold_mb_per_s=1e6" }
+            if name == "history" { "period=1ms,bins=0" } else { "interval=1ms,delay=100us,write_threshold_mb_per_s=1e6" }
         ))
         .unwrap();
         let mut d = build_decider(&spec, 4, PAGE).unwrap();
@@ -478,13 +478,13 @@ fn failed_moves_keep_the_page_in_place() {
 /// the budget; the mirror matches the kernel whenever no move failed.
 #[test]
 fn the_budget_is_never_exceeded_on_random_observations() {
-    for name in LIVE_POLICIES {
+    for name in live_policies() {
         for seed in 0..12u64 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed * 7 + 1);
             let budget = rng.random_range(0..12u64);
             let spec = PolicySpec::parse(&format!(
                 "{name}:{}",
-                if *name == "history" { "period=1ms,bins=4" } else { "interval=1ms,delay=200us,write_threshold_mb_per_s=0.5,dram_target=0.7,dram_limit=0.8" }
+                if name == "history" { "period=1ms,bins=4" } else { "interval=1ms,delay=200us,write_threshold_mb_per_s=0.5,dram_target=0.7,dram_limit=0.8" }
             ))
             .unwrap();
             let mut d = build_decider(&spec, budget, PAGE).unwrap();
@@ -582,8 +582,8 @@ fn specs_that_cannot_run_live_are_refused_with_the_key() {
 /// first, and among equals the highest address first; the mirror then holds the budget.
 #[test]
 fn pages_over_the_budget_are_demoted_least_accessed_then_highest_address_first() {
-    for name in LIVE_POLICIES {
-        let spec = PolicySpec::parse(&format!("{name}:{}", if *name == "history" { "period=1ms" } else { "interval=1ms,delay=100us" })).unwrap();
+    for name in live_policies() {
+        let spec = PolicySpec::parse(&format!("{name}:{}", if name == "history" { "period=1ms" } else { "interval=1ms,delay=100us" })).unwrap();
         let mut d = build_decider(&spec, 2, PAGE).unwrap();
         // five pages on the fast node, budget two: pages 1 and 3 idle, page 4 read once,
         // page 0 and 2 busy

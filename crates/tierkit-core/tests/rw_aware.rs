@@ -329,7 +329,7 @@ fn memos_classifies_from_several_rounds() {
 fn registered_with_documented_parameters() {
     for name in ["clock-dwf", "memos"] {
         let info = REGISTRY.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("{name} is not registered"));
-        assert!(!info.future_knowledge);
+        assert!(!info.future_knowledge());
         for p in info.params {
             assert!(!p.source.is_empty() && !p.help.is_empty() && !p.unit.is_empty(), "{name}:{}", p.name);
         }

@@ -488,7 +488,7 @@ fn policies() -> PyResult<String> {
                 .collect();
             serde_json::json!({
                 "name": p.name, "summary": p.summary, "source": p.source,
-                "future_knowledge": p.future_knowledge, "params": params,
+                "future_knowledge": p.future_knowledge(), "params": params,
                 // how it runs on a real machine (tierkit run), or why it cannot
                 "live": p.deploy.live(), "deploy": serde_json::to_value(p.deploy).unwrap(),
             })

@@ -42,12 +42,15 @@ use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
 use crate::policy::hyplacer::{self, Costs, Decisions, Mode, Placement};
 use crate::policy::page_scheduler::{PageScheduler, Source};
-use crate::policy::{lookup, Ctx, Now, Params, Policy, PolicySpec};
+use crate::policy::{lookup, Ctx, Deploy, Now, Params, Policy, PolicySpec, REGISTRY};
 use crate::tracking::Tracking;
 use crate::units::Period;
 
-/// The policies that can run as a daemon, with the simulator's decision code.
-pub const LIVE_POLICIES: &[&str] = &["hyplacer", "history"];
+/// The policies that can run as a daemon, with the simulator's decision code: those the
+/// registry says deploy as one ([`Deploy::Daemon`]).
+pub fn live_policies() -> Vec<&'static str> {
+    REGISTRY.iter().filter(|p| p.deploy == Deploy::Daemon).map(|p| p.name).collect()
+}
 
 /// `history`'s live period when the spec leaves `period` at its default (1000 accesses, which
 /// a daemon cannot count): one DAMON aggregation window at DAMON's default (100 ms).
@@ -60,9 +63,9 @@ const SLOW_CAPACITY_PAGES: u64 = u64::MAX / 4;
 /// Build a daemon policy from its spec, for a fast tier of at most `fast_budget_pages` pages
 /// of `page_bytes` bytes.
 pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64) -> Result<Box<dyn LiveDecider>> {
-    if !LIVE_POLICIES.contains(&spec.name.as_str()) {
-        lookup(&spec.name)?; // an unknown name gets the registry's error
-        return Err(Error::config("--policy", format!("'{}' cannot run as a daemon policy (daemon policies: {})", spec.name, LIVE_POLICIES.join(", "))));
+    let info = lookup(&spec.name)?; // an unknown name gets the registry's error
+    if info.deploy != Deploy::Daemon {
+        return Err(Error::config("--policy", format!("'{}' cannot run as a daemon policy (daemon policies: {})", spec.name, live_policies().join(", "))));
     }
     if page_bytes == 0 || !page_bytes.is_power_of_two() {
         return Err(Error::config("page size", format!("{page_bytes} bytes is not a power of two")));
@@ -70,11 +73,11 @@ pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64)
     if fast_budget_pages > SLOW_CAPACITY_PAGES {
         return Err(Error::config("--fast-capacity", format!("{fast_budget_pages} pages is beyond any machine")));
     }
-    let info = lookup(&spec.name)?;
     let params = Params::parse(info.name, info.params, spec)?;
     match info.name {
         "hyplacer" => Ok(Box::new(LiveHyPlacer::new(&params, fast_budget_pages, page_bytes)?)),
-        _ => Ok(Box::new(LiveHistory::new(spec, &params, fast_budget_pages, page_bytes)?)),
+        "history" => Ok(Box::new(LiveHistory::new(spec, &params, fast_budget_pages, page_bytes)?)),
+        other => Err(Error::Invariant(format!("policy '{other}' is registered as a daemon policy but has no live decider"))),
     }
 }
 

@@ -20,7 +20,7 @@
 
 pub mod decide;
 
-pub use decide::{build_decider, LIVE_POLICIES};
+pub use decide::{build_decider, live_policies};
 
 use crate::error::Result;
 use crate::mechanics::TierId;

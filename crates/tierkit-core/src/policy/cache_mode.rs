@@ -203,7 +203,6 @@ pub static CACHE_MODE: PolicyInfo = PolicyInfo {
     summary:
         "the fast tier as a direct-mapped, write-allocate cache of the tiers below (KNL cache mode, Optane Memory Mode); pages first-touch from tier 1 down",
     source: "002 §V-D (KNL MCDRAM cache mode); 004 §2.2 (DCPMM Memory Mode)",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware {
         why: "the fast tier as a hardware-managed cache (Optane Memory Mode, KNL cache mode) is a firmware setting, not a placement",
     },

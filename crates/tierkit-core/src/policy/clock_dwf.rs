@@ -342,7 +342,6 @@ pub static CLOCK_DWF: PolicyInfo = PolicyInfo {
     name: "clock-dwf",
     summary: "partitioned placement (CLOCK-DWF): written pages in DRAM, read pages in the slow tier; a write to a slow page faults and moves it to DRAM; DRAM victims by a clock over dirty bits and write frequency",
     source: "seed 004 §2.3, §3.1 ([27]: Lee, Bahn, Noh, 'CLOCK-DWF', IEEE Trans. Computers 63(9), 2014)",
-    future_knowledge: false,
     deploy: super::Deploy::NotLive { why: "needs a fault on the first write to each slow page (userfaultfd write-protection could give it); tierkit has no live version" },
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(clock_dwf(p)) as Box<dyn Runnable>),

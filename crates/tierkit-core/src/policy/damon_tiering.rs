@@ -922,7 +922,6 @@ pub static DAMON_TIERING: PolicyInfo = PolicyInfo {
     name: "damon-tiering",
     summary: "DAMOS memory tiering (Linux 6.11+): DAMON region sampling; migrate_hot promotes accessed slow regions and migrate_cold demotes unaccessed fast regions, within byte quotas auto-tuned towards DRAM used/free goals",
     source: "Linux mm/damon (core.c, ops-common.c), Documentation/admin-guide/mm/damon/usage.rst and mm/damon/design.rst; samples/damon/mtier.c (Honggyu Kim et al., SK hynix, DAMON-based tiered memory management)",
-    future_knowledge: false,
     deploy: super::Deploy::Kernel,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(DamonTiering::from_params(p)?) as Box<dyn Runnable>),

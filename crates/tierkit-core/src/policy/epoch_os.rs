@@ -493,7 +493,6 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
     name: "hma-epoch",
     summary: "epoch-based hot-page migration with OS reconciliation (HMA_HS_OS_AR): each epoch, the slow pages with at least `threshold` accesses swap with LRU fast pages; one OS batch per epoch",
     source: "001 §2.4 (HMA_HS_OS_AR, after Meswani et al. [20]) and the authors' model shashankshashank44/HMA_onfly_adaptive src/hma.cpp; placement 001 §4.1",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (001 §2.4); Linux exposes no such counts" },
     params: HMA_PARAMS,
     build: |p: &Params| Ok(Box::new(hma(p)?) as Box<dyn Runnable>),
@@ -519,7 +518,6 @@ pub static FTHP: PolicyInfo = PolicyInfo {
     summary:
         "first-touch hot-page: first touch fills the fast tier; at each epoch the epoch's hottest slow pages replace the coldest fast pages, moved by the OS",
     source: "000 §6.4 (FTHP, after Meswani et al.), costs 000 §5.1",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (000 §6.4); Linux exposes no such counts" },
     params: FTHP_PARAMS,
     build: |p: &Params| Ok(Box::new(fthp(p)?) as Box<dyn Runnable>),

@@ -1101,7 +1101,6 @@ pub static GUIDED: PolicyInfo = PolicyInfo {
     name: "guided",
     summary: "allocation-site guidance: each allocation joins its site's arena, whose pages go to the arena's tier on first touch (overflowing to slower tiers); per-phase arenas change tier at phase transitions; then=POLICY adds migration",
     source: "000 §3.2 (static and per-phase arenas), 002 §III-B and §IV-B (static arenas with MPOL_PREFERRED)",
-    future_knowledge: false,
     deploy: super::Deploy::Allocator,
     params: PARAMS,
     build,

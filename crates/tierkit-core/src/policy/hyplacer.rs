@@ -997,7 +997,6 @@ pub static HYPLACER: PolicyInfo = PolicyInfo {
     name: "hyplacer",
     summary: "HyPlacer: fill DRAM first; every interval, from DRAM usage and DCPMM write bandwidth, promote pages found intensive by clear-then-delay of R/D bits, switch them with CLOCK-cold DRAM pages, or demote CLOCK-cold pages",
     source: "004 §4.1-§4.4 (HyPlacer), parameters 004 §5.1",
-    future_knowledge: false,
     deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(hyplacer(p)?) as Box<dyn Runnable>),

@@ -598,7 +598,6 @@ pub static MEMOS: PolicyInfo = PolicyInfo {
     name: "memos",
     summary: "Memos as 004 ran it: new pages in the slow tier; each cycle, pages classified from referenced/dirty bits; write-hot pages to DRAM, then read-hot pages balanced between the tiers by their bandwidth utilization",
     source: "seed 004 §3.3, §5.1 ([30]: Liu et al., 'Hierarchical Hybrid Memory Management in OS for Tiered Memory Systems', IEEE TPDS 2019; Memos, arXiv:1703.07725)",
-    future_knowledge: false,
     deploy: super::Deploy::NotLive { why: "needs per-tier bandwidth counters, which the testbed VM lacks, and page coloring; tierkit has no live version" },
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(memos(p)) as Box<dyn Runnable>),

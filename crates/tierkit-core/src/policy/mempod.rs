@@ -363,7 +363,6 @@ pub static MEMPOD: PolicyInfo = PolicyInfo {
     name: "mempod",
     summary: "MemPod (MemPod_no_AR): pods of fast and slow frames; per pod a Majority Element Algorithm counter set tracks hot pages, swapped into the pod's fast frames by hardware at each epoch; no address reconciliation",
     source: "001 §2.4 (MemPod_no_AR) after Prodromou et al., HPCA 2017 ([26] in 001); placement 001 §4.1",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "per-pod MEA counters and page swaps in the memory controller (MemPod, HPCA 2017)" },
     params: PARAMS,
     build: |p: &Params| {

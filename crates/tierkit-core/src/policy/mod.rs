@@ -282,12 +282,17 @@ pub struct PolicyInfo {
     pub summary: &'static str,
     /// The paper and section it follows.
     pub source: &'static str,
-    /// Uses knowledge of the future (an oracle bound, not a realizable policy).
-    pub future_knowledge: bool,
     /// How it runs on a real machine, if it can (`tierkit policies`, `tierkit run`).
     pub deploy: Deploy,
     pub params: &'static [ParamSpec],
     pub build: fn(&Params) -> Result<Box<dyn crate::engine::Runnable>>,
+}
+
+impl PolicyInfo {
+    /// Uses knowledge of the future (an oracle bound, not a realizable policy).
+    pub fn future_knowledge(&self) -> bool {
+        self.deploy == Deploy::FutureKnowledge
+    }
 }
 
 /// How a policy can be deployed on a real machine (docs/policies.md, "Deploying a policy").

@@ -1572,7 +1572,6 @@ pub static OTF: PolicyInfo = PolicyInfo {
     name: "otf",
     summary: "on-the-fly migration: a page is migrated by the hardware controller as soon as its count reaches the threshold, into a free fast frame or swapped with the LRU fast page; ReMap table with OS, hardware or no address reconciliation",
     source: "001 §2.1-2.4 (OTF_HW_AR, OTF_OS_AR, OTF_no_AR)",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[THRESHOLD, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK, TLB_DIR, INVAL, TWINDOW, INITIAL, MIG_E, LOOKUP_E],
     build: |p| Ok(Box::new(Otf::new(config("otf", p)?)) as Box<dyn Runnable>),
@@ -1582,7 +1581,6 @@ pub static OTF_ADAPTIVE: PolicyInfo = PolicyInfo {
     name: "otf-adaptive",
     summary: "otf with the hotness threshold doubled or halved every window from the migration count (algorithm=1), the MBQ (2) or both (3), and migrations paused while the MBQ is low",
     source: "001 §3.1-3.2, §5.2-5.4 (Algorithms 1-3, OTF_HW_AR_adaptive_N)",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[
         ALGORITHM, RULE, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
@@ -1595,7 +1593,6 @@ pub static OTF_REVERSE: PolicyInfo = PolicyInfo {
     name: "otf-reverse",
     summary: "otf without address reconciliation: when the ReMap table is full, the migrated page (or swapped pair) with the fewest accesses in the window goes back to its original frame; MBQ-adaptive threshold (Algorithm 2)",
     source: "001 §3.3, §5.5 (OTF_RM_adaptive)",
-    future_knowledge: false,
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[REMAP, RESIDENCY, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, RULE, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
     build: |p| Ok(Box::new(Otf::new(config("otf-reverse", p)?)) as Box<dyn Runnable>),
