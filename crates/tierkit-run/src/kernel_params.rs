@@ -9,8 +9,8 @@
 //! so. The names `tierkit run` used before (`quota_mib`, `apply_ms`, `rate_limit_mbps`,
 //! `used_goal_bp`, `free_goal_bp`) are still read, with a note, until the next release.
 
-use tierkit_core::policy::{lookup, Params, PolicySpec};
-use tierkit_core::units::Period;
+use tierkit_core::policy::params::{renamed_note, Renamed, RENAMED};
+use tierkit_core::policy::{lookup, ParamSpec, Params, PolicySpec};
 use tierkit_core::{Error, Result};
 
 use crate::damon::{MonitorAttrs, TieringParams};
@@ -63,60 +63,58 @@ pub enum KernelParams {
     Damon(TieringParams),
 }
 
-/// `tierkit run`'s old names: (policy, old, new, how the value changes).
-const OLD_LIVE_NAMES: &[(&str, &str, &str)] = &[
-    ("autonuma-tiering", "rate_limit_mbps", "promote_rate_limit_mib_per_s"),
-    ("damon-tiering", "used_goal_bp", "hot_goal_used_bp"),
-    ("damon-tiering", "free_goal_bp", "cold_goal_free_bp"),
+/// `tierkit run`'s old names, read as the simulator's (one to one; `quota_mib` and `apply_ms`
+/// are read in [`current_names`]).
+const OLD_LIVE_NAMES: &[Renamed] = &[
+    Renamed { policy: "autonuma-tiering", old: "rate_limit_mbps", new: "promote_rate_limit_mib_per_s", suffix: "" },
+    Renamed { policy: "damon-tiering", old: "used_goal_bp", new: "hot_goal_used_bp", suffix: "" },
+    Renamed { policy: "damon-tiering", old: "free_goal_bp", new: "cold_goal_free_bp", suffix: "" },
 ];
 
-/// The spec with `tierkit run`'s old names turned into the simulator's, and a note for each.
-fn translate_old(spec: &PolicySpec) -> Result<(PolicySpec, Vec<String>)> {
+/// The spec under the simulator's current names only: `tierkit run`'s old names, then the
+/// simulator's own old ones ([`RENAMED`]), each with its note.
+fn current_names(spec: &PolicySpec, decl: &[ParamSpec]) -> Result<(PolicySpec, Vec<String>)> {
     let mut args = Vec::new();
     let mut notes = Vec::new();
-    let mut note = |old: &str, new: &str| {
-        notes.push(format!("{}:{old} is now {}:{new}, as in simulate (the old name is read until the next release)", spec.name, spec.name))
-    };
+    let mut simulators = Vec::new();
     for (k, v) in &spec.args {
-        if let Some((_, old, new)) = OLD_LIVE_NAMES.iter().find(|(p, old, _)| *p == spec.name && old == k) {
-            note(old, new);
-            args.push((new.to_string(), v.clone()));
+        if let Some(r) = Renamed::find(OLD_LIVE_NAMES, &spec.name, k) {
+            notes.push(r.note(", as in simulate"));
+            args.push(r.arg(v));
+        } else if let Some(r) = Renamed::find(RENAMED, &spec.name, k) {
+            simulators.push(r.note(""));
+            args.push(r.arg(v));
         } else if spec.name == "damon-tiering" && k == "quota_mib" {
-            note("quota_mib", "hot_quota and cold_quota");
+            notes.push(renamed_note(&spec.name, k, "hot_quota and cold_quota", ", as in simulate"));
             args.push(("hot_quota".into(), format!("{v}M")));
             args.push(("cold_quota".into(), format!("{v}M")));
         } else if spec.name == "damon-tiering" && k == "apply_ms" {
-            // apply_ms was a time; apply_aggrs counts aggregation intervals (of `aggr`)
-            note("apply_ms", "apply_aggrs");
+            // apply_ms was a time; apply_aggrs counts aggregation intervals (of `aggr`, as
+            // given or its declared default)
+            notes.push(renamed_note(&spec.name, k, "apply_aggrs", ", as in simulate"));
             let ms: u64 = v.parse().map_err(|_| Error::config("damon-tiering:apply_ms", format!("'{v}' is not a whole number of ms")))?;
-            let aggr_ms = spec.args.iter().find(|(k, _)| k == "aggr").map(|(_, a)| a.as_str()).unwrap_or("100ms");
-            let aggr_ns = tierkit_core::units::parse_duration_ns("damon-tiering:aggr", aggr_ms)?;
+            let declared = decl.iter().find(|d| d.name == "aggr").map(|d| d.default);
+            let aggr = spec.args.iter().find(|(k, _)| k == "aggr").map(|(_, a)| a.as_str()).or(declared).unwrap_or_default();
+            let aggr_ns = tierkit_core::units::parse_duration_ns("damon-tiering:aggr", aggr)?;
             let n = ((ms as f64 * 1e6) / aggr_ns).round().max(1.0) as u64;
             args.push(("apply_aggrs".into(), n.to_string()));
         } else {
             args.push((k.clone(), v.clone()));
         }
     }
+    notes.extend(simulators);
     Ok((PolicySpec { name: spec.name.clone(), args }, notes))
-}
-
-fn time_ns(p: &Params, policy: &str, key: &str) -> Result<u64> {
-    match p.period(key) {
-        Period::Ns(n) => Ok(n),
-        other => Err(Error::config(format!("{policy}:{key}"), format!("{other:?} is not a time; the kernel's interval is one (e.g. 100ms)"))),
-    }
 }
 
 /// Parse a kernel policy's spec with the simulator's declarations, refuse what the kernel
 /// cannot be given, and return what to set in it, with notes (old names read).
 pub fn kernel_params(spec: &PolicySpec) -> Result<(KernelParams, Vec<String>)> {
-    let (spec, mut notes) = translate_old(spec)?;
     let info = lookup(&spec.name)?;
+    let (spec, notes) = current_names(spec, info.params)?;
     let p = Params::parse(info.name, info.params, &spec)?;
-    notes.extend(p.renamed.iter().cloned());
     let live = live_keys(info.name);
     for (k, _) in &spec.args {
-        if !live.iter().any(|(n, _)| n == k) && !tierkit_core::policy::params::RENAMED.iter().any(|r| r.policy == info.name && r.old == k) {
+        if !live.iter().any(|(n, _)| n == k) {
             let names: Vec<&str> = live.iter().map(|(n, _)| *n).collect();
             return Err(Error::config(
                 format!("{}:{k}", info.name),
@@ -124,6 +122,9 @@ pub fn kernel_params(spec: &PolicySpec) -> Result<(KernelParams, Vec<String>)> {
             ));
         }
     }
+    // the values the simulator refuses are refused here too (an aggregation interval shorter
+    // than the sampling one, fewer regions at most than at least)
+    (info.build)(&p)?;
     let given = |k: &str| spec.args.iter().any(|(a, _)| a == k);
     let ms = |k: &str| p.float(k).round().max(0.0) as u64;
     Ok(match info.name {
@@ -140,9 +141,9 @@ pub fn kernel_params(spec: &PolicySpec) -> Result<(KernelParams, Vec<String>)> {
         ),
         "damon-tiering" => {
             let d = TieringParams::default();
-            let sample_ns = time_ns(&p, info.name, "sample")?;
-            let aggr_ns = time_ns(&p, info.name, "aggr")?;
-            let reset_ns = time_ns(&p, info.name, "quota_reset")?;
+            let sample_ns = p.time_ns("sample")?;
+            let aggr_ns = p.time_ns("aggr")?;
+            let reset_ns = p.time_ns("quota_reset")?;
             let attrs = MonitorAttrs {
                 sample_us: (sample_ns / 1000).max(1),
                 aggr_us: (aggr_ns / 1000).max(1),
@@ -213,6 +214,9 @@ mod tests {
         assert!(e.contains("unknown parameter 'hot_quota_x'"), "{e}");
         let e = parse("damon-tiering:aggr=1000").unwrap_err().to_string();
         assert!(e.contains("not a time"), "{e}");
+        // what the simulator refuses, the kernel is not given either
+        let e = parse("damon-tiering:sample=10ms,aggr=5ms").unwrap_err().to_string();
+        assert!(e.contains("damon-tiering:aggr") && e.contains("sampling interval"), "{e}");
     }
 
     #[test]

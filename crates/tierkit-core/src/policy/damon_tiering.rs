@@ -316,22 +316,14 @@ pub struct DamonTiering {
     hist: Vec<u64>,
 }
 
-/// A reading of a duration parameter that must be in simulated time.
-fn ns_param(p: &Params, key: &str) -> Result<u64> {
-    match p.period(key) {
-        Period::Ns(n) => Ok(n),
-        other => Err(Error::config(format!("damon-tiering:{key}"), format!("must be a time (e.g. 5ms), not {}", other.describe()))),
-    }
-}
-
 impl DamonTiering {
     pub fn from_params(p: &Params) -> Result<DamonTiering> {
-        let sample_ns = ns_param(p, "sample")?;
-        let aggr_ns = ns_param(p, "aggr")?;
+        let sample_ns = p.time_ns("sample")?;
+        let aggr_ns = p.time_ns("aggr")?;
         if aggr_ns < sample_ns {
             return Err(Error::config("damon-tiering:aggr", "the aggregation interval must not be shorter than the sampling interval"));
         }
-        let reset_ns = ns_param(p, "quota_reset")? as f64;
+        let reset_ns = p.time_ns("quota_reset")? as f64;
         let aggr_samples = ((aggr_ns as f64 / sample_ns as f64).round() as u64).clamp(1, u32::MAX as u64) as u32;
         let min_nr_regions = p.int("min_nr_regions") as u32;
         let max_nr_regions = p.int("max_nr_regions") as u32;

@@ -968,10 +968,7 @@ pub fn hyplacer(p: &Params) -> Result<HyPlacer> {
 /// The parameters of `hyplacer` as values, checked (the simulator's policy and the live
 /// daemon, `crate::live::decide`, are built from the same).
 pub fn config(p: &Params) -> Result<Config> {
-    let ns = |k: &str| match p.period(k) {
-        Period::Ns(n) => Ok(n),
-        _ => Err(Error::config(format!("hyplacer:{k}"), "must be a time (e.g. 1s, 50ms, 20us)")),
-    };
+    let ns = |k: &str| p.time_ns(k);
     let cfg = Config {
         interval_ns: ns("interval")?,
         delay_ns: ns("delay")?,

@@ -185,6 +185,29 @@ pub struct Renamed {
     pub suffix: &'static str,
 }
 
+impl Renamed {
+    /// The entry of `table` that renames `key` of `policy`, if any.
+    pub fn find<'a>(table: &'a [Renamed], policy: &str, key: &str) -> Option<&'a Renamed> {
+        table.iter().find(|r| r.policy == policy && r.old == key)
+    }
+
+    /// `(new name, value)` for a value given under the old name.
+    pub fn arg(&self, value: &str) -> (String, String) {
+        (self.new.to_string(), format!("{value}{}", self.suffix))
+    }
+
+    /// The line a run says when it reads the old name (`how`: where the new one comes from,
+    /// or empty).
+    pub fn note(&self, how: &str) -> String {
+        renamed_note(self.policy, self.old, self.new, how)
+    }
+}
+
+/// `POLICY:OLD is now POLICY:NEW[HOW] (the old name is read until the next release)`.
+pub fn renamed_note(policy: &str, old: &str, new: &str, how: &str) -> String {
+    format!("{policy}:{old} is now {policy}:{new}{how} (the old name is read until the next release)")
+}
+
 /// The renamed parameters; the old names are accepted with a warning until the next release.
 pub const RENAMED: &[Renamed] = &[
     Renamed { policy: "fthp", old: "epoch_ms", new: "epoch", suffix: "ms" },
@@ -211,10 +234,12 @@ impl Params {
         let mut values = BTreeMap::new();
         let mut renamed = Vec::new();
         for (k, v) in &spec.args {
-            let (k, v) = match RENAMED.iter().find(|r| r.policy == policy && r.old == k && decl.iter().any(|d| d.name == r.new)) {
+            let new_arg;
+            let (k, v) = match Renamed::find(RENAMED, policy, k).filter(|r| decl.iter().any(|d| d.name == r.new)) {
                 Some(r) => {
-                    renamed.push(format!("{policy}:{} is now {policy}:{} (the old name is read until the next release)", r.old, r.new));
-                    (&r.new.to_string(), &format!("{v}{}", r.suffix))
+                    renamed.push(r.note(""));
+                    new_arg = r.arg(v);
+                    (&new_arg.0, &new_arg.1)
                 }
                 None => (k, v),
             };
@@ -281,6 +306,14 @@ impl Params {
         match self.get(k) {
             Value::Period(p) => *p,
             v => panic!("{k} is {v:?}, not a period"),
+        }
+    }
+    /// A duration parameter that must be a time (a period in accesses or instructions is
+    /// refused): ns.
+    pub fn time_ns(&self, k: &str) -> Result<u64> {
+        match self.period(k) {
+            Period::Ns(n) => Ok(n),
+            other => Err(Error::config(format!("{}:{k}", self.policy), format!("{} is not a time: give one (e.g. 5ms, 1s)", other.describe()))),
         }
     }
     pub fn bytes(&self, k: &str) -> u64 {
