@@ -238,6 +238,10 @@ def test_dry_run_checks_and_starts_nothing(tmp_path):
     assert one_error_line(*run_cli("run", "--dry-run", "--policy", "damon-tiering:hot_qouta=1M")[::2])
     rc, _, err = run_cli("run", "--dry-run", "--policy", "autonuma-tiering:pte_update_ns=5")
     assert one_error_line(rc, err) and "simulated machine" in err and "hot_threshold_ms" in err
+    # a share of the footprint, as simulate reads one (docs/policies.md), is a size live
+    for share in ["0.2", "50%", "1"]:
+        rc, _, err = run_cli("run", "--dry-run", "--fast-capacity", share, "--", "true")
+        assert one_error_line(rc, err) and "share of the footprint" in err, (share, err)
 
 
 def test_kernel_policies_take_the_simulators_parameter_names():

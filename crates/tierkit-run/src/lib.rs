@@ -642,14 +642,12 @@ fn parse_interval(s: &str) -> Result<u64> {
     Ok(ns.round() as u64)
 }
 
-fn check_params(spec: &PolicySpec, known: &[&str]) -> Result<()> {
-    for (k, _) in &spec.args {
-        if !known.contains(&k.as_str()) {
-            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
-            return Err(Error::config(format!("policy '{}'", spec.name), format!("unknown parameter '{k}' (parameters: {known})")));
-        }
+/// A memory policy takes no parameters live (set_mempolicy has none to give).
+fn check_no_params(spec: &PolicySpec) -> Result<()> {
+    match spec.args.first() {
+        Some((k, _)) => Err(Error::config(format!("policy '{}'", spec.name), format!("unknown parameter '{k}' (parameters: none)"))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// What `--dry-run` prints: everything checked, what a run would do, nothing started.
@@ -766,7 +764,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let mut kernel_notes = Vec::new();
     let kernel_p = match kind {
         Kind::Memory => {
-            check_params(&spec, &[])?;
+            check_no_params(&spec)?;
             None
         }
         Kind::Kernel => {
@@ -801,8 +799,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         Some(s) => {
             // a fraction or percentage is of the footprint in simulate; a live run learns the
             // program's footprint only as it runs, so it takes a size here (not "less than a page")
-            let t = s.trim();
-            if t.ends_with('%') || (t.contains('.') && t.chars().all(|c| c.is_ascii_digit() || c == '.')) {
+            if let Ok(tierkit_core::units::Capacity::Fraction(_)) = tierkit_core::units::Capacity::parse("--fast-capacity", s) {
                 return Err(Error::config(
                     "--fast-capacity",
                     format!("'{s}' is a share of the footprint, which a live run does not know before the program has run; give a size (512M, 2G)"),
