@@ -174,10 +174,10 @@ impl RunSpec {
 }
 
 /// What runs the policy: the spec's own policy, or a policy object of the front end's (a
-/// Python `PeriodicPolicy`), which the spec names by its label.
+/// Python `PeriodicPolicy`), which the spec names by its name.
 pub enum Decider {
     Spec,
-    External(External, String),
+    External(External),
 }
 
 /// Run `spec`: build its inputs, platform, capacities, cores and policy, simulate, check the
@@ -245,8 +245,8 @@ pub fn run(spec: &RunSpec, decider: Decider, summary: Option<Summary>, paranoid:
     job.progress = Some(&mut cb);
     let mut r = match decider {
         Decider::Spec => engine::simulate(&mut job, &PolicySpec::parse(&spec.policy)?)?,
-        Decider::External(ext, label) => {
-            job.policy_label = label;
+        Decider::External(ext) => {
+            job.policy_label = ext.decider.name();
             engine::run_policy(ext, &mut job)?
         }
     };

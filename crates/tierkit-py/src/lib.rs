@@ -455,10 +455,7 @@ fn simulate(py: Python<'_>, spec: &str, policy: Option<Py<PyAny>>, progress: Opt
     detached(py, progress, pending, move |cb| {
         let d = match decider {
             None => runspec::Decider::Spec,
-            Some(dec) => {
-                let label = dec.name.clone();
-                runspec::Decider::External(External::new(Box::new(dec)), label)
-            }
+            Some(dec) => runspec::Decider::External(External::new(Box::new(dec))),
         };
         let r = runspec::run(&spec, d, summary, paranoid, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
