@@ -186,13 +186,14 @@ def test_interval_sets_a_daemon_policys_own_interval_once():
 
 
 def test_policies_listing_says_how_each_policy_runs_on_linux():
-    # the registry's `deploy` (docs/policies.md, "Deploying a policy"): hyplacer and history run
+    # the registry's `deploy` (docs/policies.md, "Deploying a policy"): hyplacer, history,
+    # nimble, clock-dwf and memos run
     # live as daemons with the simulator's decision code, the kernel's tiering as kernel
     # settings, the memory policies at exec, guided by the allocator; the rest say why not
     rc, out, err = run_cli("policies", "--json")
     ps = {p["name"]: p for p in json.loads(out)}
     how = lambda h: {n for n, p in ps.items() if p["deploy"]["how"] == h}
-    assert rc == 0 and how("daemon") == {"hyplacer", "history"}
+    assert rc == 0 and how("daemon") == {"hyplacer", "history", "nimble", "clock-dwf", "memos"}
     assert how("kernel") == {"autonuma-tiering", "damon-tiering"} and how("allocator") == {"guided"}
     assert how("memory") == {"first-touch", "all-fast", "all-slow", "interleave"} and how("future_knowledge") == {"oracle"}
     assert {n for n, p in ps.items() if p["live"]} == how("daemon") | how("kernel") | how("memory") | how("allocator")

@@ -234,6 +234,28 @@ def test_history_brings_the_hot_set_to_the_fast_node_within_the_budget(vm):
 
 
 @pytest.mark.vm
+@pytest.mark.parametrize("policy", ["nimble:period=1s", "clock-dwf", "memos:period=1s"])
+def test_the_generic_daemon_policies_bring_hot_pages_in_within_the_budget(vm, policy):
+    # the policies the generic live driver runs (docs/real-linux.md, "Daemon policies"):
+    # nimble (its slow active-list pages into free frames or exchanged with the fast inactive
+    # tail), clock-dwf in its live form (written slow pages found in the soft-dirty bits every
+    # 100 ms), memos in its live form (write-hot pages into DRAM, no bandwidth balance)
+    program, r, rows = run_daemon(vm, policy)
+    check_budget_and_start(program, r, rows)
+    name = policy.split(":")[0]
+    assert r["migrations"]["done"] > 0, r["migrations"]
+    assert r["decider"]["live"]["periods"] > 0
+    t, w, rd, c, _ = program["series"][-1]
+    hot = program["pages"]["write"] + program["pages"]["read"]
+    if name == "nimble":
+        assert w + rd >= 0.3 * hot, program["series"]
+    else:
+        # both bring written pages in: the read-modify-write region ends mostly on node 0
+        assert w >= 0.5 * program["pages"]["write"], program["series"]
+        assert any("runs with" in n for n in r["notes"]), r["notes"]
+
+
+@pytest.mark.vm
 def test_first_touch_leaves_the_hot_set_where_it_is(vm):
     # the reference: no daemon, no moves; the hot set stays on the slow node it was moved to
     program, r, rows = run_daemon(vm, "first-touch")
@@ -251,7 +273,7 @@ def test_dry_run_checks_every_live_policy_and_changes_nothing(vm):
     parameter names), nothing starts and no setting changes; the others say why not."""
     before = run_json(vm, "-- true")[3]
     cases = {"first-touch": "memory", "all-fast": "memory", "all-slow": "memory", "interleave": "memory",
-             "hyplacer": "daemon", "history": "daemon",
+             "hyplacer": "daemon", "history": "daemon", "nimble": "daemon", "clock-dwf": "daemon", "memos": "daemon",
              "autonuma-tiering:hot_threshold_ms=500,promote_rate_limit_mib_per_s=100": "kernel",
              "damon-tiering:hot_quota=64M,cold_quota=8M,aggr=50ms": "kernel"}
     for spec, kind in cases.items():

@@ -139,6 +139,45 @@ fn clock_dwf_keeps_a_page_with_write_history_for_its_expiration() {
     assert_eq!(stat(&h, "clock_dwf", "demoted"), 2);
 }
 
+/// `detect=interval`, the form a daemon runs (`tierkit run`): no write-protection fault; the
+/// written slow page is found in the dirty bits at the next look and brought in then, the
+/// clock choosing the victim. DRAM and DCPMM hold 2 pages each; interval 2 µs.
+/// R0 R1: first touches go where the kernel puts them, DRAM (frames 0, 1). R2, W3: DCPMM; the
+/// store to page 3 completes there (no fault, no move). 30 × R1 carry the clock past 2 µs:
+/// the look finds page 3 written, DRAM is full, the hand finds page 0 clean without history:
+/// page 0 swaps with page 3. Then R3 (DRAM), R0 (DCPMM).
+/// With W0 before the look, page 0 is dirty: the hand passes it and takes page 1.
+#[test]
+fn clock_dwf_by_interval_moves_a_written_slow_page_at_the_next_look() {
+    let dir = tempfile::tempdir().unwrap();
+    let caps = [(0, pages(2)), (1, pages(2))];
+    let spec = "clock-dwf:detect=interval,interval=2us";
+    let mut acc = vec![(0, R), (1, R), (2, R), (3, W)];
+    acc.extend([(1, R); 30]);
+    acc.extend([(3, R), (0, R)]);
+    let r = run(&trace(dir.path(), &acc), "dram-dcpmm", &caps, spec);
+    // DRAM: R0, 31 x R1, R3; DCPMM: R2, W3 (before the look), R0 (after)
+    assert_eq!(served(&r), vec![(33, 0), (2, 1)]);
+    assert_eq!((r.migrations, r.stats.migration.swaps), (2, 1));
+    assert_eq!((stat(&r, "clock_dwf", "write_faults"), stat(&r, "clock_dwf", "interval_written")), (0, 1));
+    assert_eq!((stat(&r, "clock_dwf", "placed_dram_free"), stat(&r, "clock_dwf", "placed_slow")), (2, 2));
+    let c = &r.stats.migration.charges;
+    assert!(!c.contains_key("write-protection fault"), "{c:?}");
+    assert_eq!(c["OS entry (clock-dwf batch)"].count, 1);
+    // the look read the 2 slow pages' dirty bits: 2 x 10 ns, at each boundary passed
+    assert_eq!(c["slow-tier dirty-bit scan"].ns, 20.0 * c["slow-tier dirty-bit scan"].count as f64);
+
+    // W0 before the look: page 0 was written, the hand passes it; page 1 is the victim
+    let dir = tempfile::tempdir().unwrap();
+    let mut acc = vec![(0, R), (1, R), (2, R), (3, W), (0, W)];
+    acc.extend([(0, R); 30]);
+    acc.extend([(3, R), (1, R)]);
+    let r = run(&trace(dir.path(), &acc), "dram-dcpmm", &caps, spec);
+    // DRAM: R0, R1, 30 x R0, R3, and W0; DCPMM: R2, W3, R1 (after the look)
+    assert_eq!(served(&r), vec![(33, 1), (2, 1)]);
+    assert_eq!((stat(&r, "clock_dwf", "passed_dirty"), stat(&r, "clock_dwf", "demoted")), (1, 1));
+}
+
 // ------------------------------------------------------------------------------ memos
 
 /// A platform whose tiers saturate at a few accesses: DRAM 1 GB/s each way (separate
@@ -219,6 +258,14 @@ fn memos_promotes_write_hot_pages_first_and_caps_each_cycle() {
     // one walk per cycle: 2 PTEs at 10 ns, plus the platform's (here free) flush
     assert_eq!(two.stats.migration.charges["PTE walk (referenced/dirty bits)"].ns, 20.0);
     assert_eq!(two.stats.migration.charges["OS entry (memos batch)"].count, 1);
+
+    // balance=off (the live form: no bandwidth counters): the write-hot page moves, the
+    // read-hot one stays, and no counter is read
+    let off = run(&input, &platform, &[], "memos:period=4,max_pages=2,balance=off");
+    assert_eq!(off.migrations, 1);
+    assert_eq!(served(&off), served(&one));
+    assert_eq!((stat(&off, "memos", "promoted_write_hot"), stat(&off, "memos", "promoted_for_balance")), (1, 0));
+    assert!(!off.stats.migration.charges.contains_key("bandwidth counter read"));
 }
 
 /// One rule for bandwidth-counter reads (docs/policies.md; hyplacer follows it too, see
@@ -331,7 +378,9 @@ fn registered_with_documented_parameters() {
         let info = REGISTRY.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("{name} is not registered"));
         assert!(!info.future_knowledge());
         for p in info.params {
-            assert!(!p.source.is_empty() && !p.help.is_empty() && !p.unit.is_empty(), "{name}:{}", p.name);
+            // a choice names its options instead of a unit
+            let unit = !p.unit.is_empty() || matches!(p.ty, tierkit_core::policy::ParamType::Choice { .. });
+            assert!(!p.source.is_empty() && !p.help.is_empty() && unit, "{name}:{}", p.name);
         }
     }
     let info = REGISTRY.iter().find(|p| p.name == "memos").unwrap();

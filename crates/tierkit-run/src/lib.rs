@@ -761,7 +761,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     }
 
     // the policy's parameters first (a typo is said before any other check); a kernel policy's are: the simulator's names and declarations (kernel_params)
-    let mut kernel_notes = Vec::new();
+    let mut spec_notes = Vec::new();
     let kernel_p = match kind {
         Kind::Memory => {
             check_no_params(&spec)?;
@@ -769,10 +769,16 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
         Kind::Kernel => {
             let (p, n) = kernel_params::kernel_params(&spec)?;
-            kernel_notes = n;
+            spec_notes = n;
             Some(p)
         }
-        Kind::Daemon => None,
+        Kind::Daemon => {
+            // built again below with the real budget; here only its spec is checked
+            if ov.decider.is_none() {
+                tierkit_core::live::build_decider(&spec, 1, page)?;
+            }
+            None
+        }
     };
     // machine-wide kernel state is changed only where allowed: said before anything else
     if kind == Kind::Kernel || damon_on {
@@ -824,6 +830,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }),
         _ => None,
     };
+    // what the live form of a daemon policy does differently from simulate's default
+    if let Some(d) = &decider {
+        spec_notes.extend(d.notes());
+    }
     if kind == Kind::Kernel {
         // SAFETY: no arguments
         if unsafe { libc::geteuid() } != 0 {
@@ -867,7 +877,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     }
 
     if args.dry_run {
-        return Ok(dry_run_report(&spec, kind, &tiers, budget_pages, page, kernel_p.as_ref(), &kernel_notes, decider.as_deref()));
+        return Ok(dry_run_report(&spec, kind, &tiers, budget_pages, page, kernel_p.as_ref(), &spec_notes, decider.as_deref()));
     }
 
     // kernel state, restored when these go out of scope (also on error and after signals)
@@ -876,9 +886,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let n_kdamonds = damon_on as usize + 2 * (spec.name == "damon-tiering") as usize;
     let mut admin = if n_kdamonds > 0 { Some(damon::DamonAdmin::claim(root, n_kdamonds)?) } else { None };
     let mut tiering: Option<damon::TieringSchemes> = None;
+    notes.append(&mut spec_notes);
     if kind == Kind::Kernel {
         let slow = tiers.slow.unwrap();
-        notes.append(&mut kernel_notes);
         if let Some(kernel_params::KernelParams::Autonuma(p)) = &kernel_p {
             notes.extend(kernel::autonuma_tiering(root, p, &mut settings)?);
         } else if let Some(kernel_params::KernelParams::Damon(p)) = &kernel_p {

@@ -12,11 +12,17 @@
 //!   the simulator's MMU emulation has them cleared. DCPMM's write throughput, which no
 //!   counter gives live, is estimated from soft-dirty pages (see [`LiveHyPlacer`]). The walks
 //!   and flushes are the kernel's (`clear_refs`, `move_pages`): nothing is charged.
-//! * `history` ([`LiveHistory`]): [`PageScheduler`], the simulator's `history`, called through
-//!   the same [`Policy::on_period`] hook the engine calls, with DAMON's access counts as the
-//!   period's per-page counts.
+//! * every other daemon policy ([`LivePeriodic`], one driver for all): the simulator's
+//!   policy value itself, driven through the [`Policy`] hooks the engine calls
+//!   (`adopt`/`forget` as the mirror changes, `on_access` once per page accessed in the
+//!   window, `on_period` at each boundary of the policy's period), with DAMON's access
+//!   counts as the period's per-page counts: `history` (003 §3.1), `nimble` (its LRU lists'
+//!   referenced bits), `clock-dwf` with `detect=interval` (dirty bits instead of
+//!   write-protection faults) and `memos` with `balance=off` (no bandwidth counters live).
+//!   A policy qualifies when its per-access hook keeps only what the MMU's bits and a
+//!   per-window count keep; `live_shared_decisions.rs` checks each one.
 //!
-//! Protocol common to both (see [`super`]): every step returns `clear_bits: true`, so each
+//! Protocol common to all (see [`super`]): every step returns `clear_bits: true`, so each
 //! observation covers exactly the time since the previous step (soft-dirty cleared, a new
 //! DAMON window) and the windows are disjoint and contiguous. Activations / periods fall on
 //! a fixed grid of the policy's interval from the program's start (`t_ns = 0`), as the
@@ -40,7 +46,10 @@ use crate::error::{Error, Result};
 use crate::mechanics::{Memory, Op, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
+use crate::policy::clock_dwf::clock_dwf;
 use crate::policy::hyplacer::{self, Costs, Decisions, Mode, Placement};
+use crate::policy::memos::memos;
+use crate::policy::nimble::nimble;
 use crate::policy::page_scheduler::{PageScheduler, Source};
 use crate::policy::{lookup, Ctx, Deploy, Now, Params, Policy, PolicySpec, REGISTRY};
 use crate::tracking::Tracking;
@@ -73,11 +82,64 @@ pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64)
     if fast_budget_pages > SLOW_CAPACITY_PAGES {
         return Err(Error::config("--fast-capacity", format!("{fast_budget_pages} pages is beyond any machine")));
     }
-    let params = Params::parse(info.name, info.params, spec)?;
+    let (budget, page) = (fast_budget_pages, page_bytes);
     match info.name {
-        "hyplacer" => Ok(Box::new(LiveHyPlacer::new(&params, fast_budget_pages, page_bytes)?)),
-        "history" => Ok(Box::new(LiveHistory::new(spec, &params, fast_budget_pages, page_bytes)?)),
+        "hyplacer" => Ok(Box::new(LiveHyPlacer::new(&Params::parse(info.name, info.params, spec)?, budget, page)?)),
+        "history" => {
+            let p = Params::parse(info.name, info.params, spec)?;
+            if p.text("compat") != "none" {
+                return Err(Error::config("history:compat", format!("compat={} reproduces a simulator, not a daemon; use compat=none live", p.text("compat"))));
+            }
+            // the default period (1000 accesses) cannot be counted by a daemon: one DAMON window
+            let period = match p.period("period") {
+                Period::Accesses(_) if !given(spec, "period") => Period::Ns(HISTORY_LIVE_PERIOD_NS),
+                other => other,
+            };
+            let sched = PageScheduler::new(Source::History, period, p.int("bins") as u32, false);
+            Ok(Box::new(LivePeriodic::new("history", "period", sched, budget, page, Vec::new())?))
+        }
+        "nimble" => Ok(Box::new(LivePeriodic::new("nimble", "period", nimble(&Params::parse(info.name, info.params, spec)?), budget, page, Vec::new())?)),
+        "clock-dwf" => {
+            let (spec, notes) = live_form(
+                spec,
+                "detect",
+                "interval",
+                "fault",
+                "a daemon takes no write-protection fault; it reads the slow pages' soft-dirty bits every interval",
+            )?;
+            Ok(Box::new(LivePeriodic::new("clock-dwf", "interval", clock_dwf(&Params::parse(info.name, info.params, &spec)?), budget, page, notes)?))
+        }
+        "memos" => {
+            let (spec, notes) = live_form(
+                spec,
+                "balance",
+                "off",
+                "counters",
+                "no per-tier bandwidth counter is readable live (a VM exposes no uncore counters), so no bandwidth balance",
+            )?;
+            Ok(Box::new(LivePeriodic::new("memos", "period", memos(&Params::parse(info.name, info.params, &spec)?), budget, page, notes)?))
+        }
         other => Err(Error::Invariant(format!("policy '{other}' is registered as a daemon policy but has no live decider"))),
+    }
+}
+
+fn given(spec: &PolicySpec, key: &str) -> bool {
+    spec.args.iter().any(|(k, _)| k == key)
+}
+
+/// The form of a policy a daemon can run: `key=live` (said in a note) unless given; the
+/// simulator-only value `sim_only` refused with `why`.
+fn live_form(spec: &PolicySpec, key: &str, live: &str, sim_only: &str, why: &str) -> Result<(PolicySpec, Vec<String>)> {
+    match spec.args.iter().find(|(k, _)| k == key) {
+        Some((_, v)) if v == sim_only => {
+            Err(Error::config(format!("{}:{key}", spec.name), format!("{key}={sim_only} is simulation only: {why}; use {key}={live}")))
+        }
+        Some(_) => Ok((spec.clone(), Vec::new())),
+        None => {
+            let mut s = spec.clone();
+            s.args.push((key.to_string(), live.to_string()));
+            Ok((s, vec![format!("{} runs with {key}={live} live: {why}; first touches go where the kernel puts them", spec.name)]))
+        }
     }
 }
 
@@ -118,6 +180,8 @@ struct Mirror {
     known: Vec<bool>,
     /// the moves of the last step, for [`Mirror::moved`]
     last_moves: Vec<LiveMove>,
+    /// pages [`Mirror::moved`] put back where they were (their move failed)
+    reverted: Vec<PageId>,
     /// time of the latest observation, ns
     last_t_ns: u64,
     stats: MirrorStats,
@@ -132,6 +196,9 @@ struct Synced {
     excess: Vec<LiveMove>,
     /// each observed page's id, in the observation's order
     ids: Vec<PageId>,
+    /// known pages the mirror put on another tier than the decision code had them on (the
+    /// kernel moved them, or they were demoted for the budget), in the observation's order
+    shifted: Vec<PageId>,
 }
 
 impl Mirror {
@@ -144,6 +211,7 @@ impl Mirror {
             seen: Vec::new(),
             known: Vec::new(),
             last_moves: Vec::new(),
+            reverted: Vec::new(),
             last_t_ns: 0,
             stats: MirrorStats::default(),
         }
@@ -183,6 +251,7 @@ impl Mirror {
         let mut ids = Vec::with_capacity(obs.pages.len());
         let mut to_place: Vec<usize> = Vec::new();
         let mut new = Vec::new();
+        let mut shift = vec![false; obs.pages.len()];
         for (i, p) in obs.pages.iter().enumerate() {
             let id = self.pm.id(p.addr);
             let n = self.pm.len();
@@ -198,12 +267,15 @@ impl Mirror {
                 if !self.known[id as usize] {
                     self.known[id as usize] = true;
                     new.push((p.addr, id));
+                } else {
+                    shift[i] = true; // left out of the mirror after a failed move
                 }
                 to_place.push(i);
             } else if t != p.tier {
                 self.mem.unplace(id)?;
                 self.stats.relocated += 1;
                 to_place.push(i);
+                shift[i] = true;
             }
         }
         let mut gone = Vec::new();
@@ -227,6 +299,7 @@ impl Mirror {
             if self.mem.tier(id) == 0 {
                 self.mem.unplace(id)?;
                 to_place.push(i);
+                shift[i] = true;
             }
             excess.push(LiveMove { addr: obs.pages[i].addr, from: 0, to: 1 });
         }
@@ -235,7 +308,8 @@ impl Mirror {
             let t = if over[i] { 1 } else { obs.pages[i].tier };
             self.mem.place(ids[i], t)?;
         }
-        Ok(Synced { new, gone, excess, ids })
+        let shifted = (0..obs.pages.len()).filter(|&i| shift[i]).map(|i| ids[i]).collect();
+        Ok(Synced { new, gone, excess, ids, shifted })
     }
 
     /// The moves the decision code made since the last call, as the Linux side is to carry
@@ -289,6 +363,7 @@ impl Mirror {
                 // no frame for it (the Linux side went past the budget): the page is left out
                 // of the mirror until the next observation, which applies the budget rule
                 let _ = self.mem.place(id, from);
+                self.reverted.push(id);
             }
         }
         into_slow
@@ -455,53 +530,66 @@ impl LiveDecider for LiveHyPlacer {
     }
 }
 
-/// `history` as a daemon: the simulator's [`PageScheduler`], its `on_period` hook called at
-/// every period boundary as the engine calls it, with the period's DAMON counts.
+/// Any periodic policy as a daemon ([`LivePeriodic`]): history, nimble, clock-dwf
+/// (detect=interval) and memos (balance=off) are all this one driver over their simulator code.
 ///
-/// Per observation, each page gets the count `max(accesses, 1 if referenced, dirty or new)`
-/// (a page the kernel shows for the first time was touched) added to the current period's;
-/// a page with a count is "touched" in the period, and its last access is the observation's,
-/// in address order (DAMON cannot say which page of a window was accessed last: among pages
-/// of one window, the higher address counts as the more recent). At the first observation at
-/// or past a boundary of the grid of `period` ns the period ends and the scheduler runs.
-/// Placement of new pages is the kernel's (the scheduler's interleaved first touch is
-/// simulation only).
-pub struct LiveHistory {
-    s: PageScheduler,
+/// The policy is driven through the hooks the engine calls, in the engine's order, from each
+/// observation:
+/// * the mirror's placement first: a page gone from the observation is [`Policy::forget`]-ten;
+///   a page the kernel moved, a move that failed, a page demoted to keep the fast tier in its
+///   budget are forgotten and then [`Policy::adopt`]-ed where they are; a page seen for the
+///   first time is adopted where the kernel put it (first-touch placement is the kernel's:
+///   live, nothing chooses where a first touch lands);
+/// * each page with an access in the window (`max(accesses, 1 if referenced, dirty or new)`)
+///   is one access to [`Policy::on_access`], a store if it is dirty, in address order, and
+///   its count goes to the period's tracking (DAMON cannot say which page of a window was
+///   accessed last: the higher address counts as the more recent);
+/// * at the first observation at or past a boundary of the grid of the policy's period,
+///   [`Policy::on_period`], as the engine calls it at the boundary.
+///
+/// So the policy's decisions are the simulator's exactly when what its per-access hook keeps
+/// is what the MMU's bits keep: a referenced bit, a dirty bit, a per-period count (the
+/// shared-decision tests check this for every daemon policy). Costs the policy charges go
+/// nowhere: live, the kernel and the CPU pay them.
+pub struct LivePeriodic<P: Policy> {
+    name: &'static str,
+    p: P,
     m: Mirror,
     track: Tracking,
     resolved: Resolved,
     period_ns: u64,
     next_ns: u64,
-    /// pages given a last access so far (the engine's access index)
+    /// pages given an access so far (the engine's access index)
     accesses: u64,
     period: u64,
     started: bool,
     steps: u64,
+    notes: Vec<String>,
 }
 
-impl LiveHistory {
-    fn new(spec: &PolicySpec, p: &Params, budget: u64, page_bytes: u64) -> Result<LiveHistory> {
-        if p.text("compat") != "none" {
-            return Err(Error::config("history:compat", format!("compat={} reproduces a simulator, not a daemon; use compat=none live", p.text("compat"))));
-        }
-        let given = spec.args.iter().any(|(k, _)| k == "period");
-        let period_ns = match p.period("period") {
-            Period::Ns(n) if n > 0 => n,
-            _ if !given => HISTORY_LIVE_PERIOD_NS,
-            other => {
-                return Err(Error::config(
-                    "history:period",
-                    format!("live, a period is a time (e.g. period=100ms); {} cannot be counted by a daemon", other.describe()),
-                ))
-            }
-        };
+/// A live period: a time. `key` names the parameter for the error.
+fn live_period(name: &str, key: &str, period: Option<Period>) -> Result<u64> {
+    match period {
+        Some(Period::Ns(n)) if n > 0 => Ok(n),
+        Some(other) => Err(Error::config(
+            format!("{name}:{key}"),
+            format!("live, a period is a time (e.g. {key}=100ms); {} cannot be counted by a daemon", other.describe()),
+        )),
+        None => Err(Error::Invariant(format!("policy '{name}' is registered as a daemon policy but has no period"))),
+    }
+}
+
+impl<P: Policy> LivePeriodic<P> {
+    fn new(name: &'static str, key: &str, p: P, budget: u64, page_bytes: u64, notes: Vec<String>) -> Result<LivePeriodic<P>> {
+        let period_ns = live_period(name, key, p.period())?;
+        // no policy driven here reads a platform figure to decide; a context needs one (its
+        // costs are charged to a mirror nobody reads)
         let platform = Platform::presets().into_iter().next().ok_or_else(|| Error::Invariant("no platform preset".into()))?;
-        Ok(LiveHistory {
-            s: PageScheduler::new(Source::History, Period::Ns(period_ns), p.int("bins") as u32, false),
+        Ok(LivePeriodic {
+            name,
+            p,
             m: Mirror::new(budget, page_bytes),
             track: Tracking::new(true, false, true),
-            // the scheduler reads no platform figure; a context needs one
             resolved: Resolved { platform, capacity: Vec::new(), capacity_pages: vec![budget, SLOW_CAPACITY_PAGES], page_size: page_bytes, footprint_pages: 0 },
             period_ns,
             next_ns: period_ns,
@@ -509,6 +597,7 @@ impl LiveHistory {
             period: 0,
             started: false,
             steps: 0,
+            notes,
         })
     }
 
@@ -517,8 +606,8 @@ impl LiveHistory {
     }
 }
 
-/// The context the engine would give the scheduler, over the mirror.
-fn history_ctx<'a>(m: &'a mut Mirror, track: &'a Tracking, resolved: &'a Resolved, now: Now) -> Ctx<'a> {
+/// The context the engine would give the policy, over the mirror.
+fn mirror_ctx<'a>(m: &'a mut Mirror, track: &'a Tracking, resolved: &'a Resolved, now: Now) -> Ctx<'a> {
     Ctx {
         pages: m.pm.len(),
         mem: &mut m.mem,
@@ -533,9 +622,9 @@ fn history_ctx<'a>(m: &'a mut Mirror, track: &'a Tracking, resolved: &'a Resolve
     }
 }
 
-impl LiveDecider for LiveHistory {
+impl<P: Policy> LiveDecider for LivePeriodic<P> {
     fn name(&self) -> &str {
-        "history"
+        self.name
     }
 
     fn step(&mut self, obs: &Observation) -> Result<Step> {
@@ -544,21 +633,46 @@ impl LiveDecider for LiveHistory {
         if !self.started {
             self.started = true;
             let now = self.now(t);
-            self.s.init(&mut history_ctx(&mut self.m, &self.track, &self.resolved, now))?;
+            self.p.init(&mut mirror_ctx(&mut self.m, &self.track, &self.resolved, now))?;
         }
         let sy = self.m.sync(obs)?;
         let n = self.m.pm.len();
         self.track.grow(n);
+        let now = self.now(t);
+        {
+            let mut ctx = mirror_ctx(&mut self.m, &self.track, &self.resolved, now);
+            for &id in &sy.gone {
+                self.p.forget(id, &mut ctx);
+            }
+            for &id in &sy.shifted {
+                self.p.forget(id, &mut ctx);
+                let tier = ctx.mem.tier(id);
+                if tier != UNPLACED {
+                    self.p.adopt(id, tier, &mut ctx);
+                }
+            }
+            for &(_, id) in &sy.new {
+                let tier = ctx.mem.tier(id);
+                if tier != UNPLACED {
+                    self.p.adopt(id, tier, &mut ctx);
+                }
+            }
+        }
         let new: std::collections::HashSet<PageId> = sy.new.iter().map(|e| e.1).collect();
         for (p, &id) in obs.pages.iter().zip(&sy.ids) {
             let seen = (p.referenced || p.dirty || new.contains(&id)) as u32;
             let count = p.accesses.max(seen);
-            if count > 0 {
-                self.track.record(id, p.dirty, self.accesses);
-                let c = &mut self.track.count[id as usize];
-                *c = c.saturating_add(count - 1);
-                self.accesses += 1;
+            if count == 0 {
+                continue;
             }
+            self.track.record(id, p.dirty, self.accesses);
+            let c = &mut self.track.count[id as usize];
+            *c = c.saturating_add(count - 1);
+            if P::PER_ACCESS {
+                let now = self.now(t);
+                self.p.on_access(id, p.addr, p.dirty, &mut mirror_ctx(&mut self.m, &self.track, &self.resolved, now));
+            }
+            self.accesses += 1;
         }
         let mut moves = sy.excess;
         if t >= self.next_ns {
@@ -566,7 +680,7 @@ impl LiveDecider for LiveHistory {
             self.period += 1;
             let now = self.now(t);
             // the engine's boundary: the period's counts become prev_*, then the hook
-            self.s.on_period(&mut history_ctx(&mut self.m, &self.track, &self.resolved, now))?;
+            self.p.on_period(&mut mirror_ctx(&mut self.m, &self.track, &self.resolved, now))?;
             self.next_ns = next_grid(t, self.period_ns);
         }
         moves.extend(self.m.take_moves());
@@ -576,10 +690,20 @@ impl LiveDecider for LiveHistory {
 
     fn moved(&mut self, results: &[MoveResult]) {
         self.m.moved(results);
+        let back = std::mem::take(&mut self.m.reverted);
+        let now = self.now(self.m.last_t_ns);
+        let mut ctx = mirror_ctx(&mut self.m, &self.track, &self.resolved, now);
+        for id in back {
+            self.p.forget(id, &mut ctx);
+            let tier = ctx.mem.tier(id);
+            if tier != UNPLACED {
+                self.p.adopt(id, tier, &mut ctx);
+            }
+        }
     }
 
     fn report(&self) -> serde_json::Value {
-        let mut r = self.s.report();
+        let mut r = self.p.report();
         r["live"] = json!({
             "budget_pages": self.m.budget,
             "fast_pages": self.m.mem.used(0),
@@ -588,7 +712,12 @@ impl LiveDecider for LiveHistory {
             "steps": self.steps,
             "periods": self.period,
             "mirror": self.m.stats,
+            "notes": self.notes,
         });
         r
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 }

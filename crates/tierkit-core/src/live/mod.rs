@@ -92,6 +92,11 @@ pub trait LiveDecider: Send {
     fn moved(&mut self, results: &[MoveResult]);
     /// The policy's own statistics (as `simulate` reports them).
     fn report(&self) -> serde_json::Value;
+    /// What the live form of the policy does differently from `simulate`'s default, said
+    /// once when the run starts (and in a dry run).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The budget rule, shared by the Linux side (which demotes the program's own first-touch

@@ -53,6 +53,20 @@
 //!   bits visible to the MMU again. The fault itself is the batch's kernel entry, so no
 //!   further entry is charged.
 //!
+//! # Detecting writes to slow pages: `detect`
+//!
+//! * `fault` (the paper's): the write-protection fault above, at the store.
+//! * `interval`: what a user-space daemon can do without userfaultfd (`tierkit run`,
+//!   docs/real-linux.md): no slow page is write-protected; every `interval` the slow pages'
+//!   dirty bits are read (soft-dirty bits live, `pte_scan_ns` per slow page) and each slow
+//!   page written since the last look is brought into DRAM as the fault would have done it,
+//!   in address order, the clock choosing the victims; the moves are one OS batch (one kernel
+//!   entry, the platform's `fault_ns`, and one TLB shootdown). First touches go where the
+//!   kernel puts them (DRAM while it has a free frame, then the slow tier), since a daemon
+//!   does not see whether a first touch is a load or a store; read-only pages in DRAM are the
+//!   clock's first victims. The store that wrote a slow page completed there, so a page
+//!   brought in starts clean, with no write history.
+//!
 //! All state is per page in flat arrays; the per-access hook is O(1) without allocation, and
 //! the hand only runs when a victim is needed.
 
@@ -65,6 +79,7 @@ use crate::engine::Runnable;
 use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId};
 use crate::pagemap::PageId;
+use crate::units::Period;
 
 /// Per-page state (4 bytes); meaningful while the page is in DRAM.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +102,8 @@ struct Stats {
     placed_dram_slow_full: u64,
     /// first touches by a store, placed in DRAM (into a free frame or a victim's)
     placed_dram_write: u64,
+    /// detect=interval: first touches placed in a free DRAM frame (the kernel's first touch)
+    placed_dram_free: u64,
     /// write-protection faults on slow pages, each promoting its page
     write_faults: u64,
     /// pages brought into DRAM by write faults
@@ -98,9 +115,22 @@ struct Stats {
     hand_steps: u64,
     passed_dirty: u64,
     passed_history: u64,
+    /// detect=interval: looks at the slow pages' dirty bits (those that found a written
+    /// page), slow pages looked at, and written slow pages found
+    interval_looks: u64,
+    interval_batches: u64,
+    interval_scanned: u64,
+    interval_written: u64,
 }
 
 pub struct ClockDwf {
+    /// detect=interval: the interval (`None`: write-protection faults)
+    interval: Option<Period>,
+    /// detect=interval: slow pages written since the last look
+    written: Vec<bool>,
+    pending: Vec<PageId>,
+    /// detect=interval: the kernel entry of a batch (the platform's fault_ns)
+    entry_ns: f64,
     hot_threshold: u32,
     expiration: u8,
     /// `< 0`: the platform's fault_ns (resolved in `init`)
@@ -116,7 +146,28 @@ pub struct ClockDwf {
 
 impl ClockDwf {
     pub fn new(hot_threshold: u32, expiration: u8, wp_fault_ns: f64, scan_pte_ns: f64) -> ClockDwf {
-        ClockDwf { hot_threshold, expiration, wp_fault_ns, scan_pte_ns, shootdown_ns: 0.0, pg: Vec::new(), ring: Vec::new(), hand: 0, stats: Stats::default() }
+        ClockDwf {
+            interval: None,
+            written: Vec::new(),
+            pending: Vec::new(),
+            entry_ns: 0.0,
+            hot_threshold,
+            expiration,
+            wp_fault_ns,
+            scan_pte_ns,
+            shootdown_ns: 0.0,
+            pg: Vec::new(),
+            ring: Vec::new(),
+            hand: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Detect writes to slow pages by looking at their dirty bits every `every` instead of
+    /// by write-protection faults (`detect=interval`).
+    pub fn with_interval(mut self, every: Period) -> ClockDwf {
+        self.interval = Some(every);
+        self
     }
 
     #[inline]
@@ -125,6 +176,9 @@ impl ClockDwf {
         if self.pg.len() <= p {
             let n = (p + 1).max(self.pg.len() * 2).max(1024);
             self.pg.resize(n, PG0);
+            if self.interval.is_some() {
+                self.written.resize(n, false);
+            }
         }
     }
 
@@ -191,9 +245,77 @@ impl Policy for ClockDwf {
         Needs::default()
     }
 
-    /// Moves pages on write faults, with no periodic work.
+    /// Moves pages on write faults, with no periodic work; or (detect=interval) once per
+    /// interval that found a written slow page.
     fn activity(&self) -> super::Activity {
-        super::Activity::OnAccess
+        match self.interval {
+            None => super::Activity::OnAccess,
+            Some(every) => super::Activity::Ran { times: self.stats.interval_looks, every },
+        }
+    }
+
+    fn period(&self) -> Option<Period> {
+        self.interval
+    }
+
+    /// detect=interval: the slow pages written since the last look come into DRAM, in
+    /// address order, as their write faults would have brought them.
+    fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
+        if self.interval.is_none() {
+            return Ok(());
+        }
+        let slow: u64 = (1..ctx.mem.tiers()).map(|t| ctx.mem.used(t as TierId)).sum();
+        self.stats.interval_scanned += slow;
+        if self.scan_pte_ns > 0.0 && slow > 0 {
+            ctx.mem.charge(Charge { what: "slow-tier dirty-bit scan", ns: slow as f64 * self.scan_pte_ns, halts: true, energy_j: 0.0 });
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_by_key(|&p| ctx.page_addr(p));
+        self.stats.interval_looks += 1;
+        let mut moved = 0u64;
+        for &page in &pending {
+            self.written[page as usize] = false;
+            if ctx.mem.tier(page) == 0 || ctx.mem.tier(page) == crate::mechanics::UNPLACED || ctx.mem.capacity(0) == 0 {
+                continue;
+            }
+            self.stats.interval_written += 1;
+            self.bring_in(page, ctx)?;
+            moved += 1;
+        }
+        pending.clear();
+        self.pending = pending;
+        if moved > 0 {
+            self.stats.interval_batches += 1;
+            ctx.mem.charge(Charge { what: "OS entry (clock-dwf batch)", ns: self.entry_ns, halts: true, energy_j: 0.0 });
+            if self.shootdown_ns > 0.0 {
+                ctx.mem.charge(Charge { what: "TLB shootdown (clock-dwf batch)", ns: self.shootdown_ns, halts: true, energy_j: 0.0 });
+            }
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self, page: PageId, _ctx: &mut Ctx) {
+        let p = page as usize;
+        if p >= self.pg.len() {
+            return;
+        }
+        if let Some(slot) = self.ring.iter().position(|&q| q == page) {
+            self.ring.remove(slot);
+            if self.hand > slot {
+                self.hand -= 1;
+            }
+            if self.hand >= self.ring.len() {
+                self.hand = 0;
+            }
+        }
+        self.pg[p] = PG0;
+        if self.interval.is_some() && self.written[p] {
+            self.written[p] = false;
+            self.pending.retain(|&q| q != page);
+        }
     }
 
     fn init(&mut self, ctx: &mut Ctx) -> Result<()> {
@@ -202,11 +324,26 @@ impl Policy for ClockDwf {
             self.wp_fault_ns = m.fault_ns;
         }
         self.shootdown_ns = m.tlb_shootdown_ns;
+        self.entry_ns = m.fault_ns;
         Ok(())
     }
 
     fn place(&mut self, page: PageId, ctx: &mut Ctx) -> TierId {
         self.grow(page);
+        if self.interval.is_some() {
+            // the kernel's first touch: a daemon does not see loads from stores
+            return match ctx.mem.free(0) > 0 {
+                true => {
+                    self.join(page);
+                    self.stats.placed_dram_free += 1;
+                    0
+                }
+                false => {
+                    self.stats.placed_slow += 1;
+                    ctx.mem.first_free_from(1).unwrap_or(0)
+                }
+            };
+        }
         if ctx.first_write && ctx.mem.capacity(0) > 0 {
             if ctx.mem.free(0) == 0 {
                 let Some(to) = ctx.mem.first_free_from(1) else { return 0 };
@@ -261,12 +398,21 @@ impl Policy for ClockDwf {
             self.pg[page as usize].dirty = true;
             return Served::RESIDENT;
         }
+        if self.interval.is_some() {
+            // the store completes in the slow tier and sets the page's dirty bit there
+            if !self.written[page as usize] {
+                self.written[page as usize] = true;
+                self.pending.push(page);
+            }
+            return Served::RESIDENT;
+        }
         self.write_to_slow(page, ctx)
     }
 
     fn report(&self) -> serde_json::Value {
         json!({
             "name": "clock-dwf",
+            "detect": match self.interval { None => "fault".to_string(), Some(p) => format!("interval ({})", p.describe()) },
             "hot_threshold": self.hot_threshold,
             "expiration": self.expiration,
             "wp_fault_ns": self.wp_fault_ns,
@@ -299,6 +445,22 @@ impl ClockDwf {
 }
 
 const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        name: "detect",
+        ty: ParamType::Choice { options: &["fault", "interval"] },
+        unit: "",
+        default: "fault",
+        source: "fault: CLOCK-DWF (Lee, Bahn, Noh, IEEE TC 2014) moves a slow page at its first write, by a write-protection fault; interval: what a daemon can do from dirty bits (soft-dirty, Linux Documentation/admin-guide/mm/soft-dirty.rst), the form `tierkit run` uses",
+        help: "how writes to slow pages are detected: a fault at the store, or a look at the dirty bits every `interval` (first touches then go where the kernel puts them)",
+    },
+    ParamSpec {
+        name: "interval",
+        ty: ParamType::Period,
+        unit: "simulated time",
+        default: "100ms",
+        source: "tierkit's choice: DAMON's default aggregation interval (100 ms, Linux Documentation/admin-guide/mm/damon/usage.rst), the window the live side observes in",
+        help: "detect=interval: how often the slow pages' dirty bits are read",
+    },
     ParamSpec {
         name: "hot_threshold",
         ty: ParamType::Int { min: 0, max: u16::MAX as i64 },
@@ -335,14 +497,18 @@ const PARAMS: &[ParamSpec] = &[
 
 /// `clock-dwf` from its parameters, as a value (the registry boxes the same).
 pub fn clock_dwf(p: &Params) -> ClockDwf {
-    ClockDwf::new(p.int("hot_threshold") as u32, p.int("expiration") as u8, p.float("wp_fault_ns"), p.float("pte_scan_ns"))
+    let c = ClockDwf::new(p.int("hot_threshold") as u32, p.int("expiration") as u8, p.float("wp_fault_ns"), p.float("pte_scan_ns"));
+    match p.text("detect") {
+        "interval" => c.with_interval(p.period("interval")),
+        _ => c,
+    }
 }
 
 pub static CLOCK_DWF: PolicyInfo = PolicyInfo {
     name: "clock-dwf",
     summary: "partitioned placement (CLOCK-DWF): written pages in DRAM, read pages in the slow tier; a write to a slow page faults and moves it to DRAM; DRAM victims by a clock over dirty bits and write frequency",
     source: "seed 004 §2.3, §3.1 ([27]: Lee, Bahn, Noh, 'CLOCK-DWF', IEEE Trans. Computers 63(9), 2014)",
-    deploy: super::Deploy::NotLive { why: "needs a fault on the first write to each slow page (userfaultfd write-protection could give it); tierkit has no live version" },
+    deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(clock_dwf(p)) as Box<dyn Runnable>),
 };

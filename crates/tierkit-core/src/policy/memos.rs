@@ -39,6 +39,10 @@
 //!   read_bw(slow)` times more of the slow tier's time than of DRAM's; the count that
 //!   equalizes the two utilizations, rounded up, is moved (tierkit's estimate: bits say
 //!   which pages are hot, not how hot).
+//!
+//!   `balance=off` leaves this step out (NVM write avoidance only): the form `tierkit run`
+//!   uses, since no per-tier bandwidth counter is readable there (pcm-memory needs the
+//!   uncore counters, which a VM does not expose; docs/real-linux.md).
 //! * **Rate limit**: at most `max_pages` pages moved per cycle, every page moved counted
 //!   (an exchange moves two).
 //! * Candidates are taken in page order starting after the last page moved in the previous
@@ -124,6 +128,8 @@ const HOT: u8 = 1;
 const WRITE: u8 = 2;
 
 pub struct Memos {
+    /// `balance=counters`: the bandwidth balance runs
+    balance: bool,
     cycle: Period,
     rounds: u32,
     max_pages: u64,
@@ -176,6 +182,7 @@ impl Batch {
 impl Memos {
     pub fn new(cycle: Period, rounds: u32, max_pages: u64, margin: f64, scan_pte_ns: f64, counter_read_ns: f64) -> Memos {
         Memos {
+            balance: true,
             cycle,
             rounds: rounds.max(1),
             max_pages,
@@ -200,6 +207,12 @@ impl Memos {
             read_dram: Vec::new(),
             cold_dram: Vec::new(),
         }
+    }
+
+    /// Leave the bandwidth balance out (`balance=off`).
+    pub fn without_balance(mut self) -> Memos {
+        self.balance = false;
+        self
     }
 
     /// The length of one classification round.
@@ -239,7 +252,7 @@ impl Memos {
     fn close_cycle(&mut self, ctx: &mut Ctx) -> Result<()> {
         self.stats.cycles += 1;
         let sample = self.bw.sample(ctx.now.ns, ctx.mem);
-        if self.counter_read_ns > 0.0 {
+        if self.balance && self.counter_read_ns > 0.0 {
             ctx.mem.charge(Charge { what: "bandwidth counter read", ns: self.counter_read_ns, halts: false, energy_j: 0.0 });
         }
         let tiers = &ctx.platform.platform.tiers;
@@ -314,7 +327,7 @@ impl Memos {
         }
 
         // 2. bandwidth balance, read-hot pages only
-        if u_d > u_s + self.margin && hot_dram > 0 {
+        if self.balance && u_d > u_s + self.margin && hot_dram > 0 {
             let share = u_d / hot_dram as f64;
             let n = ((u_d - u_s) / (share * (1.0 + k))).ceil() as usize;
             let mut done = 0;
@@ -336,7 +349,7 @@ impl Memos {
             }
             self.stats.demoted_for_balance += done as u64;
             row.demoted_for_balance = done as u64;
-        } else if u_s > u_d + self.margin && hot_slow > 0 {
+        } else if self.balance && u_s > u_d + self.margin && hot_slow > 0 {
             let share = u_s / hot_slow as f64;
             let n = ((u_s - u_d) / (share * (1.0 + 1.0 / k))).ceil() as usize;
             let mut done = 0;
@@ -479,6 +492,16 @@ impl Policy for Memos {
         self.bits.grow(page as usize + 1);
     }
 
+    fn forget(&mut self, page: PageId, _ctx: &mut Ctx) {
+        let p = page as usize;
+        self.bits.grow(p + 1);
+        self.bits.test_and_clear(page);
+        if p < self.refs.len() {
+            self.refs[p] = 0;
+            self.dirt[p] = 0;
+        }
+    }
+
     #[inline(always)]
     fn on_access(&mut self, page: PageId, _addr: u64, write: bool, ctx: &mut Ctx) -> Served {
         self.bits.access(page, write);
@@ -522,6 +545,7 @@ impl Policy for Memos {
             "period": self.cycle.describe(),
             "classifications": self.rounds,
             "max_pages": self.max_pages,
+            "balance": if self.balance { "counters" } else { "off" },
             "balance_margin": self.margin,
             "pte_scan_ns": self.scan_pte_ns,
             "counter_read_ns": self.counter_read_ns,
@@ -557,6 +581,14 @@ const PARAMS: &[ParamSpec] = &[
         help: "most pages moved in one cycle, each page moved counted (an exchange moves two)",
     },
     ParamSpec {
+        name: "balance",
+        ty: ParamType::Choice { options: &["counters", "off"] },
+        unit: "",
+        default: "counters",
+        source: "counters: 004 §3.3, §5.1 (per-tier throughput from the memory controllers, pcm-memory); off: no bandwidth balance, the form `tierkit run` uses where no counter is readable",
+        help: "the bandwidth balance of read-hot pages, from per-tier bandwidth counters, or off (NVM write avoidance only)",
+    },
+    ParamSpec {
         name: "balance_margin",
         ty: ParamType::Float { min: 0.0, max: 1.0 },
         unit: "utilization (fraction of peak)",
@@ -584,21 +616,25 @@ const PARAMS: &[ParamSpec] = &[
 
 /// `memos` from its parameters, as a value (the registry boxes the same).
 pub fn memos(p: &Params) -> Memos {
-    Memos::new(
+    let m = Memos::new(
         p.period("period"),
         p.int("classifications") as u32,
         p.int("max_pages") as u64,
         p.float("balance_margin"),
         p.float("pte_scan_ns"),
         p.float("counter_read_ns"),
-    )
+    );
+    match p.text("balance") {
+        "off" => m.without_balance(),
+        _ => m,
+    }
 }
 
 pub static MEMOS: PolicyInfo = PolicyInfo {
     name: "memos",
     summary: "Memos as 004 ran it: new pages in the slow tier; each cycle, pages classified from referenced/dirty bits; write-hot pages to DRAM, then read-hot pages balanced between the tiers by their bandwidth utilization",
     source: "seed 004 §3.3, §5.1 ([30]: Liu et al., 'Hierarchical Hybrid Memory Management in OS for Tiered Memory Systems', IEEE TPDS 2019; Memos, arXiv:1703.07725)",
-    deploy: super::Deploy::NotLive { why: "needs per-tier bandwidth counters, which the testbed VM lacks, and page coloring; tierkit has no live version" },
+    deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(memos(p)) as Box<dyn Runnable>),
 };

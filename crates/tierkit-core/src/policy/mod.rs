@@ -211,6 +211,13 @@ pub trait Policy: Send + 'static {
     /// `place` would have.
     fn adopt(&mut self, _page: PageId, _tier: TierId, _ctx: &mut Ctx) {}
 
+    /// A page the policy must drop its per-page state for: live, the program unmapped it, or
+    /// it is no longer where the policy put it (the kernel moved it, a move failed, it was
+    /// demoted to keep the fast tier in its budget); [`Policy::adopt`] follows when it is still
+    /// mapped. The simulator never unmaps or moves a page behind a policy's back, so it never
+    /// calls this (see [`crate::live`]).
+    fn forget(&mut self, _page: PageId, _ctx: &mut Ctx) {}
+
     #[inline(always)]
     fn on_access(&mut self, _page: PageId, _addr: u64, _write: bool, _ctx: &mut Ctx) -> Served {
         Served::RESIDENT

@@ -176,6 +176,10 @@ impl Policy for Nimble {
         self.join_lru(page, tier);
     }
 
+    fn forget(&mut self, page: PageId, _ctx: &mut Ctx) {
+        self.lru.remove(page);
+    }
+
     #[inline(always)]
     fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, _ctx: &mut Ctx) -> Served {
         self.lru.touch(page);
@@ -376,7 +380,7 @@ pub static NIMBLE: PolicyInfo = PolicyInfo {
     name: "nimble",
     summary: "Nimble: first touch fills DRAM; every period the slow tier's active-LRU pages move into free DRAM frames or are exchanged with DRAM's inactive-tail pages (hotness only), one OS batch per period",
     source: "Yan et al., 'Nimble Page Management for Tiered Memory Systems', ASPLOS 2019, and its kernel patch (mm/memory_manage.c) and launcher; as seed 004 §2.3, §5.1 describes and evaluates it",
-    deploy: super::Deploy::NotLive { why: "could run as a daemon on referenced bits (its exchanges are move_pages calls); tierkit has no live version yet" },
+    deploy: super::Deploy::Daemon,
     params: PARAMS,
     build: |p: &Params| Ok(Box::new(nimble(p)) as Box<dyn Runnable>),
 };

@@ -151,6 +151,16 @@ impl Lru {
         self.push_head(page, list_id(tier, false));
     }
 
+    /// A page that left the lists: unmapped, or moved by someone the lists do not see
+    /// (`add` puts it back). Its bits go with it.
+    pub fn remove(&mut self, page: PageId) {
+        if (page as usize) < self.list.len() {
+            self.unlink(page);
+            self.young[page as usize] = false;
+            self.referenced[page as usize] = false;
+        }
+    }
+
     /// An access (the MMU sets the accessed bit).
     #[inline(always)]
     pub fn touch(&mut self, page: PageId) {
