@@ -119,6 +119,13 @@ def test_replay_of_a_file_that_is_not_a_result_is_one_line(tmp_path, content, wo
     one_error(*run(["replay", tmp_path / "r.json", "-q"])[::2], *words)
 
 
+@pytest.mark.parametrize("result", [{}, {"config": 5}, {"config": []}])
+def test_replay_through_the_api_checks_the_result_before_reading_it(result):
+    # tierkit.replay on a dict a notebook got from anywhere: the checked error, never a KeyError
+    with pytest.raises(tierkit.TierkitError, match="config"):
+        tierkit.replay(result)
+
+
 @pytest.mark.parametrize("field,value,words", [
     ("repeat", -1, "config.run.repeat"), ("repeat", "4", "config.run.repeat"), ("time_scale", 0, "config.run.time_scale"),
     ("cores", 1e9, "config.run.cores"), ("trace", 5, "config.run.trace"), ("timing", None, "config.run.timing"),

@@ -177,8 +177,8 @@ def replay(result: Mapping[str, Any], trace: Optional[Union[str, os.PathLike]] =
     recorded paths, which must still exist. ``source`` names the result in errors (its file)."""
     from ._engine import run
 
-    cfg = result["config"]
     ok = _checked(result, source)
+    cfg = result["config"]  # a dict: _checked says so first
     spec = ok["spec"]
     if trace is not None:
         if spec["mix"]:
