@@ -4,114 +4,24 @@
 //!
 //! The loop is generic over the policy and the timing model, so each pair is compiled into
 //! its own loop: no dynamic dispatch and no allocation per access. Dynamic dispatch happens
-//! once per run ([`Runnable`]) and once per batch (the record source).
+//! once per run ([`run_built`]) and once per batch (the record source).
 
 use crate::error::{Error, Result};
 use crate::mechanics::{Memory, MigrationStats, Op, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
-use crate::policy::{self, Activity, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
+use crate::policy::external::External;
+use crate::policy::{self, Activity, Built, Compat, Ctx, Needs, Now, Params, Policy, PolicySpec, NO_TIER, RESIDENT};
+use crate::runspec::{PlatformSource, RunSpec};
 use crate::timing::{AccessEvent, DetailedTiming, RunCounters, SimpleTiming, TierCounters, Timing, TimingKind, TimingReport, TimingSetup};
-use crate::trace::repeat::RepeatSource;
 use crate::trace::summary::Summary;
-use crate::trace::synth::{SynthSource, SynthSpec};
-use crate::trace::{Batch, EventKind, MarkerKind, RecordSource, TraceInput, BATCH_RECORDS};
+use crate::trace::{Batch, EventKind, MarkerKind, RecordSource, BATCH_RECORDS};
 use crate::tracking::{FutureCounts, Tracking};
 use crate::units::{Capacity, Period};
 use serde::Serialize;
 use std::sync::Arc;
 
-/// Something that can be opened as a trace, possibly several times.
-pub trait TraceOpener: Sync {
-    fn open(&self) -> Result<Box<dyn RecordSource>>;
-    fn summary(&self) -> Result<Summary>;
-    fn describe(&self) -> String;
-    fn format_name(&self) -> String;
-    /// Why the trace stops short of its program's end, when its header says so (a native
-    /// trace's summary key `incomplete`, e.g. an interrupted `trace record`).
-    fn incomplete(&self) -> Option<String> {
-        None
-    }
-    /// An owned handle that opens the same trace (a replayed trace opens it again from a
-    /// reader thread, after the borrow that named it is gone).
-    fn shared(&self) -> Arc<dyn TraceOpener + Send>;
-}
-
-/// A trace replayed `passes` times as one continuous run (`--repeat`, see
-/// [`crate::trace::repeat`]). Every reader of a run opens it, so the main loop, the
-/// look-ahead of oracles and the page pre-pass all see the same repeated stream.
-#[derive(Clone)]
-pub struct Repeated {
-    pub inner: Arc<dyn TraceOpener + Send>,
-    pub passes: u32,
-}
-
-impl TraceOpener for Repeated {
-    fn open(&self) -> Result<Box<dyn RecordSource>> {
-        let inner = self.inner.clone();
-        Ok(Box::new(RepeatSource::new(self.passes, Box::new(move || inner.open()))?))
-    }
-    /// The summary of the whole repeated stream (N times the accesses, the same pages).
-    fn summary(&self) -> Result<Summary> {
-        crate::trace::summary::scan(self.open()?.as_mut())
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn format_name(&self) -> String {
-        self.inner.format_name()
-    }
-    fn incomplete(&self) -> Option<String> {
-        self.inner.incomplete()
-    }
-    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
-        Arc::new(self.clone())
-    }
-}
-
-impl TraceOpener for TraceInput {
-    fn open(&self) -> Result<Box<dyn RecordSource>> {
-        TraceInput::open(self)
-    }
-    fn summary(&self) -> Result<Summary> {
-        TraceInput::summary(self)
-    }
-    fn describe(&self) -> String {
-        self.display()
-    }
-    fn format_name(&self) -> String {
-        self.resolved_format().map(|f| f.spec()).unwrap_or_default()
-    }
-    fn incomplete(&self) -> Option<String> {
-        // the summary is at the end of the file: one seek, not a pass
-        match self.resolved_format() {
-            Ok(crate::trace::Format::Tkt) => crate::trace::tkt::TktReader::read_summary(&self.path).ok()?.1.incomplete,
-            _ => None,
-        }
-    }
-    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
-        Arc::new(self.clone())
-    }
-}
-
-impl TraceOpener for SynthSpec {
-    fn open(&self) -> Result<Box<dyn RecordSource>> {
-        Ok(Box::new(SynthSource::new(self.clone())?))
-    }
-    fn summary(&self) -> Result<Summary> {
-        crate::trace::summary::scan(self.open()?.as_mut())
-    }
-    fn describe(&self) -> String {
-        format!("synth:{}", self.kind.name())
-    }
-    fn format_name(&self) -> String {
-        "synth".into()
-    }
-    fn shared(&self) -> Arc<dyn TraceOpener + Send> {
-        Arc::new(self.clone())
-    }
-}
-
+pub use crate::trace::opener::{Repeated, TraceOpener};
 pub use crate::trace::ProgressFn;
 
 /// An address range a run watches: `name` is `[start, end)` of the trace's addresses.
@@ -303,14 +213,36 @@ impl<'a> Job<'a> {
     }
 }
 
-/// A policy ready to run; the bridge from the registry's dynamic world to the generic loop.
-pub trait Runnable {
-    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult>;
-}
+pub use crate::policy::RunExtent;
 
-impl<P: Policy> Runnable for P {
-    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult> {
-        run_policy(*self, job)
+/// Run a policy the registry built: the bridge from the registry's dynamic world to the
+/// generic loop, one monomorphized [`run_policy`] per concrete type. Policies never name the
+/// engine ([`Built`] is theirs); the engine knows them all here.
+pub fn run_built(built: Built, job: &mut Job) -> Result<SimResult> {
+    match built {
+        Built::AllFast(p) => run_policy(p, job),
+        Built::AllSlow(p) => run_policy(p, job),
+        Built::FirstTouch(p) => run_policy(p, job),
+        Built::Interleave(p) => run_policy(p, job),
+        Built::CacheMode(p) => run_policy(p, job),
+        Built::Scheduler(p) => run_policy(p, job),
+        Built::CoriSim(mut p) => {
+            // cori-sim bins against each page's whole-run maximum: one pass over the trace first
+            p.scan_period_maxima(job.trace.open()?)?;
+            run_policy(p, job)
+        }
+        Built::Otf(p) => run_policy(p, job),
+        Built::Epoch(p) => run_policy(p, job),
+        Built::MemPod(p) => run_policy(p, job),
+        Built::GuidedStay(p) => run_policy(p, job),
+        Built::GuidedOtf(p) => run_policy(p, job),
+        Built::GuidedEpoch(p) => run_policy(p, job),
+        Built::DamonTiering(p) => run_policy(p, job),
+        Built::ClockDwf(p) => run_policy(p, job),
+        Built::Memos(p) => run_policy(p, job),
+        Built::NumaTiering(p) => run_policy(p, job),
+        Built::HyPlacer(p) => run_policy(p, job),
+        Built::Nimble(p) => run_policy(p, job),
     }
 }
 
@@ -348,7 +280,7 @@ pub struct RunConfig {
     /// The one description of the run it was made from, the platform written out: running it
     /// again replays the result (`crate::runspec`; absent for a run made without one).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<crate::runspec::RunSpec>,
+    pub run: Option<RunSpec>,
 }
 
 /// The statistics tree, mirroring the components.
@@ -439,7 +371,7 @@ pub fn simulate(job: &mut Job, spec: &PolicySpec) -> Result<SimResult> {
     job.policy_label = spec.to_string_short();
     job.params = Some(params);
     job.scaled_params = (job.time_scale != 1.0).then_some(scaled);
-    runnable.run(job)
+    run_built(runnable, job)
 }
 
 fn check_scale(job: &Job) -> Result<()> {
@@ -696,11 +628,8 @@ fn check_needs(needs: &Needs, period: Option<Period>, has_insn: bool, compat: Co
     Ok(())
 }
 
-fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: impl FnOnce(&Resolved, TimingSetup) -> T) -> Result<SimResult> {
-    let needs = policy.needs();
-    let period = policy.period();
-    let compat = policy.compat();
-    let label = if job.policy_label.is_empty() { "policy".to_string() } else { job.policy_label.clone() };
+/// What a job asks that the engine cannot run, said before anything is read.
+fn check_job(job: &Job, needs: &Needs, label: &str) -> Result<()> {
     check_scale(job)?;
     if job.time_scale != 1.0 && job.params.is_none() {
         return Err(Error::config(
@@ -708,8 +637,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             format!("policy '{label}' has no declared parameters to scale: give its times already scaled and leave --time-scale at 1"),
         ));
     }
-    let multi = job.cores > 1;
-    if multi {
+    if job.cores > 1 {
         if job.timing != TimingKind::Detailed {
             return Err(Error::config(
                 "--timing",
@@ -726,29 +654,13 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             return Err(Error::config("--watch", "not available on several cores"));
         }
     }
-    // every reader of the run (main loop, look-ahead, pre-pass) opens the same stream
-    let repeated;
-    let opener: &dyn TraceOpener = if job.repeat > 1 {
-        repeated = Repeated { inner: job.trace.shared(), passes: job.repeat };
-        &repeated
-    } else {
-        job.trace
-    };
+    Ok(())
+}
 
-    let mut src = policy.records(opener.open()?)?;
-    let meta = src.meta().clone();
-    // decode instruction counts only when something reads them
-    let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
-    // and addresses only for per-access policies (the others work from page ids)
-    let mut watcher = job.watch.as_ref().map(Watcher::new).transpose()?;
-    src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS || watcher.is_some() });
-    // (not on several cores: which core reads next depends on where the simulation is)
-    if job.read_ahead && !multi {
-        src = Box::new(crate::trace::threaded::ReadAhead::new(src));
-    }
-    check_needs(&needs, period, meta.time_insn, compat, job.timing, &label)?;
-    let page_bytes = meta.page_size;
-
+/// The run's platform: capacities resolved against the footprint (read from the trace's
+/// summary when a capacity is a fraction of it), and the copy the run uses when
+/// `--time-scale` scales the platform's OS costs. Also the summary, when one was needed.
+fn resolve_platform(job: &mut Job, needs: &Needs, page_bytes: u64) -> Result<(Option<Summary>, Resolved, Option<Resolved>)> {
     // capacities: fractions need the footprint
     let needs_footprint = job.capacity.iter().any(|(_, c)| matches!(c, Capacity::Fraction(_))) || job.platform.tiers.iter().any(|t| t.capacity.is_some());
     let summary = if needs_footprint { Some(job.summary()?) } else { job.summary.clone() };
@@ -776,38 +688,12 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         m.per_period_ns /= k;
         scaled_platform = Some(r);
     }
-    let run_platform = scaled_platform.as_ref().unwrap_or(&resolved);
+    Ok((summary, resolved, scaled_platform))
+}
 
-    let setup = TimingSetup {
-        cores: job.cores,
-        board: job.board.clone(),
-        compat,
-        period_accesses: match period {
-            Some(Period::Accesses(n)) => Some(n),
-            _ => None,
-        },
-        has_insn: meta.time_insn,
-        line_bytes: meta.line_size,
-    };
-    let n_tiers = resolved.tiers();
-    let mut st = State {
-        pm: PageMap::new(page_bytes),
-        mem: Memory::new(&resolved.capacity_pages, page_bytes),
-        track: Tracking::new(needs.counts, needs.rw_counts, needs.recency),
-        future: FutureCounts::default(),
-        look: None,
-        timing: make_timing(run_platform, setup),
-        tiers: vec![TierCounters::default(); n_tiers],
-        now: Now::default(),
-        resolved: run_platform,
-        line_bytes: meta.line_size,
-        paranoid: job.paranoid,
-        charged: 0,
-        charged_periods: 0,
-        time_scale: job.time_scale,
-        owner_moves: if multi && job.programs { vec![0; job.cores] } else { Vec::new() },
-    };
-
+/// Before the first access: the pages' ids from a pre-pass (`all_pages_upfront`), the
+/// look-ahead of an oracle (`future`), and the policy's `init`.
+fn prepare<P: Policy, T: Timing>(policy: &mut P, st: &mut State<'_, T>, needs: &Needs, opener: &dyn TraceOpener) -> Result<()> {
     if needs.all_pages_upfront {
         let mut pre = policy.records(opener.open()?)?;
         let mut b = Batch::with_capacity(BATCH_RECORDS);
@@ -828,7 +714,36 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         policy.init(&mut ctx)?;
     }
     st.drain_ops();
+    Ok(())
+}
 
+/// What the loop leaves for the report.
+struct Fed {
+    /// accesses read
+    k: u64,
+    last_insn: u64,
+    /// demand accesses per tier and direction
+    demand: [[u64; 2]; 256],
+    /// period boundaries folded into the next (`Period::Ns` only)
+    coalesced: u64,
+    /// several cores: per core, accesses and fast-tier hits
+    core_acc: Vec<[u64; 2]>,
+}
+
+/// The loop: every access of `src`, in order, through the policy's hooks, the mechanics, the
+/// tracking and the timing model; the period boundaries; the progress callback.
+#[allow(clippy::too_many_arguments)]
+fn feed<P: Policy, T: Timing>(
+    policy: &mut P,
+    st: &mut State<'_, T>,
+    src: &mut dyn RecordSource,
+    job: &mut Job,
+    needs: &Needs,
+    period: Option<Period>,
+    mut watcher: Option<&mut Watcher>,
+    label: &str,
+) -> Result<Fed> {
+    let multi = job.cores > 1;
     let mut bounds = Boundaries::new(period);
     let ns_periods = matches!(period, Some(Period::Ns(_)));
     let mut coalesced: u64 = 0;
@@ -914,7 +829,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                         policy.on_event(&batch.events[ev], &mut ctx)?;
                         st.drain_ops();
                     }
-                    if let Some(w) = watcher.as_mut() {
+                    if let Some(w) = watcher.as_deref_mut() {
                         w.event(&batch.events[ev].kind, st.timing.now_ns());
                     }
                     ev += 1;
@@ -938,13 +853,13 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 st.now.hw_idle_ns = st.timing.hw_idle_ns();
                 if ns_periods {
                     // one boundary per access at most: missed ones are folded into it
-                    st.boundary(&mut policy, &mut bounds)?;
+                    st.boundary(policy, &mut bounds)?;
                     coalesced += bounds.coalesce_ns(st.timing.now_ns());
                 } else {
                     // instructions the program ran between two accesses: every period they
                     // span is real (and bounded by the trace's instruction counts)
                     loop {
-                        st.boundary(&mut policy, &mut bounds)?;
+                        st.boundary(policy, &mut bounds)?;
                         if insn < bounds.next_insn {
                             break;
                         }
@@ -958,7 +873,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                 let mut ctx = st.ctx();
                 ctx.first_write = write;
                 tier = policy.place(page, &mut ctx);
-                st.mem.place(page, tier).map_err(|e| placement_error(&label, e))?;
+                st.mem.place(page, tier).map_err(|e| placement_error(label, e))?;
             }
             let mut probe = NO_TIER;
             let mut delay_ns = 0.0;
@@ -994,7 +909,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     st.drain_ops();
                 }
             }
-            if let Some(w) = watcher.as_mut() {
+            if let Some(w) = watcher.as_deref_mut() {
                 w.access(batch.addr[i]);
                 w.tick(st.timing.now_ns(), &st.pm, &st.mem);
             }
@@ -1018,7 +933,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
                     policy.on_event(&batch.events[ev], &mut ctx)?;
                     st.drain_ops();
                 }
-                if let Some(w) = watcher.as_mut() {
+                if let Some(w) = watcher.as_deref_mut() {
                     w.event(&batch.events[ev].kind, st.timing.now_ns());
                 }
                 ev += 1;
@@ -1035,6 +950,142 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
             }
         }
     }
+    Ok(Fed { k, last_insn, demand, coalesced, core_acc })
+}
+
+/// The invariants of every run: capacities and placements (the mechanics' own), every access
+/// counted once, every replay of the trace read, every migration handed to the timing model.
+fn check_invariants<T: Timing>(st: &State<'_, T>, k: u64, summary: Option<&Summary>, repeat: u32, ms: &MigrationStats) -> Result<()> {
+    st.mem.check_invariants()?;
+    let served: u64 = st.tiers.iter().map(|t| t.reads + t.writes).sum();
+    if served != k {
+        return Err(Error::Invariant(format!("{k} accesses read but {served} served")));
+    }
+    if let Some(s) = summary {
+        // the summary is of one pass; the run read every replay
+        if s.accesses * repeat as u64 != k {
+            return Err(Error::Invariant(format!("the trace summary counts {} accesses ({} replays), the run read {k}", s.accesses, repeat)));
+        }
+    }
+    if st.charged != ms.migrations {
+        return Err(Error::Invariant(format!("{} pages migrated but {} migrations charged to the timing model", ms.migrations, st.charged)));
+    }
+    Ok(())
+}
+
+/// What a result cannot show, in plain sentences: too few activations, old parameter names,
+/// inputs made for another trace, an incomplete trace, boundaries folded away.
+#[allow(clippy::too_many_arguments)]
+fn run_warnings<P: Policy>(
+    policy: &P,
+    job: &Job,
+    label: &str,
+    period: Option<Period>,
+    acts: Option<(u64, Period)>,
+    migrations: u64,
+    ran: &RunExtent,
+    digest: Option<&str>,
+    coalesced: u64,
+    boundaries: u64,
+) -> Vec<String> {
+    let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
+    let mut warnings = activity_warnings(label, acts, moves_pages, migrations, ran);
+    // old parameter names, read under their new ones (policy::params::RENAMED)
+    warnings.extend(job.params.iter().flat_map(|p| p.renamed.iter().cloned()));
+    for w in policy.input_warnings(digest, ran) {
+        // said as it happens too: a long comparison's table comes at the end
+        eprintln!("tierkit: warning: {w}");
+        warnings.push(w);
+    }
+    if let Some(why) = job.trace.incomplete() {
+        warnings.push(format!("trace {}: incomplete ({why}); the results cover only what was recorded", job.trace.describe()));
+    }
+    if let (Some(Period::Ns(pn)), true) = (period, coalesced > 0) {
+        // more missed than run: the period is about the work of one boundary or shorter
+        if coalesced >= boundaries {
+            warnings.push(format!(
+                "policy '{label}': {coalesced} of its {} period boundaries fell while its own work ran and were folded into the next (period {}{}); lengthen the period",
+                coalesced + boundaries,
+                human_ns(pn as f64),
+                if job.time_scale != 1.0 { format!(" after --time-scale {}", job.time_scale) } else { String::new() },
+            ));
+        }
+    }
+    warnings
+}
+
+/// One run, in its phases: the job's checks ([`check_job`]), the trace opened and the platform
+/// resolved ([`resolve_platform`]), the state and the policy's start ([`prepare`]), the loop
+/// ([`feed`]), the invariants ([`check_invariants`]), the warnings ([`run_warnings`]) and the
+/// result.
+fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: impl FnOnce(&Resolved, TimingSetup) -> T) -> Result<SimResult> {
+    let needs = policy.needs();
+    let period = policy.period();
+    let compat = policy.compat();
+    let label = if job.policy_label.is_empty() { "policy".to_string() } else { job.policy_label.clone() };
+    check_job(job, &needs, &label)?;
+    let multi = job.cores > 1;
+    // every reader of the run (main loop, look-ahead, pre-pass) opens the same stream
+    let repeated;
+    let opener: &dyn TraceOpener = if job.repeat > 1 {
+        repeated = Repeated { inner: job.trace.shared(), passes: job.repeat };
+        &repeated
+    } else {
+        job.trace
+    };
+
+    let mut src = policy.records(opener.open()?)?;
+    let meta = src.meta().clone();
+    // decode instruction counts only when something reads them
+    let wants_insn = job.timing == TimingKind::Detailed || matches!(period, Some(Period::Insn(_)));
+    // and addresses only for per-access policies (the others work from page ids)
+    let mut watcher = job.watch.as_ref().map(Watcher::new).transpose()?;
+    src.set_projection(crate::trace::Projection { insn: wants_insn, ns: false, addr: P::PER_ACCESS || watcher.is_some() });
+    // (not on several cores: which core reads next depends on where the simulation is)
+    if job.read_ahead && !multi {
+        src = Box::new(crate::trace::threaded::ReadAhead::new(src));
+    }
+    check_needs(&needs, period, meta.time_insn, compat, job.timing, &label)?;
+    let page_bytes = meta.page_size;
+
+    let (summary, resolved, scaled_platform) = resolve_platform(job, &needs, page_bytes)?;
+    let run_platform = scaled_platform.as_ref().unwrap_or(&resolved);
+
+    let setup = TimingSetup {
+        cores: job.cores,
+        board: job.board.clone(),
+        compat,
+        period_accesses: match period {
+            Some(Period::Accesses(n)) => Some(n),
+            _ => None,
+        },
+        has_insn: meta.time_insn,
+        line_bytes: meta.line_size,
+    };
+    let n_tiers = resolved.tiers();
+    let mut st = State {
+        pm: PageMap::new(page_bytes),
+        mem: Memory::new(&resolved.capacity_pages, page_bytes),
+        track: Tracking::new(needs.counts, needs.rw_counts, needs.recency),
+        future: FutureCounts::default(),
+        look: None,
+        timing: make_timing(run_platform, setup),
+        tiers: vec![TierCounters::default(); n_tiers],
+        now: Now::default(),
+        resolved: run_platform,
+        line_bytes: meta.line_size,
+        paranoid: job.paranoid,
+        charged: 0,
+        charged_periods: 0,
+        time_scale: job.time_scale,
+        owner_moves: if multi && job.programs { vec![0; job.cores] } else { Vec::new() },
+    };
+
+    prepare(&mut policy, &mut st, &needs, opener)?;
+
+    let fed = feed(&mut policy, &mut st, src.as_mut(), job, &needs, period, watcher.as_mut(), &label)?;
+    let Fed { k, last_insn, demand, coalesced, core_acc } = fed;
+    let line = st.line_bytes;
     let digest = src.digest();
     drop(src);
     if let Some(w) = watcher.as_mut() {
@@ -1055,21 +1106,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     }
     let reads: u64 = demand[..n_tiers].iter().map(|d| d[0]).sum();
 
-    // -- invariants: every access counted once, capacities, every migrated byte
-    st.mem.check_invariants()?;
-    let served: u64 = st.tiers.iter().map(|t| t.reads + t.writes).sum();
-    if served != k {
-        return Err(Error::Invariant(format!("{k} accesses read but {served} served")));
-    }
-    if let Some(s) = &summary {
-        // the summary is of one pass; the run read every replay
-        if s.accesses * job.repeat as u64 != k {
-            return Err(Error::Invariant(format!("the trace summary counts {} accesses ({} replays), the run read {k}", s.accesses, job.repeat)));
-        }
-    }
-    if st.charged != ms.migrations {
-        return Err(Error::Invariant(format!("{} pages migrated but {} migrations charged to the timing model", ms.migrations, st.charged)));
-    }
+    check_invariants(&st, k, summary.as_ref(), job.repeat, &ms)?;
 
     let periods = if period.is_some() { st.now.period + 1 } else { 0 };
     // activations after the last boundary (work a policy ran from its per-access hook)
@@ -1122,30 +1159,8 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let fast = st.tiers[0].reads + st.tiers[0].writes;
     let cap0 = resolved.capacity_pages[0];
     let acts = activations(&policy, period, st.now.period);
-    let moves_pages = !(policy.activity() == Activity::Boundaries && period.is_none());
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
-    let mut warnings = activity_warnings(&label, acts, moves_pages, ms.migrations, &ran);
-    // old parameter names, read under their new ones (policy::params::RENAMED)
-    warnings.extend(job.params.iter().flat_map(|p| p.renamed.iter().cloned()));
-    for w in policy.input_warnings(digest.as_deref(), &ran) {
-        // said as it happens too: a long comparison's table comes at the end
-        eprintln!("tierkit: warning: {w}");
-        warnings.push(w);
-    }
-    if let Some(why) = job.trace.incomplete() {
-        warnings.push(format!("trace {}: incomplete ({why}); the results cover only what was recorded", job.trace.describe()));
-    }
-    if let (Some(Period::Ns(pn)), true) = (period, coalesced > 0) {
-        // more missed than run: the period is about the work of one boundary or shorter
-        if coalesced >= st.now.period {
-            warnings.push(format!(
-                "policy '{label}': {coalesced} of its {} period boundaries fell while its own work ran and were folded into the next (period {}{}); lengthen the period",
-                coalesced + st.now.period,
-                human_ns(pn as f64),
-                if job.time_scale != 1.0 { format!(" after --time-scale {}", job.time_scale) } else { String::new() },
-            ));
-        }
-    }
+    let warnings = run_warnings(&policy, job, &label, period, acts, ms.migrations, &ran, digest.as_deref(), coalesced, st.now.period);
     Ok(SimResult {
         trace: job.trace.describe(),
         platform: resolved.platform.name.clone(),
@@ -1208,14 +1223,6 @@ fn activations<P: Policy>(policy: &P, period: Option<Period>, boundaries: u64) -
         Activity::Ran { times, every } => Some((times, every)),
         Activity::OnAccess => None,
     }
-}
-
-/// How far a run went, in each unit a policy's interval may be given in.
-pub struct RunExtent {
-    pub runtime_ns: f64,
-    pub accesses: u64,
-    /// Instruction count at the last access, when the trace has them and they were read.
-    pub instructions: Option<u64>,
 }
 
 /// A duration for people, to three significant digits: 1 s, 250 ms, 1.5 µs.
@@ -1307,4 +1314,108 @@ fn placement_error(label: &str, e: Error) -> Error {
         Error::Invariant(m) => Error::Invariant(format!("policy '{label}': {m}")),
         other => other,
     }
+}
+
+/// What runs the policy: the spec's own policy, or a policy object of the front end's (a
+/// Python `PeriodicPolicy`), which the spec names by its name.
+pub enum Decider {
+    Spec,
+    External(External),
+}
+
+/// Run a run's description (`crate::runspec`, `config.run` of every result): build its inputs, platform, capacities, cores and policy, simulate, check the
+/// digest, and record the spec in the result (`config.run`, the platform written out).
+pub fn run_spec(spec: &RunSpec, decider: Decider, summary: Option<Summary>, paranoid: bool, mut progress: Option<&mut ProgressFn>) -> Result<SimResult> {
+    // the job borrows its callback for as long as it borrows the trace: a local one that asks
+    // the caller's
+    let mut cb = |done: u64, total: Option<u64>| progress.as_mut().map(|p| p(done, total)).unwrap_or(true);
+    let inp = spec.input(spec.trace.as_path())?;
+    let plat = spec.platform()?;
+    let mut caps = Vec::new();
+    for (tier, val) in &spec.capacity {
+        let idx = plat
+            .tiers
+            .iter()
+            .position(|t| t.name.eq_ignore_ascii_case(tier))
+            .or_else(|| tier.parse::<usize>().ok().filter(|&i| i < plat.tiers.len()))
+            .ok_or_else(|| {
+                Error::config(
+                    "--capacity",
+                    format!(
+                        "platform {} has no tier '{tier}' (tiers: {})",
+                        plat.name,
+                        plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })?;
+        let key = if idx == 0 && tier == "0" { "--fast-capacity".to_string() } else { format!("--capacity {tier}") };
+        caps.push((idx, Capacity::parse(&key, val)?));
+    }
+    let timing = TimingKind::parse(&spec.timing)?;
+    if spec.cores == 0 || spec.quantum == 0 {
+        return Err(Error::config("--cores", "cores and quantum are at least 1"));
+    }
+    if !spec.mix.is_empty() && spec.cores > 1 {
+        return Err(Error::config("--cores", "a mix runs each program on a core of its own; --cores is for one trace's threads"));
+    }
+    // several cores: the other programs of a mix, or the trace's threads on `cores` cores
+    let mixed = if !spec.mix.is_empty() {
+        let mut parts: Vec<Arc<dyn TraceOpener + Send>> = vec![TraceOpener::shared(&inp)];
+        for o in &spec.mix {
+            parts.push(TraceOpener::shared(&spec.input(o.as_path())?));
+        }
+        Some((crate::trace::mix::MixOpener::programs(parts, spec.quantum)?, true))
+    } else if spec.cores > 1 {
+        Some((crate::trace::mix::MixOpener::threads(TraceOpener::shared(&inp), spec.cores, spec.quantum)?, false))
+    } else {
+        None
+    };
+    let recorded_platform = plat.clone();
+    let mut job = match &mixed {
+        Some((m, programs)) => Job::new(m, plat).with_mix(m, *programs),
+        None => Job::new(&inp, plat),
+    };
+    job.capacity = caps;
+    job.timing = timing;
+    job.paranoid = paranoid || cfg!(debug_assertions);
+    job.repeat = spec.repeat;
+    job.time_scale = spec.time_scale;
+    job.watch = spec.watch.as_ref().map(|w| Watch {
+        regions: w.regions.iter().map(|(name, start, end)| WatchRegion { name: name.clone(), start: *start, end: *end }).collect(),
+        every_ns: w.every_ns,
+    });
+    job.summary = summary;
+    job.progress = Some(&mut cb);
+    let mut r = match decider {
+        Decider::Spec => simulate(&mut job, &PolicySpec::parse(&spec.policy)?)?,
+        Decider::External(ext) => {
+            job.policy_label = ext.decider.name();
+            run_policy(ext, &mut job)?
+        }
+    };
+    // the trace read must be the one the spec names by its digest (computed as it was read)
+    if let (Some(want), Some(got)) = (&spec.trace_digest, &r.config.trace_digest) {
+        if want != got {
+            let names: Vec<String> = std::iter::once(&spec.trace).chain(&spec.mix).map(|p| p.0.display().to_string()).collect();
+            let (name, w, g) = names
+                .iter()
+                .zip(want.split('+').zip(got.split('+')))
+                .find(|(_, (w, g))| w != g)
+                .map(|(n, (w, g))| (n.clone(), w.to_string(), g.to_string()))
+                .unwrap_or((names[0].clone(), want.clone(), got.clone()));
+            return Err(Error::config(
+                "replay",
+                format!(
+                    "{name} has digest {}..., the result was made from {}...: give the trace it was made from",
+                    &g[..g.len().min(12)],
+                    &w[..w.len().min(12)]
+                ),
+            ));
+        }
+    }
+    let mut recorded = spec.clone();
+    recorded.platform = PlatformSource::Inline(Box::new(recorded_platform));
+    recorded.trace_digest = r.config.trace_digest.clone();
+    r.config.run = Some(recorded);
+    Ok(r)
 }

@@ -8,9 +8,9 @@
 //! counts do not depend on placement, so counts taken here are what a scheduler would
 //! observe at run time.
 
-use crate::engine::TraceOpener;
 use crate::error::{Error, Result};
 use crate::pagemap::{PageId, PageMap};
+use crate::trace::opener::TraceOpener;
 use crate::trace::{Batch, Projection};
 
 /// Sparse pages × periods counts, in period order and, within a period, in order of each

@@ -12,8 +12,8 @@
 //! Slices: the trace's own slice and phase markers when it has them; otherwise fixed
 //! lengths in instructions (or in accesses for a trace without instruction counts).
 
-use crate::engine::TraceOpener;
 use crate::error::Result;
+use crate::trace::opener::TraceOpener;
 use crate::trace::{AllocFn, Batch, EventKind, MarkerKind, Projection};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

@@ -3,25 +3,19 @@
 //! `--time-scale`, the cores, and the trace's digest when it must be the one recorded.
 //!
 //! Every front end writes one (the CLI and the Python API through `tierkit._core.simulate`,
-//! sweeps and validation through the API) and [`run`] reads it; every result carries the one
+//! sweeps and validation through the API) and `engine::run_spec` runs it; every result carries the one
 //! it ran as `config.run`, with the platform written out in full, so that replaying a result
 //! is running its `config.run` again (docs/models.md, "One description of a run"). It
 //! round-trips through JSON: `serde_json` writes it and reads it back to the same value.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::engine::{self, Job, ProgressFn, SimResult, TraceOpener, Watch, WatchRegion};
 use crate::error::{Error, Result};
 use crate::platform::Platform;
-use crate::policy::{external::External, PolicySpec};
-use crate::timing::TimingKind;
 use crate::trace::input::TraceInput;
-use crate::trace::Summary;
-use crate::units::Capacity;
 
 /// A file name as Linux has it: any bytes. In JSON a string when it is UTF-8, else
 /// `{"os_bytes_hex": "..."}` (the bytes in hexadecimal), so that a run on a file whose name is
@@ -158,11 +152,13 @@ impl RunSpec {
         serde_json::from_str(text).map_err(|e| Error::config("run spec", e.to_string()))
     }
 
-    fn input(&self, path: &Path) -> Result<TraceInput> {
+    /// A trace of the run (its own, or a program of its mix), with the spec's format and cache.
+    pub fn input(&self, path: &Path) -> Result<TraceInput> {
         TraceInput::from_options(path, self.format.as_deref(), self.cache.as_deref())
     }
 
-    fn platform(&self) -> Result<Platform> {
+    /// The platform the spec names or writes out, checked.
+    pub fn platform(&self) -> Result<Platform> {
         match &self.platform {
             PlatformSource::Named(n) => Platform::load(n),
             PlatformSource::Inline(p) => {
@@ -171,110 +167,6 @@ impl RunSpec {
             }
         }
     }
-}
-
-/// What runs the policy: the spec's own policy, or a policy object of the front end's (a
-/// Python `PeriodicPolicy`), which the spec names by its name.
-pub enum Decider {
-    Spec,
-    External(External),
-}
-
-/// Run `spec`: build its inputs, platform, capacities, cores and policy, simulate, check the
-/// digest, and record the spec in the result (`config.run`, the platform written out).
-pub fn run(spec: &RunSpec, decider: Decider, summary: Option<Summary>, paranoid: bool, mut progress: Option<&mut ProgressFn>) -> Result<SimResult> {
-    // the job borrows its callback for as long as it borrows the trace: a local one that asks
-    // the caller's
-    let mut cb = |done: u64, total: Option<u64>| progress.as_mut().map(|p| p(done, total)).unwrap_or(true);
-    let inp = spec.input(spec.trace.as_path())?;
-    let plat = spec.platform()?;
-    let mut caps = Vec::new();
-    for (tier, val) in &spec.capacity {
-        let idx = plat
-            .tiers
-            .iter()
-            .position(|t| t.name.eq_ignore_ascii_case(tier))
-            .or_else(|| tier.parse::<usize>().ok().filter(|&i| i < plat.tiers.len()))
-            .ok_or_else(|| {
-                Error::config(
-                    "--capacity",
-                    format!(
-                        "platform {} has no tier '{tier}' (tiers: {})",
-                        plat.name,
-                        plat.tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                )
-            })?;
-        let key = if idx == 0 && tier == "0" { "--fast-capacity".to_string() } else { format!("--capacity {tier}") };
-        caps.push((idx, Capacity::parse(&key, val)?));
-    }
-    let timing = TimingKind::parse(&spec.timing)?;
-    if spec.cores == 0 || spec.quantum == 0 {
-        return Err(Error::config("--cores", "cores and quantum are at least 1"));
-    }
-    if !spec.mix.is_empty() && spec.cores > 1 {
-        return Err(Error::config("--cores", "a mix runs each program on a core of its own; --cores is for one trace's threads"));
-    }
-    // several cores: the other programs of a mix, or the trace's threads on `cores` cores
-    let mixed = if !spec.mix.is_empty() {
-        let mut parts: Vec<Arc<dyn TraceOpener + Send>> = vec![TraceOpener::shared(&inp)];
-        for o in &spec.mix {
-            parts.push(TraceOpener::shared(&spec.input(o.as_path())?));
-        }
-        Some((crate::trace::mix::MixOpener::programs(parts, spec.quantum)?, true))
-    } else if spec.cores > 1 {
-        Some((crate::trace::mix::MixOpener::threads(TraceOpener::shared(&inp), spec.cores, spec.quantum)?, false))
-    } else {
-        None
-    };
-    let recorded_platform = plat.clone();
-    let mut job = match &mixed {
-        Some((m, programs)) => Job::new(m, plat).with_mix(m, *programs),
-        None => Job::new(&inp, plat),
-    };
-    job.capacity = caps;
-    job.timing = timing;
-    job.paranoid = paranoid || cfg!(debug_assertions);
-    job.repeat = spec.repeat;
-    job.time_scale = spec.time_scale;
-    job.watch = spec.watch.as_ref().map(|w| Watch {
-        regions: w.regions.iter().map(|(name, start, end)| WatchRegion { name: name.clone(), start: *start, end: *end }).collect(),
-        every_ns: w.every_ns,
-    });
-    job.summary = summary;
-    job.progress = Some(&mut cb);
-    let mut r = match decider {
-        Decider::Spec => engine::simulate(&mut job, &PolicySpec::parse(&spec.policy)?)?,
-        Decider::External(ext) => {
-            job.policy_label = ext.decider.name();
-            engine::run_policy(ext, &mut job)?
-        }
-    };
-    // the trace read must be the one the spec names by its digest (computed as it was read)
-    if let (Some(want), Some(got)) = (&spec.trace_digest, &r.config.trace_digest) {
-        if want != got {
-            let names: Vec<String> = std::iter::once(&spec.trace).chain(&spec.mix).map(|p| p.0.display().to_string()).collect();
-            let (name, w, g) = names
-                .iter()
-                .zip(want.split('+').zip(got.split('+')))
-                .find(|(_, (w, g))| w != g)
-                .map(|(n, (w, g))| (n.clone(), w.to_string(), g.to_string()))
-                .unwrap_or((names[0].clone(), want.clone(), got.clone()));
-            return Err(Error::config(
-                "replay",
-                format!(
-                    "{name} has digest {}..., the result was made from {}...: give the trace it was made from",
-                    &g[..g.len().min(12)],
-                    &w[..w.len().min(12)]
-                ),
-            ));
-        }
-    }
-    let mut recorded = spec.clone();
-    recorded.platform = PlatformSource::Inline(Box::new(recorded_platform));
-    recorded.trace_digest = r.config.trace_digest.clone();
-    r.config.run = Some(recorded);
-    Ok(r)
 }
 
 #[cfg(test)]

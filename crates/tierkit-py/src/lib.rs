@@ -10,13 +10,13 @@ use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use tierkit_core::cache::CacheSpec;
-use tierkit_core::engine::ProgressFn;
+use tierkit_core::engine::{self, ProgressFn};
 use tierkit_core::mechanics::TierId;
 use tierkit_core::pagemap::PageId;
 use tierkit_core::platform::Platform;
 use tierkit_core::policy::external::{Decision, External, PeriodView, PeriodicDecider};
 use tierkit_core::policy::{self, PolicySpec};
-use tierkit_core::runspec::{self, RunSpec};
+use tierkit_core::runspec::RunSpec;
 use tierkit_core::trace::synth::{SynthKind, SynthSource, SynthSpec};
 use tierkit_core::trace::{self, tkt::TktWriter, Access, Batch, Format, RecordSource, TraceInput, TraceMeta};
 use tierkit_core::units::Period;
@@ -454,10 +454,10 @@ fn simulate(py: Python<'_>, spec: &str, policy: Option<Py<PyAny>>, progress: Opt
     let summary = summary.map(|s| serde_json::from_str(s).map_err(|e| Error::config("summary", e.to_string()))).transpose().map_err(plain)?;
     detached(py, progress, pending, move |cb| {
         let d = match decider {
-            None => runspec::Decider::Spec,
-            Some(dec) => runspec::Decider::External(External::new(Box::new(dec))),
+            None => engine::Decider::Spec,
+            Some(dec) => engine::Decider::External(External::new(Box::new(dec))),
         };
-        let r = runspec::run(&spec, d, summary, paranoid, Some(cb))?;
+        let r = engine::run_spec(&spec, d, summary, paranoid, Some(cb))?;
         Ok(serde_json::to_string(&r).unwrap())
     })
 }

@@ -700,9 +700,30 @@ fn dry_run_report(
     Report { json, exit_status: 0 }
 }
 
-/// Run `args` (the command line's options); see [`main_with_args`].
-pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
-    let root = Path::new("/");
+/// What the checks decided: everything a run needs, found before anything is started or
+/// changed (a mistake in the spec first, then the machine: nodes, budget, permissions, files).
+struct Plan {
+    spec: PolicySpec,
+    kind: Kind,
+    page: u64,
+    damon_on: bool,
+    thp_off: bool,
+    /// `--interval`, when the policy does not take it as its own parameter
+    interval_override: Option<u64>,
+    damon_window_ns: f64,
+    kernel_p: Option<kernel_params::KernelParams>,
+    /// what the run's form of the policy says (old names read, a live form chosen)
+    spec_notes: Vec<String>,
+    tiers: sys::Tiers,
+    fast_node_bytes: u64,
+    budget_pages: u64,
+    decider: Option<Box<dyn LiveDecider>>,
+    ts_out: Option<(tierkit_core::outfile::PartialFile, std::fs::File)>,
+    rs_out: Option<(tierkit_core::outfile::PartialFile, std::fs::File)>,
+}
+
+/// Check everything `args` asks for, in the order the errors are said, and decide the run.
+fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> {
     let mut ov = overrides.unwrap_or(Overrides { decider: None, nodes: None });
     let spec = PolicySpec::parse(&args.policy)?;
     let kind = if ov.decider.is_some() { Kind::Daemon } else { policy_kind(&spec.name)? };
@@ -823,7 +844,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let budget_pages = budget_bytes / page;
 
     // the decider, or the kernel policy's parameters, checked before anything starts
-    let mut decider: Option<Box<dyn LiveDecider>> = match kind {
+    let decider: Option<Box<dyn LiveDecider>> = match kind {
         Kind::Daemon => Some(match ov.decider.take() {
             Some(d) => d,
             None => tierkit_core::live::build_decider(&spec, budget_pages, page)?,
@@ -853,11 +874,11 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if args.region_series.is_some() && args.region_series == args.timeseries {
         return Err(Error::config("--region-series", "the same file as --timeseries; give another"));
     }
-    let mut ts_out = match &args.timeseries {
+    let ts_out = match &args.timeseries {
         Some(p) => Some(tierkit_core::outfile::PartialFile::create(p, args.force)?),
         None => None,
     };
-    let mut rs_out = match &args.region_series {
+    let rs_out = match &args.region_series {
         Some(p) => Some(tierkit_core::outfile::PartialFile::create(p, args.force)?),
         None => None,
     };
@@ -876,6 +897,245 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         }
     }
 
+    Ok(Plan {
+        spec,
+        kind,
+        page,
+        damon_on,
+        thp_off,
+        interval_override,
+        damon_window_ns,
+        kernel_p,
+        spec_notes,
+        tiers,
+        fast_node_bytes,
+        budget_pages,
+        decider,
+        ts_out,
+        rs_out,
+    })
+}
+
+/// What the observations gathered, for the files and the report.
+#[derive(Default)]
+struct Observed {
+    counts: Counts,
+    /// the time series (`--timeseries`), one row per observation
+    rows: Vec<[u64; 13]>,
+    max_fast: u64,
+    max_folio_pages: u64,
+    max_slow: u64,
+    /// the split at the observation with the most of the program's pages (the last one may
+    /// come while the program frees its memory)
+    peak: (u64, u64),
+    last: Seen,
+    regions_max: usize,
+    observations: u64,
+    decider_err: Option<String>,
+    /// the interval the last observation asked for, ns
+    next_ns: u64,
+    over_budget_seen: u64,
+    /// --region-series: the names in order of first appearance, and rows of (time_ms, name
+    /// index, pages fast, pages slow)
+    region_names: Vec<String>,
+    region_rows: Vec<(u64, usize, u64, u64)>,
+    /// a bad line in the regions file, read during the run: the run stops
+    regions_err: Option<Error>,
+}
+
+/// Start the program (its memory policy and huge-page setting set between fork and exec, the
+/// allocator's environment for guidance), or attach to `--pid`.
+fn start_program(args: &Args, spec: &PolicySpec, kind: Kind, tiers: &sys::Tiers, thp_off: bool, guided_setup: Option<&guided::Setup>) -> Result<Proc> {
+    Ok(match args.pid {
+        Some(pid) => Proc { pid, target: Target::Attached, pidfd: pidfd_open(pid), status: None, gone: false },
+        None => {
+            let mut cmd = std::process::Command::new(&args.program[0]);
+            cmd.args(&args.program[1..]);
+            if let Some(g) = guided_setup {
+                cmd.envs(g.env.iter().map(|(k, v)| (k, v)));
+            }
+            let (mode, mask) = match spec.name.as_str() {
+                "all-fast" => (sys::MPOL_BIND, sys::nodemask(&[tiers.fast])),
+                "all-slow" => (sys::MPOL_BIND, sys::nodemask(&[tiers.slow.unwrap()])),
+                "interleave" => (sys::MPOL_INTERLEAVE, sys::nodemask(&[tiers.fast, tiers.slow.unwrap()])),
+                _ => (sys::MPOL_DEFAULT, sys::nodemask(&[])),
+            };
+            let set_policy = kind == Kind::Memory && mode != sys::MPOL_DEFAULT;
+            // SAFETY: only async-signal-safe calls between fork and exec
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                    // should tierkit die unannounced, the program is asked to end too
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+                    if set_policy {
+                        sys::set_mempolicy(mode, &mask)?;
+                    }
+                    // inherited across exec: the program's anonymous memory comes in 4 KiB pages
+                    if thp_off && libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn().map_err(|e| Error::config("program", format!("'{}' cannot be run: {e}", args.program[0].to_string_lossy())))?;
+            let pid = child.id() as i32;
+            CHILD.store(pid, SeqCst);
+            Proc { pid, target: Target::Child(child), pidfd: pidfd_open(pid), status: None, gone: false }
+        }
+    })
+}
+
+/// Observe the program every interval until it ends (or, attached, until tierkit is asked to
+/// stop): pages per node, referenced and dirty bits, DAMON's counts; hand each observation to
+/// the decider and carry out its moves within the budget.
+#[allow(clippy::too_many_arguments)]
+fn observe(
+    args: &Args,
+    proc: &mut Proc,
+    observer: Option<&Observer>,
+    decider: &mut Option<Box<dyn LiveDecider>>,
+    tiers: &sys::Tiers,
+    budget_pages: u64,
+    interval_override: Option<u64>,
+    t0: Instant,
+    cpu0: u64,
+) -> Observed {
+    let pid = proc.pid;
+    let mut tally = Observed { next_ns: interval_override.unwrap_or(DEFAULT_INTERVAL_NS), ..Observed::default() };
+    let mut last_clear = t0;
+    let mut region_index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    if let Some(obs) = observer {
+        obs.clear_soft_dirty();
+    }
+    // observe first after a short while: the program has barely started at t0
+    let mut wait = Duration::from_nanos(interval_override.unwrap_or(DEFAULT_INTERVAL_NS).min(100_000_000));
+    while !proc.wait_for(wait) {
+        if STOP.load(SeqCst) && matches!(proc.target, Target::Attached) {
+            break;
+        }
+        let Some(obs) = observer else { break };
+        let mut seen = obs.observe();
+        if !seen.ok {
+            continue;
+        }
+        tally.observations += 1;
+        let t_ns = t0.elapsed().as_nanos() as u64;
+        let regions_now = match args.regions.as_deref().map(regions::read_regions).transpose() {
+            Ok(r) => r.unwrap_or_default(),
+            Err(e) => {
+                tally.regions_err = Some(e);
+                break;
+            }
+        };
+        let before = (tally.counts.requested, tally.counts.done, tally.counts.failed);
+        let mut over = 0u64;
+        if let Some(d) = decider.as_mut().filter(|_| tally.decider_err.is_none()) {
+            // the program's own first touch may have put more than the budget on the fast
+            // node: the excess goes to the slow node first, least accessed first
+            let excess = over_budget(&seen.pages, budget_pages);
+            if !excess.is_empty() {
+                over = excess.len() as u64;
+                tally.over_budget_seen += over;
+                let (res, fast_after) = carry_out(&excess, seen.fast, u64::MAX, &mut |a, t| exec_moves(pid, tiers, a, t));
+                tally.counts.budget_demotions += res.iter().filter(|r| r.errno == 0).count() as u64;
+                tally.counts.add(&res);
+                let moved: std::collections::HashSet<u64> = res.iter().filter(|r| r.errno == 0).map(|r| r.addr).collect();
+                for p in seen.pages.iter_mut().filter(|p| moved.contains(&p.addr)) {
+                    p.tier = 1;
+                }
+                seen.slow += seen.fast - fast_after;
+                seen.fast = fast_after;
+            }
+            let mut o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
+            match d.step(&o) {
+                Ok(step) => {
+                    let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut |a, t| exec_moves(pid, tiers, a, t));
+                    tally.counts.add(&res);
+                    d.moved(&res);
+                    // the pages where the moves left them (for --region-series)
+                    for r in res.iter().filter(|r| r.errno == 0) {
+                        if let Ok(i) = o.pages.binary_search_by_key(&r.addr, |p| p.addr) {
+                            o.pages[i].tier = r.to;
+                        }
+                    }
+                    let moved_in = fast_after as i64 - seen.fast as i64;
+                    seen.fast = fast_after;
+                    seen.slow = (seen.slow as i64 - moved_in).max(0) as u64;
+                    if step.clear_bits {
+                        obs.clear_soft_dirty();
+                        last_clear = Instant::now();
+                    }
+                    tally.next_ns = interval_override.unwrap_or(step.next_in_ns.max(1_000_000));
+                }
+                Err(e) => tally.decider_err = Some(e.to_string()),
+            }
+            seen.pages = o.pages;
+        } else {
+            // observation only: dirty = written during the tally.last interval
+            obs.clear_soft_dirty();
+            last_clear = Instant::now();
+        }
+        tally.max_fast = tally.max_fast.max(seen.fast);
+        tally.max_folio_pages = tally.max_folio_pages.max(seen.folio_pages);
+        tally.max_slow = tally.max_slow.max(seen.slow);
+        if seen.fast + seen.slow > tally.peak.0 + tally.peak.1 {
+            tally.peak = (seen.fast, seen.slow);
+        }
+        tally.regions_max = tally.regions_max.max(seen.regions);
+        let cpu_ms = (sys::thread_cpu_ns() - cpu0) / 1_000_000;
+        tally.rows.push([
+            t_ns / 1_000_000,
+            seen.fast,
+            seen.slow,
+            seen.other,
+            seen.referenced,
+            seen.dirty,
+            seen.regions as u64,
+            tally.counts.requested - before.0,
+            tally.counts.done - before.1,
+            tally.counts.failed - before.2,
+            over,
+            tally.counts.done,
+            cpu_ms,
+        ]);
+        if args.region_series.is_some() {
+            for (r, (fast, slow)) in regions_now.iter().zip(regions::count_pages(&regions_now, &seen.pages)) {
+                let k = *region_index.entry(r.name.clone()).or_insert_with(|| {
+                    tally.region_names.push(r.name.clone());
+                    tally.region_names.len() - 1
+                });
+                tally.region_rows.push((t_ns / 1_000_000, k, fast, slow));
+            }
+        }
+        tally.last = seen;
+        wait = Duration::from_nanos(tally.next_ns);
+    }
+    tally
+}
+
+/// Run `args` (the command line's options); see [`main_with_args`]. The phases: the checks
+/// ([`plan`]), kernel state for a kernel policy, the program started ([`start_program`]), the
+/// observations and the decider's moves ([`observe`]), kernel state restored, the files and
+/// the report.
+pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
+    let root = Path::new("/");
+    let Plan {
+        spec,
+        kind,
+        page,
+        damon_on,
+        thp_off,
+        interval_override,
+        damon_window_ns,
+        kernel_p,
+        mut spec_notes,
+        tiers,
+        fast_node_bytes,
+        budget_pages,
+        mut decider,
+        mut ts_out,
+        mut rs_out,
+    } = plan(args, overrides, root)?;
     if args.dry_run {
         return Ok(dry_run_report(&spec, kind, &tiers, budget_pages, page, kernel_p.as_ref(), &spec_notes, decider.as_deref()));
     }
@@ -924,43 +1184,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let t0 = Instant::now();
 
     // start the program, or attach
-    let mut proc = match args.pid {
-        Some(pid) => Proc { pid, target: Target::Attached, pidfd: pidfd_open(pid), status: None, gone: false },
-        None => {
-            let mut cmd = std::process::Command::new(&args.program[0]);
-            cmd.args(&args.program[1..]);
-            if let Some(g) = &guided_setup {
-                cmd.envs(g.env.iter().map(|(k, v)| (k, v)));
-            }
-            let (mode, mask) = match spec.name.as_str() {
-                "all-fast" => (sys::MPOL_BIND, sys::nodemask(&[tiers.fast])),
-                "all-slow" => (sys::MPOL_BIND, sys::nodemask(&[tiers.slow.unwrap()])),
-                "interleave" => (sys::MPOL_INTERLEAVE, sys::nodemask(&[tiers.fast, tiers.slow.unwrap()])),
-                _ => (sys::MPOL_DEFAULT, sys::nodemask(&[])),
-            };
-            let set_policy = kind == Kind::Memory && mode != sys::MPOL_DEFAULT;
-            // SAFETY: only async-signal-safe calls between fork and exec
-            unsafe {
-                cmd.pre_exec(move || {
-                    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                    // should tierkit die unannounced, the program is asked to end too
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                    if set_policy {
-                        sys::set_mempolicy(mode, &mask)?;
-                    }
-                    // inherited across exec: the program's anonymous memory comes in 4 KiB pages
-                    if thp_off && libc::prctl(libc::PR_SET_THP_DISABLE, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-            let child = cmd.spawn().map_err(|e| Error::config("program", format!("'{}' cannot be run: {e}", args.program[0].to_string_lossy())))?;
-            let pid = child.id() as i32;
-            CHILD.store(pid, SeqCst);
-            Proc { pid, target: Target::Child(child), pidfd: pidfd_open(pid), status: None, gone: false }
-        }
-    };
+    let mut proc = start_program(args, &spec, kind, &tiers, thp_off, guided_setup.as_ref())?;
     let pid = proc.pid;
 
     let cpu0 = sys::thread_cpu_ns();
@@ -985,133 +1209,23 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     let kpageflags = std::fs::File::open("/proc/kpageflags").ok();
     let observer = pagemap.ok().map(|f| Observer { pid, page, fast: tiers.fast, slow: tiers.slow, pagemap: f, soft_dirty, damon: damon_mon, kpageflags });
 
-    let mut counts = Counts::default();
-    let mut rows: Vec<[u64; 13]> = Vec::new();
-    let mut max_fast = 0u64;
-    let mut max_folio_pages = 0u64;
-    let mut max_slow = 0u64;
-    // the split at the observation with the most of the program's pages (the last one may
-    // come while the program frees its memory)
-    let mut peak = (0u64, 0u64);
-    let mut last = Seen::default();
-    let mut regions_max = 0usize;
-    let mut observations = 0u64;
-    let mut last_clear = t0;
-    let mut decider_err: Option<String> = None;
-    let mut next_ns = interval_override.unwrap_or(DEFAULT_INTERVAL_NS);
-    let mut over_budget_seen = 0u64;
-    // --region-series: the names in order of first appearance, and rows of
-    // (time_ms, name index, pages fast, pages slow)
-    let mut region_names: Vec<String> = Vec::new();
-    let mut region_index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut region_rows: Vec<(u64, usize, u64, u64)> = Vec::new();
-    let mut regions_err: Option<Error> = None;
-    if let Some(obs) = &observer {
-        obs.clear_soft_dirty();
-    }
-    // observe first after a short while: the program has barely started at t0
-    let mut wait = Duration::from_nanos(interval_override.unwrap_or(DEFAULT_INTERVAL_NS).min(100_000_000));
-    while !proc.wait_for(wait) {
-        if STOP.load(SeqCst) && matches!(proc.target, Target::Attached) {
-            break;
-        }
-        let Some(obs) = &observer else { break };
-        let mut seen = obs.observe();
-        if !seen.ok {
-            continue;
-        }
-        observations += 1;
-        let t_ns = t0.elapsed().as_nanos() as u64;
-        let regions_now = match args.regions.as_deref().map(regions::read_regions).transpose() {
-            Ok(r) => r.unwrap_or_default(),
-            Err(e) => {
-                regions_err = Some(e);
-                break;
-            }
-        };
-        let before = (counts.requested, counts.done, counts.failed);
-        let mut over = 0u64;
-        if let Some(d) = decider.as_mut().filter(|_| decider_err.is_none()) {
-            // the program's own first touch may have put more than the budget on the fast
-            // node: the excess goes to the slow node first, least accessed first
-            let excess = over_budget(&seen.pages, budget_pages);
-            if !excess.is_empty() {
-                over = excess.len() as u64;
-                over_budget_seen += over;
-                let (res, fast_after) = carry_out(&excess, seen.fast, u64::MAX, &mut |a, t| exec_moves(pid, &tiers, a, t));
-                counts.budget_demotions += res.iter().filter(|r| r.errno == 0).count() as u64;
-                counts.add(&res);
-                let moved: std::collections::HashSet<u64> = res.iter().filter(|r| r.errno == 0).map(|r| r.addr).collect();
-                for p in seen.pages.iter_mut().filter(|p| moved.contains(&p.addr)) {
-                    p.tier = 1;
-                }
-                seen.slow += seen.fast - fast_after;
-                seen.fast = fast_after;
-            }
-            let mut o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
-            match d.step(&o) {
-                Ok(step) => {
-                    let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut |a, t| exec_moves(pid, &tiers, a, t));
-                    counts.add(&res);
-                    d.moved(&res);
-                    // the pages where the moves left them (for --region-series)
-                    for r in res.iter().filter(|r| r.errno == 0) {
-                        if let Ok(i) = o.pages.binary_search_by_key(&r.addr, |p| p.addr) {
-                            o.pages[i].tier = r.to;
-                        }
-                    }
-                    let moved_in = fast_after as i64 - seen.fast as i64;
-                    seen.fast = fast_after;
-                    seen.slow = (seen.slow as i64 - moved_in).max(0) as u64;
-                    if step.clear_bits {
-                        obs.clear_soft_dirty();
-                        last_clear = Instant::now();
-                    }
-                    next_ns = interval_override.unwrap_or(step.next_in_ns.max(1_000_000));
-                }
-                Err(e) => decider_err = Some(e.to_string()),
-            }
-            seen.pages = o.pages;
-        } else {
-            // observation only: dirty = written during the last interval
-            obs.clear_soft_dirty();
-            last_clear = Instant::now();
-        }
-        max_fast = max_fast.max(seen.fast);
-        max_folio_pages = max_folio_pages.max(seen.folio_pages);
-        max_slow = max_slow.max(seen.slow);
-        if seen.fast + seen.slow > peak.0 + peak.1 {
-            peak = (seen.fast, seen.slow);
-        }
-        regions_max = regions_max.max(seen.regions);
-        let cpu_ms = (sys::thread_cpu_ns() - cpu0) / 1_000_000;
-        rows.push([
-            t_ns / 1_000_000,
-            seen.fast,
-            seen.slow,
-            seen.other,
-            seen.referenced,
-            seen.dirty,
-            seen.regions as u64,
-            counts.requested - before.0,
-            counts.done - before.1,
-            counts.failed - before.2,
-            over,
-            counts.done,
-            cpu_ms,
-        ]);
-        if args.region_series.is_some() {
-            for (r, (fast, slow)) in regions_now.iter().zip(regions::count_pages(&regions_now, &seen.pages)) {
-                let k = *region_index.entry(r.name.clone()).or_insert_with(|| {
-                    region_names.push(r.name.clone());
-                    region_names.len() - 1
-                });
-                region_rows.push((t_ns / 1_000_000, k, fast, slow));
-            }
-        }
-        last = seen;
-        wait = Duration::from_nanos(next_ns);
-    }
+    let Observed {
+        counts,
+        rows,
+        max_fast,
+        max_folio_pages,
+        max_slow,
+        peak,
+        last,
+        regions_max,
+        observations,
+        decider_err,
+        next_ns,
+        over_budget_seen,
+        region_names,
+        region_rows,
+        regions_err,
+    } = observe(args, &mut proc, observer.as_ref(), &mut decider, &tiers, budget_pages, interval_override, t0, cpu0);
     if regions_err.is_some() {
         end_program(&mut proc);
     }
@@ -1145,27 +1259,13 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             e => e,
         });
     }
-    if let Some((mut pf, mut f)) = ts_out.take() {
-        let mut w = std::io::BufWriter::new(&mut f);
-        let io = |e| Error::io(pf.path(), e);
-        writeln!(w, "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms").map_err(io)?;
-        for r in &rows {
-            writeln!(w, "{}", r.iter().map(u64::to_string).collect::<Vec<_>>().join(",")).map_err(io)?;
-        }
-        w.flush().map_err(io)?;
-        drop(w);
-        pf.commit(&f)?;
+    if let Some(out) = ts_out.take() {
+        let header = "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms";
+        write_csv(out, header, rows.iter().map(|r| r.iter().map(u64::to_string).collect::<Vec<_>>().join(",")))?;
     }
-    if let Some((mut pf, mut f)) = rs_out.take() {
-        let mut w = std::io::BufWriter::new(&mut f);
-        let io = |e| Error::io(pf.path(), e);
-        writeln!(w, "time_ms,region,pages_fast,pages_slow").map_err(io)?;
-        for &(t, k, fast, slow) in &region_rows {
-            writeln!(w, "{t},{},{fast},{slow}", regions::csv_field(&region_names[k])).map_err(io)?;
-        }
-        w.flush().map_err(io)?;
-        drop(w);
-        pf.commit(&f)?;
+    if let Some(out) = rs_out.take() {
+        let lines = region_rows.iter().map(|&(t, k, fast, slow)| format!("{t},{},{fast},{slow}", regions::csv_field(&region_names[k])));
+        write_csv(out, "time_ms,region,pages_fast,pages_slow", lines)?;
     }
 
     let guided_alloc = guided_setup.as_ref().map(|g| g.fold(pid));
@@ -1239,6 +1339,20 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
 
 /// After an error mid-run: the program tierkit started is asked to end (SIGTERM), killed if it
 /// has not after 5 s; an attached process is left running.
+/// A CSV file the run writes (`--timeseries`, `--region-series`): whole or not at all.
+fn write_csv(out: (tierkit_core::outfile::PartialFile, std::fs::File), header: &str, lines: impl Iterator<Item = String>) -> Result<()> {
+    let (mut pf, mut f) = out;
+    let mut w = std::io::BufWriter::new(&mut f);
+    let io = |e| Error::io(pf.path(), e);
+    writeln!(w, "{header}").map_err(io)?;
+    for l in lines {
+        writeln!(w, "{l}").map_err(io)?;
+    }
+    w.flush().map_err(io)?;
+    drop(w);
+    pf.commit(&f)
+}
+
 fn end_program(proc: &mut Proc) {
     if matches!(proc.target, Target::Attached) || proc.poll_gone() {
         return;

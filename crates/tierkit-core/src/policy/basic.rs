@@ -3,8 +3,7 @@
 //! fills the fastest tier first, `interleave` spreads pages round-robin by weight.
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo};
 use crate::error::{Error, Result};
 use crate::mechanics::TierId;
 use crate::pagemap::PageId;
@@ -27,7 +26,7 @@ pub static ALL_FAST: PolicyInfo = PolicyInfo {
     source: "single-tier reference, as the all-fast bound of 003 §3.1",
     deploy: super::Deploy::Memory,
     params: &[],
-    build: |_| Ok(Box::new(AllFast) as Box<dyn Runnable>),
+    build: |_| Ok(Built::from(AllFast)),
 };
 
 /// Every page in the slowest tier: the lower reference and the usual normalizer.
@@ -48,7 +47,7 @@ pub static ALL_SLOW: PolicyInfo = PolicyInfo {
     source: "single-tier reference",
     deploy: super::Deploy::Memory,
     params: &[],
-    build: |_| Ok(Box::new(AllSlow) as Box<dyn Runnable>),
+    build: |_| Ok(Built::from(AllSlow)),
 };
 
 /// Fill the fastest tier first, then the next, on first touch; never migrate.
@@ -70,7 +69,7 @@ pub static FIRST_TOUCH: PolicyInfo = PolicyInfo {
     source: "first-touch baseline of 000 §5",
     deploy: super::Deploy::Memory,
     params: &[],
-    build: |_| Ok(Box::new(FirstTouch) as Box<dyn Runnable>),
+    build: |_| Ok(Built::from(FirstTouch)),
 };
 
 /// Round-robin placement by weight: `weights[0]` pages to tier 0, then `weights[1]` to
@@ -154,6 +153,6 @@ pub static INTERLEAVE: PolicyInfo = PolicyInfo {
         if !w.is_empty() && w.iter().all(|&x| x == 0) {
             return Err(Error::config("interleave:weights", "at least one weight must be positive"));
         }
-        Ok(Box::new(Interleave::new(w)) as Box<dyn Runnable>)
+        Ok(Built::from(Interleave::new(w)))
     },
 };

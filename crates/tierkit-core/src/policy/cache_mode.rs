@@ -29,8 +29,7 @@
 //! * Blocks still dirty at the end of the run are not flushed.
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::{Error, Result};
 use crate::mechanics::TierId;
 use crate::pagemap::PageId;
@@ -219,6 +218,6 @@ pub static CACHE_MODE: PolicyInfo = PolicyInfo {
         if !b.is_power_of_two() {
             return Err(Error::config("cache-mode:block", format!("{b} is not a power of two")));
         }
-        Ok(Box::new(CacheMode::new(b)) as Box<dyn Runnable>)
+        Ok(Built::from(CacheMode::new(b)))
     },
 };

@@ -74,8 +74,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId};
 use crate::pagemap::PageId;
@@ -510,5 +509,5 @@ pub static CLOCK_DWF: PolicyInfo = PolicyInfo {
     source: "seed 004 §2.3, §3.1 ([27]: Lee, Bahn, Noh, 'CLOCK-DWF', IEEE Trans. Computers 63(9), 2014)",
     deploy: super::Deploy::Daemon,
     params: PARAMS,
-    build: |p: &Params| Ok(Box::new(clock_dwf(p)) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(clock_dwf(p))),
 };

@@ -84,8 +84,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
@@ -916,7 +915,7 @@ pub static DAMON_TIERING: PolicyInfo = PolicyInfo {
     source: "Linux mm/damon (core.c, ops-common.c), Documentation/admin-guide/mm/damon/usage.rst and mm/damon/design.rst; samples/damon/mtier.c (Honggyu Kim et al., SK hynix, DAMON-based tiered memory management)",
     deploy: super::Deploy::Kernel,
     params: PARAMS,
-    build: |p: &Params| Ok(Box::new(DamonTiering::from_params(p)?) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(DamonTiering::from_params(p)?)),
 };
 
 #[cfg(test)]

@@ -43,8 +43,7 @@ use serde_json::json;
 
 use super::basic::Interleave;
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo};
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
@@ -495,7 +494,7 @@ pub static HMA_EPOCH: PolicyInfo = PolicyInfo {
     source: "001 §2.4 (HMA_HS_OS_AR, after Meswani et al. [20]) and the authors' model shashankshashank44/HMA_onfly_adaptive src/hma.cpp; placement 001 §4.1",
     deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (001 §2.4); Linux exposes no such counts" },
     params: HMA_PARAMS,
-    build: |p: &Params| Ok(Box::new(hma(p)?) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(hma(p)?)),
 };
 
 /// `hma-epoch` from its parameters, as a value (the registry boxes the same).
@@ -520,5 +519,5 @@ pub static FTHP: PolicyInfo = PolicyInfo {
     source: "000 §6.4 (FTHP, after Meswani et al.), costs 000 §5.1",
     deploy: super::Deploy::Hardware { why: "hardware counts every access of every page per epoch (000 §6.4); Linux exposes no such counts" },
     params: FTHP_PARAMS,
-    build: |p: &Params| Ok(Box::new(fthp(p)?) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(fthp(p)?)),
 };

@@ -37,8 +37,7 @@
 
 use super::arena_layout::{self, LayoutSource, LayoutStats, SiteRange};
 use super::params::{ParamSpec, ParamType};
-use super::{epoch_os, otf, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
-use crate::engine::Runnable;
+use super::{epoch_os, otf, Built, Ctx, Needs, Params, Policy, PolicyInfo, PolicySpec, Served};
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, Op, TierId};
 use crate::pagemap::PageId;
@@ -346,7 +345,7 @@ impl Guidance {
 
     /// Warnings about per-phase guidance applied to another run (docs/guidance.md): a run more
     /// than twice as long or short as the one the schedule was made from, or another trace.
-    pub fn schedule_warnings(&self, digest: Option<&str>, ran: &crate::engine::RunExtent) -> Vec<String> {
+    pub fn schedule_warnings(&self, digest: Option<&str>, ran: &super::RunExtent) -> Vec<String> {
         let mut w = Vec::new();
         if !self.per_phase {
             return w;
@@ -862,7 +861,7 @@ impl<P: Policy> Policy for Guided<P> {
         self.inner.compat()
     }
 
-    fn input_warnings(&self, digest: Option<&str>, ran: &crate::engine::RunExtent) -> Vec<String> {
+    fn input_warnings(&self, digest: Option<&str>, ran: &super::RunExtent) -> Vec<String> {
         let mut w = self.g.schedule_warnings(digest, ran);
         if self.has_inner {
             w.extend(self.inner.input_warnings(digest, ran));
@@ -1030,7 +1029,7 @@ const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn build(p: &Params) -> Result<Box<dyn Runnable>> {
+fn build(p: &Params) -> Result<Built> {
     let path = p.text("guidance");
     if !p.text("strategy").is_empty() {
         return Err(Error::config(
@@ -1077,7 +1076,7 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
         }
         let mut gd = Guided::new(g, Stay, false, unmatched, nonheap, layout);
         gd.by_markers = by_markers;
-        return Ok(Box::new(gd));
+        return Ok(Built::from(gd));
     }
     if g.per_phase {
         return Err(Error::config("guided:then", "per-phase arenas already move pages at phase changes: then= combines with static guidance only"));
@@ -1085,9 +1084,9 @@ fn build(p: &Params) -> Result<Box<dyn Runnable>> {
     let spec = PolicySpec { name: then.to_string(), args };
     let info = super::lookup(then).map_err(|_| Error::config("guided:then", format!("unknown policy '{then}'")))?;
     Ok(match then {
-        "otf" | "otf-adaptive" | "otf-reverse" => Box::new(Guided::new(g, otf::from_policy_spec(&spec)?, true, unmatched, nonheap, layout)),
-        "hma-epoch" => Box::new(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
-        "fthp" => Box::new(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
+        "otf" | "otf-adaptive" | "otf-reverse" => Built::from(Guided::new(g, otf::from_policy_spec(&spec)?, true, unmatched, nonheap, layout)),
+        "hma-epoch" => Built::from(Guided::new(g, epoch_os::hma(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
+        "fthp" => Built::from(Guided::new(g, epoch_os::fthp(&Params::parse(info.name, info.params, &spec)?)?, true, unmatched, nonheap, layout)),
         other => {
             return Err(Error::config(
                 "guided:then",

@@ -83,8 +83,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo};
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, Memory, MoveBy, TierId};
 use crate::pagemap::PageId;
@@ -996,5 +995,5 @@ pub static HYPLACER: PolicyInfo = PolicyInfo {
     source: "004 §4.1-§4.4 (HyPlacer), parameters 004 §5.1",
     deploy: super::Deploy::Daemon,
     params: PARAMS,
-    build: |p: &Params| Ok(Box::new(hyplacer(p)?) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(hyplacer(p)?)),
 };

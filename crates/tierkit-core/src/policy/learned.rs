@@ -29,8 +29,8 @@ use std::path::Path;
 
 use super::page_scheduler::{PageScheduler, Source, PARAMS as SCHEDULER_PARAMS};
 use super::params::{ParamSpec, ParamType, Params};
+use super::Built;
 use super::PolicyInfo;
-use crate::engine::Runnable;
 use crate::error::{Error, Result};
 use crate::pagemap::PageId;
 use crate::units::Period;
@@ -166,7 +166,7 @@ impl Predictions {
     }
 }
 
-fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
+fn build(source: Source, p: &Params) -> Result<Built> {
     let name = if source == Source::Kleio { "kleio" } else { "kleoniki" };
     let key = format!("{name}:predictions");
     let file = p.text("predictions");
@@ -196,7 +196,7 @@ fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
     if bins != pred.bins {
         return Err(Error::config(format!("{name}:bins"), format!("{file} predicts {} count classes, not {bins}: run with bins={}", pred.bins, pred.bins)));
     }
-    Ok(Box::new(PageScheduler::new(source, Period::Accesses(period), bins, false).with_predictions(pred)) as Box<dyn Runnable>)
+    Ok(Built::from(PageScheduler::new(source, Period::Accesses(period), bins, false).with_predictions(pred)))
 }
 
 macro_rules! text_param {

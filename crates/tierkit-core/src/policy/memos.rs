@@ -71,8 +71,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
@@ -636,5 +635,5 @@ pub static MEMOS: PolicyInfo = PolicyInfo {
     source: "seed 004 §3.3, §5.1 ([30]: Liu et al., 'Hierarchical Hybrid Memory Management in OS for Tiered Memory Systems', IEEE TPDS 2019; Memos, arXiv:1703.07725)",
     deploy: super::Deploy::Daemon,
     params: PARAMS,
-    build: |p: &Params| Ok(Box::new(memos(p)) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(memos(p))),
 };

@@ -38,8 +38,7 @@ use serde_json::json;
 use super::epoch_os::{timeseries_json, EpochRow, Initial};
 use super::mea::MisraGries;
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::Result;
 use crate::mechanics::{MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
@@ -366,11 +365,11 @@ pub static MEMPOD: PolicyInfo = PolicyInfo {
     deploy: super::Deploy::Hardware { why: "per-pod MEA counters and page swaps in the memory controller (MemPod, HPCA 2017)" },
     params: PARAMS,
     build: |p: &Params| {
-        Ok(Box::new(MemPod::new(
+        Ok(Built::from(MemPod::new(
             p.int("pods") as usize,
             p.int("mea_counters") as usize,
             p.period("epoch"),
             Initial::parse(p.text("initial")),
-        )) as Box<dyn Runnable>)
+        )))
     },
 };

@@ -260,7 +260,7 @@ pub trait Policy: Send + 'static {
     /// Warnings about the policy's input files and this run (per-phase guidance made from
     /// another run, say), given the trace's digest and the run's extent; the engine adds
     /// them to the result's `warnings` and prints them on stderr.
-    fn input_warnings(&self, _digest: Option<&str>, _ran: &crate::engine::RunExtent) -> Vec<String> {
+    fn input_warnings(&self, _digest: Option<&str>, _ran: &RunExtent) -> Vec<String> {
         Vec::new()
     }
 
@@ -282,6 +282,76 @@ pub trait Policy: Send + 'static {
     }
 }
 
+/// How far a run went, in each unit a policy's interval may be given in.
+pub struct RunExtent {
+    pub runtime_ns: f64,
+    pub accesses: u64,
+    /// Instruction count at the last access, when the trace has them and they were read.
+    pub instructions: Option<u64>,
+}
+
+/// A policy the registry built, as its concrete type: the engine runs each variant through
+/// its generic loop (`engine::run_built`), so no policy names the engine (the layers of
+/// docs/architecture.md). A new policy type adds a variant here and an arm there (the
+/// compiler finds a missing one).
+pub enum Built {
+    AllFast(basic::AllFast),
+    AllSlow(basic::AllSlow),
+    FirstTouch(basic::FirstTouch),
+    Interleave(basic::Interleave),
+    CacheMode(cache_mode::CacheMode),
+    /// history, oracle, kleio, kleoniki
+    Scheduler(page_scheduler::PageScheduler),
+    /// history/oracle with compat=cori-sim: needs each page's per-period maxima over the whole
+    /// trace before the run ([`page_scheduler::PageScheduler::scan_period_maxima`])
+    CoriSim(page_scheduler::PageScheduler),
+    Otf(otf::Otf),
+    /// hma-epoch, fthp
+    Epoch(epoch_os::EpochOs),
+    MemPod(mempod::MemPod),
+    GuidedStay(guided::Guided<guided::Stay>),
+    GuidedOtf(guided::Guided<otf::Otf>),
+    GuidedEpoch(guided::Guided<epoch_os::EpochOs>),
+    DamonTiering(damon_tiering::DamonTiering),
+    ClockDwf(clock_dwf::ClockDwf),
+    Memos(memos::Memos),
+    /// autonuma-tiering, tpp
+    NumaTiering(os_tiering::NumaTiering),
+    HyPlacer(hyplacer::HyPlacer),
+    Nimble(nimble::Nimble),
+}
+
+macro_rules! built_from {
+    ($($v:ident($t:ty)),* $(,)?) => {
+        $(impl From<$t> for Built {
+            fn from(p: $t) -> Built {
+                Built::$v(p)
+            }
+        })*
+    };
+}
+
+built_from!(
+    AllFast(basic::AllFast),
+    AllSlow(basic::AllSlow),
+    FirstTouch(basic::FirstTouch),
+    Interleave(basic::Interleave),
+    CacheMode(cache_mode::CacheMode),
+    Scheduler(page_scheduler::PageScheduler),
+    Otf(otf::Otf),
+    Epoch(epoch_os::EpochOs),
+    MemPod(mempod::MemPod),
+    GuidedStay(guided::Guided<guided::Stay>),
+    GuidedOtf(guided::Guided<otf::Otf>),
+    GuidedEpoch(guided::Guided<epoch_os::EpochOs>),
+    DamonTiering(damon_tiering::DamonTiering),
+    ClockDwf(clock_dwf::ClockDwf),
+    Memos(memos::Memos),
+    NumaTiering(os_tiering::NumaTiering),
+    HyPlacer(hyplacer::HyPlacer),
+    Nimble(nimble::Nimble),
+);
+
 /// A registered policy: its declaration and how to build it.
 pub struct PolicyInfo {
     pub name: &'static str,
@@ -292,7 +362,7 @@ pub struct PolicyInfo {
     /// How it runs on a real machine, if it can (`tierkit policies`, `tierkit run`).
     pub deploy: Deploy,
     pub params: &'static [ParamSpec],
-    pub build: fn(&Params) -> Result<Box<dyn crate::engine::Runnable>>,
+    pub build: fn(&Params) -> Result<Built>,
 }
 
 impl PolicyInfo {
@@ -366,7 +436,7 @@ pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {
 }
 
 /// Parse a policy spec and build the policy.
-pub fn build(spec: &PolicySpec) -> Result<(Box<dyn crate::engine::Runnable>, Params)> {
+pub fn build(spec: &PolicySpec) -> Result<(Built, Params)> {
     let (runnable, params, _) = build_scaled(spec, 1.0)?;
     Ok((runnable, params))
 }
@@ -376,7 +446,7 @@ pub fn build(spec: &PolicySpec) -> Result<(Box<dyn crate::engine::Runnable>, Par
 /// run, with the scale) and the parameters it was built from. The parameters a guided policy
 /// passes to its inner policy (`then.KEY=VALUE`) are scaled by the inner policy's
 /// declarations.
-pub fn build_scaled(spec: &PolicySpec, k: f64) -> Result<(Box<dyn crate::engine::Runnable>, Params, Params)> {
+pub fn build_scaled(spec: &PolicySpec, k: f64) -> Result<(Built, Params, Params)> {
     let info = lookup(&spec.name)?;
     let params = Params::parse(info.name, info.params, spec)?;
     let mut scaled = params.time_scaled(info.params, k);

@@ -53,8 +53,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId};
 use crate::pagemap::PageId;
@@ -382,5 +381,5 @@ pub static NIMBLE: PolicyInfo = PolicyInfo {
     source: "Yan et al., 'Nimble Page Management for Tiered Memory Systems', ASPLOS 2019, and its kernel patch (mm/memory_manage.c) and launcher; as seed 004 §2.3, §5.1 describes and evaluates it",
     deploy: super::Deploy::Daemon,
     params: PARAMS,
-    build: |p: &Params| Ok(Box::new(nimble(p)) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(nimble(p))),
 };

@@ -120,8 +120,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::Result;
 use crate::mechanics::{Charge, MoveBy, TierId, UNPLACED};
 use crate::pagemap::PageId;
@@ -1260,7 +1259,7 @@ pub static AUTONUMA_TIERING: PolicyInfo = PolicyInfo {
     source: "Linux 5.18-6.1 kernel.numa_balancing=2 (Huang Ying; kernel/sched/fair.c should_numa_migrate_memory, numa_promotion_adjust_threshold; mm/vmscan.c); evaluated as Intel's tiering-0.4 autonuma in seed 004 §5.1",
     deploy: super::Deploy::Kernel,
     params: AUTONUMA_PARAMS,
-    build: |p: &Params| Ok(Box::new(autonuma(p)) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(autonuma(p))),
 };
 
 pub static TPP: PolicyInfo = PolicyInfo {
@@ -1269,7 +1268,7 @@ pub static TPP: PolicyInfo = PolicyInfo {
     source: "Maruf et al., 'TPP: Transparent Page Placement for CXL-Enabled Tiered-Memory', ASPLOS 2023, §5, and its linux-mm patches",
     deploy: super::Deploy::NotLive { why: "Linux ships TPP's promotion path as autonuma-tiering; its proactive demotion watermark is not in mainline" },
     params: TPP_PARAMS,
-    build: |p: &Params| Ok(Box::new(tpp(p)) as Box<dyn Runnable>),
+    build: |p: &Params| Ok(Built::from(tpp(p))),
 };
 
 #[cfg(test)]

@@ -118,8 +118,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::basic::Interleave;
 use super::params::{ParamSpec, ParamType, Params, PolicySpec};
-use super::{Ctx, Needs, Policy, PolicyInfo, Served};
-use crate::engine::Runnable;
+use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::{Error, Result};
 use crate::mechanics::{Charge, MoveBy, TierId};
 use crate::pagemap::PageId;
@@ -1574,7 +1573,7 @@ pub static OTF: PolicyInfo = PolicyInfo {
     source: "001 §2.1-2.4 (OTF_HW_AR, OTF_OS_AR, OTF_no_AR)",
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[THRESHOLD, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK, TLB_DIR, INVAL, TWINDOW, INITIAL, MIG_E, LOOKUP_E],
-    build: |p| Ok(Box::new(Otf::new(config("otf", p)?)) as Box<dyn Runnable>),
+    build: |p| Ok(Built::from(Otf::new(config("otf", p)?))),
 };
 
 pub static OTF_ADAPTIVE: PolicyInfo = PolicyInfo {
@@ -1586,7 +1585,7 @@ pub static OTF_ADAPTIVE: PolicyInfo = PolicyInfo {
         ALGORITHM, RULE, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
         TLB_DIR, INVAL, INITIAL, MIG_E, LOOKUP_E,
     ],
-    build: |p| Ok(Box::new(Otf::new(config("otf-adaptive", p)?)) as Box<dyn Runnable>),
+    build: |p| Ok(Built::from(Otf::new(config("otf-adaptive", p)?))),
 };
 
 pub static OTF_REVERSE: PolicyInfo = PolicyInfo {
@@ -1595,7 +1594,7 @@ pub static OTF_REVERSE: PolicyInfo = PolicyInfo {
     source: "001 §3.3, §5.5 (OTF_RM_adaptive)",
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[REMAP, RESIDENCY, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, RULE, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
-    build: |p| Ok(Box::new(Otf::new(config("otf-reverse", p)?)) as Box<dyn Runnable>),
+    build: |p| Ok(Built::from(Otf::new(config("otf-reverse", p)?))),
 };
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 //!   pages go to the fast tier when it can hold them all (cori-sim's ratio 1);
 //! * counts are binned as cori-sim bins them ([`cori_bin`]: steps of 20 against the page's
 //!   largest count in any period of the run, found by a pass over the trace before the run,
-//!   [`CoriSimRun`]); bins are ignored;
+//!   [`PageScheduler::scan_period_maxima`], which the engine runs first); bins are ignored;
 //! * at each boundary the candidates (non-zero binned count), listed by page id, are ranked
 //!   by numpy's `argsort(counts)[::-1]` as numpy's generic introsort orders them
 //!   ([`numpy_argsort`]; not stable, so ties follow that algorithm);
@@ -65,12 +65,11 @@ use std::collections::BinaryHeap;
 use super::basic::Interleave;
 use super::learned::Predictions;
 use super::params::{ParamSpec, ParamType, Params};
-use super::{Compat, Ctx, Needs, Policy, PolicyInfo};
-use crate::engine::{run_policy, Job, Runnable, SimResult};
+use super::{Built, Compat, Ctx, Needs, Policy, PolicyInfo};
 use crate::error::{Error, Result};
 use crate::mechanics::{TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
-use crate::trace::{Batch, BATCH_RECORDS};
+use crate::trace::{Batch, RecordSource, BATCH_RECORDS};
 use crate::units::Period;
 use serde_json::json;
 
@@ -509,11 +508,10 @@ impl PageScheduler {
 
     /// compat=cori-sim's pass over the trace: each page's largest per-period count, pages
     /// numbered in order of first access as the engine numbers them.
-    fn scan_period_maxima(&mut self, job: &Job) -> Result<()> {
+    pub fn scan_period_maxima(&mut self, mut src: Box<dyn RecordSource>) -> Result<()> {
         let Period::Accesses(len) = self.period else {
             return Err(Error::Invariant("compat=cori-sim without a period in accesses".into()));
         };
-        let mut src = job.trace.open()?;
         let mut pm = PageMap::new(src.meta().page_size);
         let mut b = Batch::with_capacity(BATCH_RECORDS);
         // per page: count in the period it was last accessed in, and that period + 1
@@ -947,7 +945,7 @@ pub(crate) const PARAMS: &[ParamSpec] = &[
     },
 ];
 
-fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
+fn build(source: Source, p: &Params) -> Result<Built> {
     let period = p.period("period");
     let mode = match p.text("compat") {
         "cori-sim" => CoriMode::Binned,
@@ -965,19 +963,9 @@ fn build(source: Source, p: &Params) -> Result<Box<dyn Runnable>> {
         ));
     }
     let s = PageScheduler::new(source, period, p.int("bins") as u32, false).with_compat(mode);
-    Ok(if mode == CoriMode::Binned { Box::new(CoriSimRun(s)) } else { Box::new(s) })
-}
-
-/// compat=cori-sim needs each page's whole-run maximum before the run starts (cori-sim bins
-/// against it), so it reads the trace once more first.
-pub struct CoriSimRun(PageScheduler);
-
-impl Runnable for CoriSimRun {
-    fn run(self: Box<Self>, job: &mut Job) -> Result<SimResult> {
-        let mut s = self.0;
-        s.scan_period_maxima(job)?;
-        run_policy(s, job)
-    }
+    // compat=cori-sim needs each page's whole-run maximum before the run starts (cori-sim
+    // bins against it): the engine reads the trace once more first
+    Ok(if mode == CoriMode::Binned { Built::CoriSim(s) } else { Built::Scheduler(s) })
 }
 
 pub static HISTORY: PolicyInfo = PolicyInfo {

@@ -23,9 +23,9 @@
 //! access and the one before it are counted to the later access's core).
 
 use super::{Batch, Event, Progress, RecordSource, Summary, TraceMeta};
-use crate::engine::TraceOpener;
 use crate::error::{Error, Result};
-use crate::timing::ClockBoard;
+use crate::trace::clocks::ClockBoard;
+use crate::trace::opener::TraceOpener;
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -7,11 +7,13 @@
 //! arrays; events are rare and handled between accesses.
 
 pub mod champsim;
+pub mod clocks;
 pub mod convert;
 pub mod drmemtrace;
 pub mod export;
 pub mod input;
 pub mod mix;
+pub mod opener;
 pub mod raw;
 pub mod repeat;
 pub mod stream;
