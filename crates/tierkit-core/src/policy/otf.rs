@@ -120,6 +120,7 @@ use super::basic::Interleave;
 use super::params::{ParamSpec, ParamType, Params, PolicySpec};
 use super::{Built, Ctx, Needs, Policy, PolicyInfo, Served};
 use crate::error::{Error, Result};
+use crate::mechanics::remap::{Controller, MoveKind, Oldest, RemapTable};
 use crate::mechanics::{Charge, MoveBy, TierId};
 use crate::pagemap::PageId;
 use serde_json::json;
@@ -435,50 +436,6 @@ impl Pg {
     }
 }
 
-/// One migration recorded in the ReMap table: a one-way move (`cold == NO_PAGE`) or a swap.
-#[derive(Clone, Copy, Debug)]
-struct Group {
-    hot: PageId,
-    cold: PageId,
-    /// The tier the hot page came from.
-    from: TierId,
-    /// When its move completed, ns; infinite while a move of the group is in flight.
-    done_ns: f64,
-    seq: u64,
-    live: bool,
-}
-
-impl Group {
-    fn pages(&self) -> u64 {
-        1 + (self.cold != NO_PAGE) as u64
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Job {
-    Forward,
-    Back,
-}
-
-/// The controller's current move.
-#[derive(Clone, Copy, Debug)]
-struct Inflight {
-    job: Job,
-    hot: PageId,
-    cold: PageId,
-    /// Its group in the table (`u32::MAX` with an unbounded table).
-    slot: u32,
-    start_ns: f64,
-    /// When the copy is done; NaN until the timing model has been handed the move.
-    done_ns: f64,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct ArJob {
-    slot: u32,
-    done_ns: f64,
-}
-
 /// The threshold window being observed.
 #[derive(Clone, Copy, Debug, Default)]
 struct Window {
@@ -531,19 +488,11 @@ pub struct Otf {
     threshold: u32,
     paused: bool,
     low_windows: u32,
-    /// Table capacity in entries (`u64::MAX` when unbounded) and entries held.
-    capacity: u64,
-    entries: u64,
+    /// The controller (mechanics): its ReMap table, its move in flight, its reconciliation.
+    mc: Controller,
     /// Promoted pages holding an entry (the MBQ's denominator).
     promoted: u64,
-    groups: Vec<Group>,
-    free_slots: Vec<u32>,
-    /// Groups in the order of their moves, for reconciliation (lazy: dead ones skipped).
-    fifo: VecDeque<(u64, u32)>,
-    seq: u64,
     pending: PageId,
-    inflight: Option<Inflight>,
-    ar: Option<ArJob>,
     /// LRU of the fast tier: (stamp, page), stale entries skipped; pages entering the fast
     /// tier with an old stamp go to the side heap.
     lru_q: VecDeque<(u64, PageId)>,
@@ -592,23 +541,18 @@ pub struct Otf {
 
 impl Otf {
     pub fn new(cfg: Config) -> Otf {
-        let capacity = if cfg.freeing == Freeing::NoAr { u64::MAX } else { cfg.remap };
+        // ar=none: the unbounded table of OTF_no_AR; only reconciliation reads the order
+        let capacity = if cfg.freeing == Freeing::NoAr { None } else { Some(cfg.remap) };
+        let table = RemapTable::new(capacity, matches!(cfg.freeing, Freeing::OsAr | Freeing::HwAr));
         Otf {
             interleave: Interleave::new(vec![4, 4]),
             pg: Vec::new(),
             threshold: cfg.threshold,
             paused: false,
             low_windows: 0,
-            capacity,
-            entries: 0,
+            mc: Controller::new(table),
             promoted: 0,
-            groups: Vec::new(),
-            free_slots: Vec::new(),
-            fifo: VecDeque::new(),
-            seq: 0,
             pending: NO_PAGE,
-            inflight: None,
-            ar: None,
             lru_q: VecDeque::new(),
             lru_side: BinaryHeap::new(),
             lru_tick: 0,
@@ -644,7 +588,7 @@ impl Otf {
 
     #[inline]
     fn bounded(&self) -> bool {
-        self.capacity != u64::MAX
+        self.mc.table.bounded()
     }
 
     /// May this page be moved (as a candidate or a victim)?
@@ -745,38 +689,16 @@ impl Otf {
             return;
         }
         self.pending = page;
-        if self.inflight.is_none() && !self.blocked {
+        if !self.mc.moving() && !self.blocked {
             self.wake_ns = self.wake_ns.min(now);
         }
     }
 
     // ------------------------------------------------------------ the table
 
-    fn new_group(&mut self, hot: PageId, cold: PageId, from: TierId) -> u32 {
-        self.seq += 1;
-        let g = Group { hot, cold, from, done_ns: f64::INFINITY, seq: self.seq, live: true };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.groups[s as usize] = g;
-                s
-            }
-            None => {
-                self.groups.push(g);
-                (self.groups.len() - 1) as u32
-            }
-        };
-        if matches!(self.cfg.freeing, Freeing::OsAr | Freeing::HwAr) {
-            self.fifo.push_back((self.seq, slot));
-        }
-        slot
-    }
-
     /// Free a group's entries and clear its pages' table state.
     fn drop_group(&mut self, slot: u32) {
-        let g = self.groups[slot as usize];
-        self.groups[slot as usize].live = false;
-        self.free_slots.push(slot);
-        self.entries -= g.pages();
+        let g = self.mc.table.remove(slot);
         for p in [g.hot, g.cold] {
             if p != NO_PAGE {
                 let st = &mut self.pg[p as usize];
@@ -806,7 +728,7 @@ impl Otf {
     /// Start the pending candidate if everything allows it.
     fn try_start(&mut self, ctx: &mut Ctx, now: f64) {
         let p = self.pending;
-        if p == NO_PAGE || self.inflight.is_some() {
+        if p == NO_PAGE || self.mc.moving() {
             return;
         }
         let st = self.pg[p as usize];
@@ -821,7 +743,7 @@ impl Otf {
         }
         let one_way = ctx.mem.free(0) > 0;
         let need = if one_way { 1 } else { 2 };
-        if self.entries + need > self.capacity {
+        if !self.mc.table.has_room(need) {
             self.room_stall = true;
             if self.cfg.freeing == Freeing::Reverse && self.start_back(ctx, now) {
                 return;
@@ -860,17 +782,16 @@ impl Otf {
             self.n.migrations_two_way += 1;
         }
         let slot = if self.bounded() {
-            self.entries += need;
-            self.new_group(p, victim, from)
+            self.mc.table.insert(p, victim, from)
         } else {
             for q in [p, victim] {
                 if q != NO_PAGE && self.pg[q as usize].flags() & ENTRY == 0 {
-                    self.entries += 1;
+                    self.mc.table.hold(1);
                 }
             }
             u32::MAX
         };
-        self.n.remap_peak = self.n.remap_peak.max(self.entries);
+        self.n.remap_peak = self.n.remap_peak.max(self.mc.table.entries());
         for q in [p, victim] {
             if q != NO_PAGE {
                 let st = &mut self.pg[q as usize];
@@ -886,7 +807,7 @@ impl Otf {
         self.n.pages_migrated += need;
         self.charge_moves(ctx, need);
         self.pending = NO_PAGE;
-        self.inflight = Some(Inflight { job: Job::Forward, hot: p, cold: victim, slot, start_ns: now, done_ns: f64::NAN });
+        self.mc.start_move(MoveKind::Forward, p, victim, slot, now);
         if !self.started {
             self.started = true;
             self.mig_start_ns = now;
@@ -906,13 +827,13 @@ impl Otf {
             self.back_wake_ns = self.rank_ready_ns;
             return false;
         };
-        let g = self.groups[slot as usize];
+        let g = self.mc.table.group(slot);
         if g.cold == NO_PAGE {
             ctx.mem.migrate_by(g.hot, g.from, MoveBy::Hw).expect("otf-reverse: one-way move back");
         } else {
             ctx.mem.swap_by(g.hot, g.cold, MoveBy::Hw).expect("otf-reverse: pair swapped back");
         }
-        self.groups[slot as usize].done_ns = f64::INFINITY;
+        self.mc.table.set_done(slot, f64::INFINITY);
         for q in [g.hot, g.cold] {
             if q != NO_PAGE {
                 let st = &mut self.pg[q as usize];
@@ -932,7 +853,7 @@ impl Otf {
         self.n.reverse_migrations += 1;
         self.n.reverse_pages += g.pages();
         self.rank_ready_ns = f64::NEG_INFINITY;
-        self.inflight = Some(Inflight { job: Job::Back, hot: g.hot, cold: g.cold, slot, start_ns: now, done_ns: f64::NAN });
+        self.mc.start_move(MoveKind::Back, g.hot, g.cold, slot, now);
         true
     }
 
@@ -951,10 +872,10 @@ impl Otf {
             return None;
         }
         self.rank.clear();
-        for (slot, g) in self.groups.iter().enumerate() {
+        for (slot, g) in self.mc.table.slots() {
             if g.live && g.done_ns.is_finite() {
                 let s = self.pg[g.hot as usize];
-                self.rank.push((s.prev as u64 + s.win as u64, g.seq, slot as u32));
+                self.rank.push((s.prev as u64 + s.win as u64, g.seq, slot));
             }
         }
         self.rank.sort_unstable();
@@ -974,7 +895,7 @@ impl Otf {
         while self.rank_pos < self.rank.len() {
             let (_, seq, slot) = self.rank[self.rank_pos];
             self.rank_pos += 1;
-            let g = self.groups[slot as usize];
+            let g = self.mc.table.group(slot);
             if !g.live || g.seq != seq || !g.done_ns.is_finite() {
                 continue;
             }
@@ -993,9 +914,9 @@ impl Otf {
 
     /// The current move's copy is done.
     fn complete(&mut self, done: f64) {
-        let inf = self.inflight.take().expect("a move in flight");
-        match inf.job {
-            Job::Forward => {
+        let inf = self.mc.finish_move().expect("a move in flight");
+        match inf.kind {
+            MoveKind::Forward => {
                 for q in [inf.hot, inf.cold] {
                     if q != NO_PAGE {
                         self.pg[q as usize].remove_flags(BUSY);
@@ -1007,11 +928,11 @@ impl Otf {
                 h.prev = 0;
                 self.promoted += 1;
                 if inf.slot != u32::MAX {
-                    self.groups[inf.slot as usize].done_ns = done;
+                    self.mc.table.set_done(inf.slot, done);
                 }
                 self.w.migrations += 1 + (inf.cold != NO_PAGE) as u64;
             }
-            Job::Back => self.drop_group(inf.slot),
+            MoveKind::Back => self.drop_group(inf.slot),
         }
     }
 
@@ -1023,23 +944,12 @@ impl Otf {
             Freeing::HwAr => false,
             _ => return,
         };
-        if self.ar.is_some() || !(self.entries as f64 >= self.cfg.ar_start * self.capacity as f64 || self.room_stall) {
+        if self.mc.reconciling().is_some() || !(self.mc.table.entries() as f64 >= self.cfg.ar_start * self.mc.table.capacity() as f64 || self.room_stall) {
             return;
         }
-        let slot = loop {
-            let Some(&(seq, slot)) = self.fifo.front() else { return };
-            let g = self.groups[slot as usize];
-            if !g.live || g.seq != seq {
-                self.fifo.pop_front();
-                continue;
-            }
-            if !g.done_ns.is_finite() {
-                return; // the oldest is still being moved: wait for it
-            }
-            self.fifo.pop_front();
-            break slot;
-        };
-        let g = self.groups[slot as usize];
+        // the oldest group, once its move is done (while it is still being moved: wait for it)
+        let Oldest::Done(slot) = self.mc.table.oldest_done() else { return };
+        let g = self.mc.table.group(slot);
         for q in [g.hot, g.cold] {
             if q != NO_PAGE {
                 self.pg[q as usize].add_flags(BUSY);
@@ -1057,12 +967,12 @@ impl Otf {
             ctx.mem.charge(Charge { what: "address reconciliation", ns: os_ns, halts: true, energy_j: 0.0 });
             ctx.mem.charge(Charge { what: "address reconciliation (MigC invalidations)", ns: ns - os_ns, halts: false, energy_j: 0.0 });
         }
-        self.ar = Some(ArJob { slot, done_ns: now + ns });
+        self.mc.start_reconciling(slot, now + ns);
     }
 
     fn complete_ar(&mut self) {
-        let ar = self.ar.take().expect("a reconciliation in progress");
-        let pages = self.groups[ar.slot as usize].pages();
+        let ar = self.mc.finish_reconciling().expect("a reconciliation in progress");
+        let pages = self.mc.table.group(ar.slot).pages();
         self.drop_group(ar.slot);
         self.n.address_reconciliations += 1;
         self.n.reconciled_pages += pages;
@@ -1079,7 +989,7 @@ impl Otf {
     }
 
     fn row(&self, at_ns: f64) -> [f64; 7] {
-        [self.w.idx as f64, at_ns / 1e6, self.mbq(), self.w.migrations as f64, self.threshold as f64, self.paused as u8 as f64, self.entries as f64]
+        [self.w.idx as f64, at_ns / 1e6, self.mbq(), self.w.migrations as f64, self.threshold as f64, self.paused as u8 as f64, self.mc.table.entries() as f64]
     }
 
     fn close_window(&mut self, now: f64) {
@@ -1109,7 +1019,7 @@ impl Otf {
             self.paused = s.paused;
         }
         if self.cfg.freeing == Freeing::Reverse {
-            for g in self.groups.iter().filter(|g| g.live) {
+            for g in self.mc.table.live() {
                 let s = &mut self.pg[g.hot as usize];
                 s.prev = s.win;
                 s.win = 0;
@@ -1127,32 +1037,28 @@ impl Otf {
         let now = ctx.now.ns;
         self.blocked = false;
         self.back_wake_ns = f64::INFINITY;
-        if let Some(inf) = self.inflight.as_mut() {
-            if inf.done_ns.is_nan() {
-                inf.done_ns = ctx.now.hw_idle_ns.max(inf.start_ns);
-            }
-            let done = inf.done_ns;
+        if let Some(done) = self.mc.move_done_ns(ctx.now.hw_idle_ns) {
             if now >= done {
                 self.complete(done);
             }
         }
-        if self.ar.is_some_and(|a| now >= a.done_ns) {
+        if self.mc.reconciling().is_some_and(|a| now >= a.done_ns) {
             self.complete_ar();
         }
-        if now >= self.w.end_ns && self.inflight.is_none() {
+        if now >= self.w.end_ns && !self.mc.moving() {
             self.close_window(now);
         }
         self.try_start(ctx, now);
         self.maybe_start_ar(ctx, now);
-        let mut wake = match &self.inflight {
+        let mut wake = match self.mc.in_flight() {
             Some(i) if i.done_ns.is_nan() => now,
             Some(i) => i.done_ns,
             None => self.w.end_ns,
         };
-        if let Some(a) = self.ar {
+        if let Some(a) = self.mc.reconciling() {
             wake = wake.min(a.done_ns);
         }
-        if self.blocked && self.inflight.is_none() {
+        if self.blocked && !self.mc.moving() {
             wake = wake.min(self.back_wake_ns);
         }
         self.wake_ns = wake;
@@ -1269,11 +1175,11 @@ impl Policy for Otf {
             "algorithm": c.adaptive.map(|a| a.0.number()),
             "rule": c.adaptive.map(|a| if a.1.rule == Rule::Prose { "prose" } else { "listing" }),
             "address_reconciliation": c.freeing.name(),
-            "remap_entries": if self.bounded() { Some(self.capacity) } else { None },
+            "remap_entries": if self.bounded() { Some(self.mc.table.capacity()) } else { None },
             "initial_threshold": c.threshold,
             "threshold": self.threshold,
             "paused": self.paused,
-            "remap_held": self.entries,
+            "remap_held": self.mc.table.entries(),
             "ar_ns_per_page": self.ar_page_ns,
             "ar_halted_ns_per_page": if c.freeing == Freeing::HwAr { self.ar_os_page_ns } else { self.ar_page_ns },
             "remap_lookup_ns": self.lookup_ns,

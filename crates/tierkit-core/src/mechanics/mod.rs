@@ -3,6 +3,8 @@
 //! too) and accounts every page and byte moved. The timing model charges the costs of the
 //! operations recorded here.
 
+pub mod remap;
+
 use crate::error::{Error, Result};
 use crate::pagemap::PageId;
 use crate::platform::MAX_TIERS;
