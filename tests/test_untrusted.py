@@ -168,6 +168,7 @@ def test_a_workload_label_becomes_a_plain_file_name(tmp_path):
 
 
 def test_an_unexpected_exception_is_one_line_with_a_log(monkeypatch, tmp_path):
+    monkeypatch.delenv("TIERKIT_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     from tierkit import api
 
@@ -181,6 +182,10 @@ def test_an_unexpected_exception_is_one_line_with_a_log(monkeypatch, tmp_path):
     assert lines[0].startswith("tierkit: internal error") and "KeyError" in lines[0] and "Traceback" not in err
     log = Path(lines[0].rsplit("[", 1)[1].rstrip("]"))
     assert log.parent == tmp_path / "tierkit" / "crash" and "Traceback" in log.read_text() and "boom" in log.read_text()
+    # tierkit's own cache folder, when set, as for trained predictions
+    monkeypatch.setenv("TIERKIT_CACHE_DIR", str(tmp_path / "tk"))
+    rc, _, err = run(["trace", "info", "x.tkt"])
+    assert rc == 3 and Path(err.strip().rsplit("[", 1)[1].rstrip("]")).parent == tmp_path / "tk" / "crash", err
 
 
 def test_non_utf8_file_names_work_and_non_utf8_text_is_one_line(trace, tmp_path):

@@ -1070,15 +1070,16 @@ def _not_utf8(e: UnicodeEncodeError) -> Optional[str]:
 
 
 def crash_log(exc: BaseException, argv: List[str]) -> str:
-    """Write the traceback of an unexpected exception to a log file (under
-    ``$XDG_CACHE_HOME/tierkit/crash`` or ``~/.cache/tierkit/crash``); returns its path, or a
-    note that it could not be written."""
+    """Write the traceback of an unexpected exception to a log file (in ``crash/`` of
+    tierkit's cache folder: $TIERKIT_CACHE_DIR, else $XDG_CACHE_HOME/tierkit, else
+    ~/.cache/tierkit); returns its path, or a note that it could not be written."""
     import datetime
     import os
     import traceback
 
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    d = os.path.join(base, "tierkit", "crash")
+    from .output import cache_home
+
+    d = os.path.join(cache_home(), "crash")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = os.path.join(d, f"{stamp}-{os.getpid()}.log")
     from . import __version__

@@ -43,6 +43,13 @@ class Terminated(BaseException):
     typer turns those into a silent exit status 130.)"""
 
 
+def cache_home() -> str:
+    """tierkit's own cache folder: $TIERKIT_CACHE_DIR, else $XDG_CACHE_HOME/tierkit, else
+    ~/.cache/tierkit (trained predictions in ``predictions/``, crash logs in ``crash/``)."""
+    return os.environ.get("TIERKIT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tierkit")
+
+
 def partial_path(path: PathLike) -> Path:
     """The temporary name beside ``path`` (its name shortened if the suffix would make it too
     long for the file system)."""

@@ -368,9 +368,9 @@ def cache_dir() -> str:
     """Where trained predictions are kept for reuse: $TIERKIT_CACHE_DIR, else
     $XDG_CACHE_HOME/tierkit, else ~/.cache/tierkit (a `predictions/` folder in it);
     TIERKIT_CACHE=off neither reads nor writes it."""
-    base = os.environ.get("TIERKIT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "tierkit")
-    return os.path.join(base, "predictions")
+    from ..output import cache_home
+
+    return os.path.join(cache_home(), "predictions")
 
 
 def _cache_key(**cfg: Any) -> str:
