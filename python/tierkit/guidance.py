@@ -12,13 +12,14 @@ Everything here is plain numpy: the module needs no compiled extension.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from bisect import bisect_right
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
+
+from . import untrusted
 
 try:  # the command line prints a TierkitError as one line; stay usable without the extension
     from ._core import TierkitError as _ErrorBase
@@ -308,38 +309,13 @@ def _capacities(capacity: Any, n_tiers: int, footprint: int) -> tuple[list[int],
 MAX_COUNT = 2**48
 
 
-class _Check:
-    """One-line errors of the form ``SOURCE: KEY: what is wrong``."""
+class _Check(untrusted.Check):
+    """The reader of guidance and profile files (docs/guidance.md): the typed access of every
+    untrusted file (``SOURCE: KEY: what is wrong``, one line), as a GuidanceError, with counts
+    bounded by MAX_COUNT; and the checks of sites, frame keys and call paths."""
 
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, key: str, what: str) -> GuidanceError:
-        return GuidanceError(f"{self.source}: {key}: {what}".replace("\n", " "))
-
-    def get(self, obj: dict, key: str, where: str, kind: str, nullable: bool = False) -> Any:
-        path = f"{where}.{key}" if where else key
-        if not isinstance(obj, dict) or key not in obj:
-            raise self.fail(path, "missing")
-        return self.value(obj[key], path, kind, nullable)
-
-    def value(self, x: Any, path: str, kind: str, nullable: bool = False) -> Any:
-        if x is None and nullable:
-            return x
-        ok = {
-            "int": lambda: isinstance(x, int) and not isinstance(x, bool),
-            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_COUNT,
-            "number": lambda: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x),
-            "str": lambda: isinstance(x, str),
-            "list": lambda: isinstance(x, list),
-            "dict": lambda: isinstance(x, dict),
-        }[kind]()
-        if not ok:
-            want = {"int": "a whole number", "count": f"a whole number in 0..2**{MAX_COUNT.bit_length() - 1}",
-                    "number": "a finite number",
-                    "str": "a string", "list": "a list", "dict": "an object"}[kind]
-            raise self.fail(path, f"{_short(x)} is not {want}{' or null' if nullable else ''}")
-        return x
+    error = GuidanceError
+    max_count = MAX_COUNT
 
     def counts(self, obj: dict, key: str, where: str, n: Optional[int] = None) -> list[int]:
         xs = self.get(obj, key, where, "list")
@@ -582,7 +558,6 @@ def check_guidance(g: Any, source: str = "guidance") -> dict:
 def _load_json(path: PathLike) -> Any:
     """A profile or guidance file, read as untrusted (docs/security.md): a regular file of at
     most ``untrusted.MAX_PROFILE_BYTES``, UTF-8, JSON nested at most ``untrusted.MAX_DEPTH``."""
-    from . import untrusted
 
     try:
         return untrusted.read_json(path, "profile or guidance file", untrusted.MAX_PROFILE_BYTES)

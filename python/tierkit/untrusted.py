@@ -218,19 +218,30 @@ class Check:
     _WANT = {"str": "a string", "int": "a whole number", "count": "a whole number >= 0",
              "number": "a finite number", "nonneg": "a finite number >= 0", "fraction": "a number in [0, 1]",
              "bool": "true or false", "list": "a list", "dict": "an object"}
+    #: the error raised (a reader of one kind of file may have its own, e.g. GuidanceError)
+    error: type = TierkitError
+    #: the largest count a file of this kind may hold (None: any)
+    max_count: Optional[int] = None
 
     def __init__(self, source: object) -> None:
         self.source = source
 
     def fail(self, where: str, what: str) -> TierkitError:
-        return fail(self.source, where, what)
+        e = fail(self.source, where, what)
+        return e if self.error is TierkitError else self.error(str(e))
+
+    def want(self, kind: str) -> str:
+        if kind == "count" and self.max_count is not None:
+            return f"a whole number in 0..2**{self.max_count.bit_length() - 1}"
+        return self._WANT[kind]
 
     def ok(self, x: Any, kind: str) -> bool:
         num = isinstance(x, (int, float)) and not isinstance(x, bool)
         return {
             "str": lambda: isinstance(x, str),
             "int": lambda: isinstance(x, int) and not isinstance(x, bool),
-            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and x >= 0,
+            "count": lambda: isinstance(x, int) and not isinstance(x, bool) and x >= 0
+            and (self.max_count is None or x <= self.max_count),
             "number": lambda: num and math.isfinite(x),
             "nonneg": lambda: num and math.isfinite(x) and x >= 0,
             "fraction": lambda: num and math.isfinite(x) and 0 <= x <= 1,
@@ -242,7 +253,7 @@ class Check:
     def value(self, x: Any, where: str, kind: str, nullable: bool = False) -> Any:
         if (x is None and nullable) or self.ok(x, kind):
             return x
-        raise self.fail(where, f"{short(x)} is not {self._WANT[kind]}{' or null' if nullable else ''}")
+        raise self.fail(where, f"{short(x)} is not {self.want(kind)}{' or null' if nullable else ''}")
 
     def get(self, obj: Any, key: str, where: str, kind: str, nullable: bool = False, default: Any = ...) -> Any:
         path = f"{where}.{key}" if where else key
