@@ -347,6 +347,14 @@ def test_report_and_regions_and_cache_readers_are_one_line(tmp_path, trace, monk
     (rep / "results.jsonl").write_bytes(b"\xff")
     with pytest.raises(tierkit.TierkitError, match="not UTF-8"):
         tierkit.load(rep)
+    (rep / "results.jsonl").write_bytes(b'{"a": 1}\n\n[2]\n')
+    with pytest.raises(tierkit.TierkitError, match="line 3: .* is not a run's result"):
+        tierkit.load(rep)
+    # the table's size is checked before pyarrow reads it
+    from tierkit import untrusted
+    with monkeypatch.context() as m, pytest.raises(tierkit.TierkitError, match="results.parquet: .* bytes: larger than a report's results.parquet"):
+        m.setattr(untrusted, "MAX_RESULT_BYTES", 100)
+        tierkit.load(rep)
     (tmp_path / "regions").write_text("region a 0x1000 4096\nregion b zz 1\n")
     with pytest.raises(tierkit.TierkitError, match="line 2"):
         validate.read_regions(tmp_path / "regions")

@@ -784,9 +784,7 @@ def load(directory: PathLike) -> pd.DataFrame:
     from . import untrusted
 
     pq = d / "results.parquet"
-    if pq.stat().st_size > untrusted.MAX_RESULT_BYTES:
-        raise _core.TierkitError(f"{pq}: {pq.stat().st_size:,} bytes: larger than a report's table can be "
-                                 f"({untrusted.MAX_RESULT_BYTES:,} bytes)")
+    untrusted.check_file(pq, "report's results.parquet", untrusted.MAX_RESULT_BYTES)
     try:
         df = pd.read_parquet(pq)
     except Exception as e:  # pyarrow's errors have no common base
@@ -794,12 +792,10 @@ def load(directory: PathLike) -> pd.DataFrame:
     jl = d / "results.jsonl"
     text = untrusted.text(untrusted.read_bytes(jl, "report's results.jsonl", untrusted.MAX_RESULT_BYTES), jl)
     results = []
-    for i, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            r = untrusted.json_doc(line, jl, i)
-            if not isinstance(r, dict):
-                raise untrusted.fail(jl, f"line {i}", f"{untrusted.short(r)} is not a run's result (an object)")
-            results.append(r)
+    for i, r in untrusted.json_lines(text, jl):
+        if not isinstance(r, dict):
+            raise untrusted.fail(jl, f"line {i}", f"{untrusted.short(r)} is not a run's result (an object)")
+        results.append(r)
     if len(results) != len(df):
         raise _core.TierkitError(f"{d}: results.jsonl has {len(results)} runs and results.parquet {len(df)} rows")
     if "warnings" in df.columns:

@@ -67,7 +67,7 @@ def load(source: Union[str, os.PathLike, Mapping[str, Any]]) -> list[dict]:
         untrusted.check_depth(docs, path)
     except (ValueError, RecursionError):
         # JSON lines: each line a result
-        docs = [untrusted.json_doc(line, path, n) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+        docs = [d for _, d in untrusted.json_lines(text, path)]
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or not isinstance(d.get("config"), dict) or "policy" not in d["config"]:
             raise untrusted.fail(path, f"result {i}", "no 'config' with the run's policy (write results with --json "

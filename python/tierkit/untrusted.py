@@ -68,10 +68,9 @@ def short(x: Any, limit: int = 40) -> str:
 # ------------------------------------------------------------------------------ files
 
 
-def read_bytes(path: PathLike, what: str, limit: int) -> bytes:
-    """A regular file's bytes, refused past ``limit`` bytes (checked before reading: a FIFO, a
-    device or ``/dev/urandom`` is refused, not read forever)."""
-    p = os.fspath(path)
+def _open_checked(p: str, what: str, limit: int) -> int:
+    """An open descriptor of a regular file of at most ``limit`` bytes (a FIFO, a device or
+    ``/dev/urandom`` is refused, not read forever)."""
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -86,6 +85,24 @@ def read_bytes(path: PathLike, what: str, limit: int) -> bytes:
             raise fail(p, "", f"not a regular file (a {what} is read from a file)")
         if st.st_size > limit:
             raise fail(p, "", f"{st.st_size:,} bytes: larger than a {what} can be ({limit:,} bytes)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_file(path: PathLike, what: str, limit: int) -> None:
+    """Refuse what is not a regular file of at most ``limit`` bytes, before a library (pandas,
+    pyarrow) reads it itself."""
+    os.close(_open_checked(os.fspath(path), what, limit))
+
+
+def read_bytes(path: PathLike, what: str, limit: int) -> bytes:
+    """A regular file's bytes, refused past ``limit`` bytes (checked before reading: a FIFO, a
+    device or ``/dev/urandom`` is refused, not read forever)."""
+    p = os.fspath(path)
+    fd = _open_checked(p, what, limit)
+    try:
         chunks, total = [], 0
         while True:
             b = os.read(fd, min(8 * MIB, limit + 1 - total))
@@ -150,6 +167,12 @@ def json_doc(s: str, source: object, line: Optional[int] = None) -> Any:
     except RecursionError:
         raise fail(source, where, f"nested deeper than {MAX_DEPTH} levels") from None
     return check_depth(doc, source, where)
+
+
+def json_lines(text: str, source: object) -> list[tuple[int, Any]]:
+    """A JSON-lines file's documents, one per non-empty line, with their line numbers (errors
+    name the line)."""
+    return [(n, json_doc(line, source, n)) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
 def read_json(path: PathLike, what: str, limit: int) -> Any:
