@@ -154,6 +154,25 @@ policies: [first-touch, "guided:guidance=missing.json"]
     assert not store.done(cell[bad["key"].item()]) and store.done(cell[df["key"].iloc[0]])
 
 
+def test_the_store_reads_and_checks_a_record_once_while_it_is_unchanged(tmp_path, small_trace, monkeypatch):
+    # a sweep asks for each record several times (done, the row, the dataset)
+    from tierkit import untrusted
+
+    f = study_file(tmp_path, f"traces: [{small_trace}]\npolicies: [first-touch]\n")
+    df = sw.sweep(f, tmp_path / "o", workers=1, progress=False)
+    c = next(c for c in sw.cells(sw.load_study(f), tmp_path / "o") if c.key == df["key"].iloc[0])
+    reads = []
+    real = untrusted.read_json
+    monkeypatch.setattr(untrusted, "read_json", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    store = sw.Store(tmp_path / "o")
+    assert store.done(c) and store.get(c)["result"]["policy"] == "first-touch" and store.done(c)
+    assert len(reads) == 1
+    # a record changed (damaged, or written again) is read again
+    p = store.path(c.key)
+    p.write_text(p.read_text()[:-2])
+    assert not store.done(c) and len(reads) == 2
+
+
 def test_grids_share_the_store_and_compare_within_their_grid(tmp_path, small_trace):
     f = study_file(tmp_path, f"""
 traces: [{small_trace}, {GCC}]

@@ -698,6 +698,10 @@ class Store:
 
     def __init__(self, out: PathLike) -> None:
         self.dir = Path(out) / "cells"
+        #: records read and checked, by key, with the file's identity when read (device,
+        #: inode, size, mtime): a sweep asks for each record several times (is it done, its
+        #: row, the dataset) and reads and checks it once while the file is unchanged
+        self._checked: dict[str, tuple[tuple[int, int, int, int], Optional[dict]]] = {}
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
@@ -705,11 +709,22 @@ class Store:
     def get(self, cell: Cell) -> Optional[dict]:
         from .. import untrusted
 
+        p = self.path(cell.key)
         try:
-            rec = untrusted.read_json(self.path(cell.key), "store record", untrusted.MAX_RECORD_BYTES)
+            st = p.stat()
+        except OSError:
+            return None  # not run yet
+        ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = self._checked.get(cell.key)
+        if hit is not None and hit[0] == ident:
+            return hit[1]
+        try:
+            rec = untrusted.read_json(p, "store record", untrusted.MAX_RECORD_BYTES)
         except TierkitError:
-            return None  # missing or damaged: run it again
-        return rec if valid_record(rec, cell) else None
+            rec = None  # damaged: run it again
+        ok = rec if rec is not None and valid_record(rec, cell) else None
+        self._checked[cell.key] = (ident, ok)
+        return ok
 
     def done(self, cell: Cell) -> bool:
         rec = self.get(cell)
