@@ -225,10 +225,11 @@ pub fn run_built(built: Built, job: &mut Job) -> Result<SimResult> {
         Built::FirstTouch(p) => run_policy(p, job),
         Built::Interleave(p) => run_policy(p, job),
         Built::CacheMode(p) => run_policy(p, job),
-        Built::Scheduler(p) => run_policy(p, job),
-        Built::CoriSim(mut p) => {
-            // cori-sim bins against each page's whole-run maximum: one pass over the trace first
-            p.scan_period_maxima(job.trace.open()?)?;
+        Built::Scheduler(mut p) => {
+            if p.needs_period_maxima() {
+                // cori-sim bins against each page's whole-run maximum: one pass over the trace first
+                p.scan_period_maxima(job.trace.open()?)?;
+            }
             run_policy(p, job)
         }
         Built::Otf(p) => run_policy(p, job),

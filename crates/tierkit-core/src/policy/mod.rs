@@ -290,11 +290,26 @@ pub struct RunExtent {
     pub instructions: Option<u64>,
 }
 
-/// A policy the registry built, as its concrete type: the engine runs each variant through
-/// its generic loop (`engine::run_built`), so no policy names the engine (the layers of
-/// docs/architecture.md). A new policy type adds a variant here and an arm there (the
-/// compiler finds a missing one).
-pub enum Built {
+/// Declares [`Built`] and, for each variant, `From` its policy type: one list of the types.
+macro_rules! built {
+    ($($(#[$doc:meta])* $v:ident($t:ty)),* $(,)?) => {
+        /// A policy the registry built, as its concrete type: the engine runs each variant
+        /// through its generic loop (`engine::run_built`), so no policy names the engine (the
+        /// layers of docs/architecture.md). A new policy type adds a line here and an arm
+        /// there (the compiler finds a missing one).
+        pub enum Built {
+            $($(#[$doc])* $v($t)),*
+        }
+
+        $(impl From<$t> for Built {
+            fn from(p: $t) -> Built {
+                Built::$v(p)
+            }
+        })*
+    };
+}
+
+built!(
     AllFast(basic::AllFast),
     AllSlow(basic::AllSlow),
     FirstTouch(basic::FirstTouch),
@@ -302,9 +317,6 @@ pub enum Built {
     CacheMode(cache_mode::CacheMode),
     /// history, oracle, kleio, kleoniki
     Scheduler(page_scheduler::PageScheduler),
-    /// history/oracle with compat=cori-sim: needs each page's per-period maxima over the whole
-    /// trace before the run ([`page_scheduler::PageScheduler::scan_period_maxima`])
-    CoriSim(page_scheduler::PageScheduler),
     Otf(otf::Otf),
     /// hma-epoch, fthp
     Epoch(epoch_os::EpochOs),
@@ -316,37 +328,6 @@ pub enum Built {
     ClockDwf(clock_dwf::ClockDwf),
     Memos(memos::Memos),
     /// autonuma-tiering, tpp
-    NumaTiering(os_tiering::NumaTiering),
-    HyPlacer(hyplacer::HyPlacer),
-    Nimble(nimble::Nimble),
-}
-
-macro_rules! built_from {
-    ($($v:ident($t:ty)),* $(,)?) => {
-        $(impl From<$t> for Built {
-            fn from(p: $t) -> Built {
-                Built::$v(p)
-            }
-        })*
-    };
-}
-
-built_from!(
-    AllFast(basic::AllFast),
-    AllSlow(basic::AllSlow),
-    FirstTouch(basic::FirstTouch),
-    Interleave(basic::Interleave),
-    CacheMode(cache_mode::CacheMode),
-    Scheduler(page_scheduler::PageScheduler),
-    Otf(otf::Otf),
-    Epoch(epoch_os::EpochOs),
-    MemPod(mempod::MemPod),
-    GuidedStay(guided::Guided<guided::Stay>),
-    GuidedOtf(guided::Guided<otf::Otf>),
-    GuidedEpoch(guided::Guided<epoch_os::EpochOs>),
-    DamonTiering(damon_tiering::DamonTiering),
-    ClockDwf(clock_dwf::ClockDwf),
-    Memos(memos::Memos),
     NumaTiering(os_tiering::NumaTiering),
     HyPlacer(hyplacer::HyPlacer),
     Nimble(nimble::Nimble),

@@ -506,6 +506,12 @@ impl PageScheduler {
         self
     }
 
+    /// compat=cori-sim bins counts against each page's whole-run maximum, which
+    /// [`PageScheduler::scan_period_maxima`] must find before the run starts.
+    pub fn needs_period_maxima(&self) -> bool {
+        self.compat == CoriMode::Binned
+    }
+
     /// compat=cori-sim's pass over the trace: each page's largest per-period count, pages
     /// numbered in order of first access as the engine numbers them.
     pub fn scan_period_maxima(&mut self, mut src: Box<dyn RecordSource>) -> Result<()> {
@@ -963,9 +969,7 @@ fn build(source: Source, p: &Params) -> Result<Built> {
         ));
     }
     let s = PageScheduler::new(source, period, p.int("bins") as u32, false).with_compat(mode);
-    // compat=cori-sim needs each page's whole-run maximum before the run starts (cori-sim
-    // bins against it): the engine reads the trace once more first
-    Ok(if mode == CoriMode::Binned { Built::CoriSim(s) } else { Built::Scheduler(s) })
+    Ok(Built::from(s))
 }
 
 pub static HISTORY: PolicyInfo = PolicyInfo {
