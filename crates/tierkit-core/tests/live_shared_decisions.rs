@@ -222,6 +222,17 @@ fn replay(log: &Log, dec: &mut dyn LiveDecider, at: impl Fn(usize) -> Option<(us
     (moves, steps)
 }
 
+/// The live driver made the simulator's moves, in the same order.
+fn assert_same_moves(what: &str, live: &[Mv], sim: &[Mv]) {
+    let first = live.iter().zip(sim).position(|(a, b)| a != b);
+    assert!(
+        first.is_none() && live.len() == sim.len(),
+        "{what}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
+        live.len(),
+        sim.len()
+    );
+}
+
 /// A seeded synthetic program over `pages` pages: it maps them all first (before the first
 /// activation), then runs phases with a shifting hot set, some pages written, some only read.
 ///
@@ -281,13 +292,7 @@ fn hyplacer_scenarios() -> usize {
         let rep = dec.report();
         assert!(!log.moves.is_empty(), "{spec}: the scenario moves pages");
         total += log.moves.len();
-        let first = live.iter().zip(&log.moves).position(|(a, b)| a != b);
-        assert!(
-            first.is_none() && live.len() == log.moves.len(),
-            "{spec}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
-            live.len(),
-            log.moves.len()
-        );
+        assert_same_moves(&spec, &live, &log.moves);
         assert_eq!(activations(&rep), activations(&sim), "{spec}: the same activations");
         assert_eq!(rep["stats"]["classified"], sim["stats"]["classified"], "{spec}");
         assert_eq!(rep["stats"]["dram_walk"], sim["stats"]["dram_walk"], "{spec}");
@@ -345,13 +350,7 @@ fn history_scenarios() -> usize {
         let (live, steps) = replay(&log, dec.as_mut(), |k| Some((k * n, k as u64 * 1_000_000)), fast);
         let rep = dec.report();
         assert!(log.moves.len() > 20, "bins={bins}: the scenario moves pages ({})", log.moves.len());
-        let first = live.iter().zip(&log.moves).position(|(a, b)| a != b);
-        assert!(
-            first.is_none() && live.len() == log.moves.len(),
-            "bins={bins}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
-            live.len(),
-            log.moves.len()
-        );
+        assert_same_moves(&format!("bins={bins}"), &live, &log.moves);
         assert_eq!(rep["scheduler"], sim["scheduler"], "bins={bins}");
         assert!(steps.iter().all(|s| s.next_in_ns == 1_000_000), "one step per period");
         total += log.moves.len();
@@ -392,13 +391,7 @@ fn periodic_scenarios(name: &str) -> usize {
         let (live, _) = replay(&log, dec.as_mut(), |_| None, fast);
         let rep = dec.report();
         assert!(log.moves.len() > 20, "{spec}: the scenario moves pages ({})", log.moves.len());
-        let first = live.iter().zip(&log.moves).position(|(a, b)| a != b);
-        assert!(
-            first.is_none() && live.len() == log.moves.len(),
-            "{spec}: the same moves in the same order; first difference at {first:?} of {} live / {} simulated",
-            live.len(),
-            log.moves.len()
-        );
+        assert_same_moves(spec, &live, &log.moves);
         let stats = |r: &Value| match name {
             "clock-dwf" => {
                 let c = &r["clock_dwf"];
