@@ -258,7 +258,7 @@ def test_static_guidance():
     assert "bits" not in g["sites"][0]
     assert g["profile"] == {"trace_path": "run.tkt", "trace_digest": "abc123", "program": "./sites",
                             "args": ["small"], "footprint_bytes": 49152}
-    assert g["context"] == 1 and g["unmatched"] == "last-tier" and g["tiers"] == ["fast", "slow"]
+    assert g["context"] == 1 and g["unmatched"] == "first-touch" and g["tiers"] == ["fast", "slow"]
     assert g["sites"][0]["accesses_per_byte"] == pytest.approx(1010 / 16384)
     # three tiers: X fast, Y middle, Z last
     g3 = make_guidance(profile_dict(), "knapsack", [16384, "16K"], tiers=["hbm", "dram", "pmem"])

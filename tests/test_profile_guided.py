@@ -124,7 +124,8 @@ def test_guided_runs_from_a_file_and_from_a_strategy(cli, tmp_path, sqlite_profi
 
 def test_unmatched_sites_fall_back_to_the_documented_default(tmp_path, sqlite_profile):
     # guidance for another program matches none of this trace's sites: all its allocations
-    # follow unmatched= (default: the last tier, as 000 treats cold sites)
+    # follow unmatched= (default: first touch, as under the runtime; slow: the last tier, 000's
+    # place for cold sites)
     other = json.loads(json.dumps(sqlite_profile))
     for i, s in enumerate(other["sites"]):
         s["frames"] = [f"elsewhere_{i} (x.c:{i})"]
@@ -132,10 +133,14 @@ def test_unmatched_sites_fall_back_to_the_documented_default(tmp_path, sqlite_pr
     g = guide.make_guidance(other, "thermos", 0.5)
     gf = tmp_path / "other.json"
     guide.write_guidance(g, gf)
-    r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf},nonheap=slow", fast_capacity=0.5, progress=False)
+    r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf},unmatched=slow,nonheap=slow", fast_capacity=0.5, progress=False)
     st = r["stats"]["policy"]
     assert st["allocations_unmatched"] == st["allocations"]
     assert r["fast_hit_ratio"] == 0
+    ft = tierkit.run(SQLITE, "hbm-ddr3", "first-touch", fast_capacity=0.5, progress=False)
+    r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf}", fast_capacity=0.5, progress=False)
+    # every page placed by first touch (in the arena layout's order of pages, not the trace's)
+    assert r["fast_hit_ratio"] > 0.5 * ft["fast_hit_ratio"] > 0
     r = tierkit.run(SQLITE, "hbm-ddr3", f"guided:guidance={gf},unmatched=fast,nonheap=slow", fast_capacity=0.5, progress=False)
     assert r["fast_hit_ratio"] > 0
 

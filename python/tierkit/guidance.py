@@ -703,7 +703,8 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
         "granularity_bytes": (max(used) if used else int(granularity)) if strategy == "knapsack" else None,
         # version 2 counts the frames of a key; version 1 is the depth (frames - 1)
         "context": int(profile["context"]) + 1 if keyed else int(profile["context"]),
-        "unmatched": "last-tier",
+        # what the runtime does with them, and guided runs by default (docs/guidance.md)
+        "unmatched": "first-touch",
         "profile": {"trace_path": tr["path"], "trace_digest": tr["digest"], "program": tr["program"],
                     "args": list(tr["args"]), "footprint_bytes": footprint},
         "phases": phases,

@@ -288,6 +288,10 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
             "accesses": raw["accesses"], "reads": raw["reads"], "writes": raw["writes"], "insn": insn,
             "heap_accesses": raw["heap_reads"] + raw["heap_writes"],
             "nonheap_accesses": raw["nonheap_reads"] + raw["nonheap_writes"],
+            # of the heap accesses: to memory a freed block last held (written back after the
+            # free), and post-cache lines holding the start of an allocation (docs/guidance.md)
+            "freed_accesses": raw["freed_accesses"],
+            "lines_by_next_allocation": raw["lines_by_next_allocation"],
             "peak_live_bytes": raw["peak_live_bytes"],
             "raw_sites": n_raw,
             "unmatched_frees": raw["unmatched_frees"],

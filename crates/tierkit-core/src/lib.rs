@@ -13,6 +13,7 @@ pub mod units;
 
 pub use error::{Error, Result};
 pub mod engine;
+pub mod heap;
 pub mod live;
 pub mod mechanics;
 pub mod pagemap;

@@ -13,6 +13,7 @@
 //! lengths in instructions (or in accesses for a trace without instruction counts).
 
 use crate::error::Result;
+use crate::heap::Freed;
 use crate::trace::opener::TraceOpener;
 use crate::trace::{AllocFn, Batch, EventKind, MarkerKind, Projection};
 use serde::Serialize;
@@ -116,6 +117,12 @@ pub struct RawProfile {
     pub heap_writes: u64,
     pub nonheap_reads: u64,
     pub nonheap_writes: u64,
+    /// Of the heap accesses, those to memory a freed block last held (dirty lines written
+    /// back after the free; [`crate::heap`]), attributed to that block's site.
+    pub freed_accesses: u64,
+    /// Of the heap accesses, post-cache lines whose first byte is in no live allocation but
+    /// which hold the start of one (the arena layout's rule): attributed to that allocation.
+    pub lines_by_next_allocation: u64,
     /// Largest number of heap bytes live at once (the dynamic footprint of 000 §3.1).
     pub peak_live_bytes: u64,
     pub sites: Vec<RawSite>,
@@ -139,6 +146,12 @@ struct Live {
 
 struct Collector {
     live: BTreeMap<u64, Live>,
+    /// Freed blocks' ranges with their sites.
+    freed: Freed<u32>,
+    /// Bytes of one access of a post-cache trace (0 for a raw trace).
+    line_bytes: u64,
+    freed_accesses: u64,
+    lines_by_next: u64,
     sites: Vec<RawSite>,
     site_live: Vec<u64>,
     heap_live: u64,
@@ -203,6 +216,7 @@ impl Collector {
     fn free(&mut self, addr: u64) {
         match self.live.remove(&addr) {
             Some(l) => {
+                self.freed.insert(addr, l.end, l.site);
                 let size = l.end - addr;
                 self.site_live[l.site as usize] -= size;
                 self.heap_live -= size;
@@ -219,19 +233,42 @@ impl Collector {
         }
     }
 
+    /// The site an access belongs to, by the rule the arena layout moves accesses by
+    /// (`policy::arena_layout`): the live allocation holding the address; for a post-cache
+    /// line whose first byte no live allocation holds, the allocation starting inside the
+    /// line; else the freed block that last held the address; else none (non-heap).
     #[inline]
     fn site_of(&mut self, addr: u64) -> u32 {
         if addr >= self.hit_start && addr < self.hit_end {
             return self.hit_site;
         }
-        match self.live.range(..=addr).next_back() {
-            Some((&a, l)) if addr < l.end => {
+        if let Some((&a, l)) = self.live.range(..=addr).next_back() {
+            if addr < l.end {
                 self.hit_start = a;
                 self.hit_end = l.end;
                 self.hit_site = l.site;
-                l.site
+                return l.site;
             }
-            _ => NONHEAP,
+        }
+        self.site_outside_live(addr)
+    }
+
+    #[inline(never)]
+    fn site_outside_live(&mut self, addr: u64) -> u32 {
+        if self.line_bytes > 0 {
+            if let Some((&s, l)) = self.live.range(addr.saturating_add(1)..).next() {
+                if s < addr.saturating_add(self.line_bytes) && l.end > s {
+                    self.lines_by_next += 1;
+                    return l.site;
+                }
+            }
+        }
+        match self.freed.get(addr) {
+            Some((_, _, site)) => {
+                self.freed_accesses += 1;
+                site
+            }
+            None => NONHEAP,
         }
     }
 
@@ -286,6 +323,10 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
 
     let mut c = Collector {
         live: BTreeMap::new(),
+        freed: Freed::new(),
+        line_bytes: if meta.post_cache { meta.line_size.max(1) } else { 0 },
+        freed_accesses: 0,
+        lines_by_next: 0,
         sites: Vec::new(),
         site_live: Vec::new(),
         heap_live: 0,
@@ -483,6 +524,8 @@ pub fn profile(trace: &dyn TraceOpener, slice_by: SliceBy, mut progress: impl Fn
         heap_writes: hw,
         nonheap_reads: nr,
         nonheap_writes: nw,
+        freed_accesses: c.freed_accesses,
+        lines_by_next_allocation: c.lines_by_next,
         peak_live_bytes: c.peak_live,
         sites: c.sites,
         keyed,

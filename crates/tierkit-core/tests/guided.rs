@@ -126,7 +126,7 @@ fn profile_attributes_accesses_to_live_allocations_and_keeps_peaks_per_depth() {
             R::Alloc(0x10000, 2 * PAGE, 0),
             R::Touch(0x10000, 2, 10),
             R::Free(0x10000),
-            R::Touch(0x10000, 1, 3), // freed: not the heap's
+            R::Touch(0x10000, 1, 3), // freed: still the site's memory (lines written back late)
             R::Site(1, b),
             R::Alloc(0x40000, PAGE, 1),
             R::Touch(0x40000, 1, 5),
@@ -136,8 +136,9 @@ fn profile_attributes_accesses_to_live_allocations_and_keeps_peaks_per_depth() {
     );
     let p = profile(&t, SliceBy::Auto, |_, _| true).unwrap();
     assert_eq!(p.sites.len(), 2);
-    assert_eq!((p.sites[0].reads, p.sites[1].reads), (10, 11));
-    assert_eq!((p.nonheap_reads, p.heap_reads), (3, 21));
+    assert_eq!((p.sites[0].reads, p.sites[1].reads), (13, 11));
+    // the realloc's old block is freed too, but nothing touched it after
+    assert_eq!((p.nonheap_reads, p.heap_reads, p.freed_accesses), (0, 24, 3));
     assert_eq!(p.sites[0].peak_bytes, 2 * PAGE);
     assert_eq!(p.sites[1].peak_bytes, 3 * PAGE);
     assert_eq!(p.sites[1].allocs, 2, "a realloc is an allocation of its site");
@@ -149,7 +150,41 @@ fn profile_attributes_accesses_to_live_allocations_and_keeps_peaks_per_depth() {
     // no markers: 64 equal slices by instructions, counts per slice add up
     assert_eq!(p.slices.source, "insn");
     let heap: u64 = p.slice_counts.iter().filter(|c| c.1 != NONHEAP).map(|c| c.2).sum();
-    assert_eq!(heap, 21);
+    assert_eq!(heap, 24);
+}
+
+#[test]
+fn accesses_after_a_free_go_to_the_freed_blocks_memory_not_pages_of_their_own() {
+    // a post-cache trace writes a freed block's dirty lines back after the free; the arena
+    // layout sends them to the block's memory, so a guided run touches the pages any other
+    // policy touches (one per page of the trace), and the profile counts them to the site
+    let d = tempfile::tempdir().unwrap();
+    let t = trace(
+        d.path(),
+        "wb.tkt",
+        &[
+            R::Site(0, HOT),
+            R::Alloc(0x100000, 4 * PAGE, 0),
+            R::Touch(0x100000, 4, 40),
+            R::Free(0x100000),
+            R::Touch(0x100000, 4, 8), // the writebacks
+            R::Site(1, COLD),
+            R::Alloc(0x100000, 2 * PAGE, 1), // the traced allocator reuses the address
+            R::Touch(0x100000, 2, 6),
+            R::Touch(0x900000, 1, 2), // a global
+        ],
+    );
+    let g = static_guidance(d.path());
+    let ft = run(&t, 8, "first-touch");
+    let gd = run(&t, 8, &format!("guided:guidance={g}"));
+    assert_eq!(ft.pages, 5);
+    // the hot arena's 4 pages, the cold arena's 2, the global's 1
+    assert_eq!(gd.pages, 7, "{:?}", gd.stats.policy["pages_by_class"]);
+    let lm = &gd.stats.policy["layout_model"];
+    assert_eq!((lm["accesses_to_freed_blocks"].as_u64(), lm["accesses_kept"].as_u64()), (Some(8), Some(2)));
+    assert_eq!(gd.stats.policy["pages_by_class"]["non-heap"], 1);
+    let p = profile(&t, SliceBy::Auto, |_, _| true).unwrap();
+    assert_eq!((p.sites[0].reads, p.sites[1].reads, p.nonheap_reads, p.freed_accesses), (48, 6, 2, 8));
 }
 
 #[test]
@@ -211,10 +246,13 @@ fn unmatched_sites_and_non_heap_pages_follow_their_defaults() {
     let other: &[&str] = &["elsewhere (o.c:1)", "main (s.c:52)"];
     let t = trace(d.path(), "u.tkt", &[R::Site(0, other), R::Alloc(0x100000, 2 * PAGE, 0), R::Touch(0x100000, 2, 10), R::Touch(0x900000, 1, 5)]);
     let g = static_guidance(d.path());
-    // unmatched: the guidance's last tier; non-heap: first touch (fast while it has room)
+    // unmatched and non-heap: first touch (fast while it has room), as under the runtime
     let r = run(&t, 4, &format!("guided:guidance={g}"));
-    assert_eq!(fast_reads(&r), 5);
+    assert_eq!(fast_reads(&r), 15);
     assert_eq!(r.stats.policy["allocations_unmatched"], 1);
+    // unmatched in the guidance's last tier (000 §6.2's cold data)
+    let r = run(&t, 4, &format!("guided:guidance={g},unmatched=slow"));
+    assert_eq!(fast_reads(&r), 5);
     let r = run(&t, 4, &format!("guided:guidance={g},unmatched=fast,nonheap=slow"));
     assert_eq!(fast_reads(&r), 10);
 }

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     // records in, records out; knows nothing of tiers
     ("trace", 1),
     ("cache", 1),
+    ("heap", 1),
     // tiers and their figures; the one description of a run; analyses of traces
     ("platform", 2),
     ("runspec", 2),

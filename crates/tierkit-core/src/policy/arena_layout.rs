@@ -9,7 +9,10 @@
 //! the trace and rewrites it: each allocation of a site classed to range `r` (an arena, or the
 //! unmatched allocations) gets an address in `r`'s own range, and every access inside a live
 //! allocation is moved by the same offset, before the engine translates addresses to pages.
-//! Accesses outside every live allocation (stack, globals, freed memory) keep their address.
+//! An access to memory a freed block last held (a dirty line the cache writes back after the
+//! free, most often) goes with that block, to where the layout had put it ([`crate::heap`]):
+//! that is where the hardware writes it. Only accesses to addresses no allocation of the trace
+//! ever held (stack, globals, mapped files, memory the program maps itself) keep their address.
 //!
 //! ## The address space
 //! Range `r` is `[LAYOUT_BASE + r * RANGE_BYTES, LAYOUT_BASE + (r + 1) * RANGE_BYTES)`: 16 TiB
@@ -48,6 +51,7 @@
 //! hold the accessed byte itself and are moved only by the allocation holding it.
 
 use crate::error::{Error, Result};
+use crate::heap::Freed;
 use crate::trace::{Batch, EventKind, Progress, Projection, RecordSource, TraceMeta};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -312,12 +316,13 @@ impl Heap {
 }
 
 /// A remembered translation: traced addresses in `[start, start + len)` move by `delta`
-/// (0 for a gap between allocations).
+/// (0 for a gap between allocations), to a live block or (`freed`) a freed one.
 #[derive(Clone, Copy, Debug, Default)]
 struct Hit {
     start: u64,
     len: u64,
     delta: u64,
+    freed: bool,
 }
 
 /// Entries of the page cache: traced 4 KiB pages that lie wholly in one live block (or one
@@ -329,6 +334,7 @@ struct CachedPage {
     page: u64,
     delta: u64,
     generation: u64,
+    freed: bool,
 }
 
 /// One live allocation: its traced bytes and where the layout put them.
@@ -346,8 +352,12 @@ struct Block {
 pub struct LayoutStats {
     /// Accesses inside a live allocation, moved to the allocation's new address.
     pub accesses_moved: u64,
-    /// Accesses outside every live allocation, left where the trace had them.
+    /// Accesses to addresses no allocation ever held (stack, globals, mapped files), left where
+    /// the trace had them.
     pub accesses_kept: u64,
+    /// Accesses outside every live allocation, to memory a freed block last held (dirty lines
+    /// written back after the free): moved with that block.
+    pub accesses_to_freed_blocks: u64,
     /// Post-cache lines whose first byte is in no live allocation but which hold the start of
     /// one: moved by that allocation.
     pub lines_moved_by_next_allocation: u64,
@@ -370,6 +380,8 @@ pub struct ArenaLayout {
     heaps: Vec<Heap>,
     /// Live blocks by traced start address.
     live: BTreeMap<u64, Block>,
+    /// Freed blocks by traced range, with their move (layout address minus traced address).
+    freed: Freed<u64>,
     /// The last two translations, most recent first (a loop over two arrays alternates
     /// between them). Cleared by every allocation event.
     hits: [Hit; 2],
@@ -392,6 +404,7 @@ impl ArenaLayout {
         Ok(ArenaLayout {
             heaps: (0..n_ranges).map(Heap::new).collect(),
             live: BTreeMap::new(),
+            freed: Freed::new(),
             hits: [Hit::default(); 2],
             pages: vec![CachedPage::default(); PAGE_CACHE_ENTRIES],
             generation: 1,
@@ -427,6 +440,7 @@ impl ArenaLayout {
             self.stats.allocations_over_live_blocks += 1;
             let b = self.live.remove(&s).unwrap();
             self.heaps[b.range as usize].free(b.new_start, b.class);
+            self.freed.insert(s, b.orig_end, b.new_start.wrapping_sub(s));
             self.forget(s, b.orig_end);
         }
         // the gap the block lands in, lines reaching into it included
@@ -448,6 +462,7 @@ impl ArenaLayout {
         match self.live.remove(&addr) {
             Some(b) => {
                 self.heaps[b.range as usize].free(b.new_start, b.class);
+                self.freed.insert(addr, b.orig_end, b.new_start.wrapping_sub(addr));
                 self.forget(addr, b.orig_end);
                 Some(b.new_start)
             }
@@ -467,6 +482,8 @@ impl ArenaLayout {
             return Ok((None, self.alloc(addr, size, range)?));
         };
         self.stats.allocations += 1;
+        // the old block's bytes, where the new block does not cover them, were last held by it
+        self.freed.insert(old, b.orig_end, b.new_start.wrapping_sub(old));
         self.forget(old, b.orig_end);
         let in_place = if b.range == range { self.heaps[range as usize].resize_in_place(b.new_start, b.class, size) } else { None };
         let (new_start, class) = match in_place {
@@ -511,13 +528,9 @@ impl ArenaLayout {
                     self.hits = [o, h];
                     h = o;
                     run = i;
-                } else if let Some(d) = self.cached_page(a) {
+                } else if let Some((d, freed)) = self.cached_page(a) {
                     *slot = a.wrapping_add(d);
-                    if d != 0 {
-                        self.stats.accesses_moved += 1;
-                    } else {
-                        self.stats.accesses_kept += 1;
-                    }
+                    self.count_one(d, freed);
                     run = i + 1;
                     continue;
                 } else {
@@ -535,27 +548,35 @@ impl ArenaLayout {
     }
 
     #[inline(always)]
-    fn cached_page(&self, a: u64) -> Option<u64> {
+    fn cached_page(&self, a: u64) -> Option<(u64, bool)> {
         let pg = a >> 12;
         let e = &self.pages[pg as usize & (PAGE_CACHE_ENTRIES - 1)];
-        (e.page == pg && e.generation == self.generation).then_some(e.delta)
+        (e.page == pg && e.generation == self.generation).then_some((e.delta, e.freed))
     }
 
-    /// Remember the move of the 4 KiB page holding `a` if `[lo, hi)` holds all of it.
-    fn cache_page(&mut self, a: u64, lo: u64, hi: u64, delta: u64) {
+    /// Remember the move of the 4 KiB page holding `a` if `h` covers all of it, and `h` itself.
+    fn remember_and_cache(&mut self, a: u64, h: Hit) {
+        self.remember(h);
         let pg = a >> 12;
-        if lo <= pg << 12 && (pg + 1) << 12 <= hi {
-            self.pages[pg as usize & (PAGE_CACHE_ENTRIES - 1)] = CachedPage { page: pg, delta, generation: self.generation };
+        if h.start <= pg << 12 && (pg + 1) << 12 <= h.start.saturating_add(h.len) {
+            self.pages[pg as usize & (PAGE_CACHE_ENTRIES - 1)] = CachedPage { page: pg, delta: h.delta, generation: self.generation, freed: h.freed };
         }
     }
 
     #[inline(always)]
     fn count_run(&mut self, h: Hit, n: usize) {
-        if h.delta != 0 {
+        if h.freed {
+            self.stats.accesses_to_freed_blocks += n as u64;
+        } else if h.delta != 0 {
             self.stats.accesses_moved += n as u64;
         } else {
             self.stats.accesses_kept += n as u64;
         }
+    }
+
+    #[inline(always)]
+    fn count_one(&mut self, delta: u64, freed: bool) {
+        self.count_run(Hit { delta, freed, ..Hit::default() }, 1);
     }
 
     #[inline(never)]
@@ -565,8 +586,7 @@ impl ArenaLayout {
             if addr < b.orig_end {
                 self.stats.accesses_moved += 1;
                 let delta = b.new_start.wrapping_sub(s);
-                self.remember(Hit { start: s, len: b.orig_end - s, delta });
-                self.cache_page(addr, s, b.orig_end, delta);
+                self.remember_and_cache(addr, Hit { start: s, len: b.orig_end - s, delta, freed: false });
                 return Ok(addr.wrapping_add(delta));
             }
         }
@@ -585,13 +605,24 @@ impl ArenaLayout {
                 return Ok(b.new_start);
             }
         }
-        // a gap between allocations: kept, and remembered (short of lines reaching the next)
+        // a gap between live allocations (short of lines reaching the next one)
         let lo = prev.map(|(_, b)| b.orig_end).unwrap_or(0);
         let hi = next.map(|(s, _)| s.saturating_sub(self.line_bytes.saturating_sub(1))).unwrap_or(LAYOUT_BASE).min(LAYOUT_BASE);
+        if let Some((fs, fe, delta)) = self.freed.get(addr) {
+            // memory a freed block last held: with that block
+            self.stats.accesses_to_freed_blocks += 1;
+            let (lo, hi) = (lo.max(fs), hi.min(fe));
+            if lo <= addr && addr < hi {
+                self.remember_and_cache(addr, Hit { start: lo, len: hi - lo, delta, freed: true });
+            }
+            return Ok(addr.wrapping_add(delta));
+        }
+        // memory no allocation ever held: kept
+        let (flo, fhi) = self.freed.gap_around(addr);
+        let (lo, hi) = (lo.max(flo), hi.min(fhi));
         self.stats.accesses_kept += 1;
         if lo <= addr && addr < hi {
-            self.remember(Hit { start: lo, len: hi - lo, delta: 0 });
-            self.cache_page(addr, lo, hi, 0);
+            self.remember_and_cache(addr, Hit { start: lo, len: hi - lo, delta: 0, freed: false });
         }
         Ok(addr)
     }
@@ -872,7 +903,7 @@ mod tests {
         let a = l.alloc(0x10000, 8192, 1).unwrap();
         assert_eq!(l.translate(0x10000 + 100).unwrap(), a + 100);
         assert_eq!(l.free(0x10000), Some(a));
-        assert_eq!(l.translate(0x10000 + 100).unwrap(), 0x10000 + 100, "freed: kept");
+        assert_eq!(l.translate(0x10000 + 100).unwrap(), a + 100, "freed: with the block that held it");
         let b = l.alloc(0x10000, 8192, 0).unwrap();
         assert_eq!(range_of(b, 3), Some(0));
         assert_eq!(l.translate(0x10000 + 100).unwrap(), b + 100);
@@ -908,8 +939,35 @@ mod tests {
         assert_eq!(old, Some(a));
         assert_eq!(range_of(c, 3), Some(1));
         assert_eq!(l.translate(0x20000 + 5).unwrap(), c + 5);
-        assert_eq!(l.translate(0x10000 + 5).unwrap(), 0x10000 + 5, "the old block is gone");
+        assert_eq!(l.translate(0x10000 + 5).unwrap(), a + 5, "the old block's memory, where it was");
         assert_eq!((l.stats.reallocs_in_place, l.stats.reallocs_to_another_arena), (1, 1));
+    }
+
+    #[test]
+    fn a_writeback_after_the_free_goes_where_the_block_was_and_never_held_memory_stays() {
+        // a dirty line of a freed block is written back after the free: to the block's memory
+        // in the layout, not to a page of its own at the traced address (docs/guidance.md)
+        let mut l = ArenaLayout::new(2, 64).unwrap();
+        let a = l.alloc(0x10000, 0x2000, 0).unwrap();
+        l.free(0x10000);
+        // the freed block's pages: no page of its own
+        assert_eq!(l.translate(0x10000 + 0x1040).unwrap(), a + 0x1040);
+        assert_eq!(l.translate(0x10000 + 0x1080).unwrap(), a + 0x1080, "remembered");
+        assert_eq!(l.stats.accesses_to_freed_blocks, 2);
+        // the stack or a global: no allocation ever held it
+        assert_eq!(l.translate(0x7000).unwrap(), 0x7000);
+        assert_eq!(l.translate(0x13000).unwrap(), 0x13000, "past the freed block");
+        assert_eq!(l.stats.accesses_kept, 2);
+        // the traced allocator gives part of the range to a block of arena 1: that part is its
+        // block's, the rest still the freed one's
+        let b = l.alloc(0x11000, 0x100, 1).unwrap();
+        assert_eq!(l.translate(0x11010).unwrap(), b + 0x10);
+        assert_eq!(l.translate(0x10040).unwrap(), a + 0x40);
+        l.free(0x11000);
+        assert_eq!(l.translate(0x11010).unwrap(), b + 0x10, "the newest freed block holds it");
+        assert_eq!(l.translate(0x11200).unwrap(), a + 0x1200);
+        assert_eq!(l.stats.accesses_moved, 1);
+        assert_eq!(l.stats.accesses_to_freed_blocks, 5);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! tier with room (the overflow of `MPOL_PREFERRED`, 002 §IV-B). A page shared by several
 //! allocations follows the one with the most bytes on it: the trace comes from an allocator
 //! that packs sites together, where the real runtime gives each arena its own pages. Pages
-//! outside every allocation (stack, globals) follow `nonheap`; allocations from sites the
+//! no allocation ever held (stack, globals, mapped files) follow `nonheap`; allocations from sites the
 //! guidance does not know follow `unmatched`.
 //!
 //! Per-phase arenas: at the start of each slice whose phase differs from the previous one,
@@ -985,11 +985,11 @@ const PARAMS: &[ParamSpec] = &[
     },
     ParamSpec {
         name: "unmatched",
-        ty: ParamType::Choice { options: &["file", "slow", "fast", "first-touch"] },
+        ty: ParamType::Choice { options: &["first-touch", "slow", "fast", "file"] },
         unit: "",
-        default: "file",
-        source: "000 §6.2 (cold data is always assigned to DDR)",
-        help: "where allocations from sites the guidance does not list go: 'file' and 'slow' are the guidance's last tier",
+        default: "first-touch",
+        source: "tierkit-alloc's runtime (it serves them from jemalloc's own arenas, which the kernel places by first touch)",
+        help: "where allocations from sites the guidance does not list go, first touch as under the runtime; 'slow' (or its old name 'file') is the guidance's last tier, 000 §6.2's place for cold data",
     },
     ParamSpec {
         name: "nonheap",
@@ -997,7 +997,7 @@ const PARAMS: &[ParamSpec] = &[
         unit: "",
         default: "first-touch",
         source: "002 §V-C (numactl -p prefers the upper tier for non-heap data)",
-        help: "where pages outside every allocation (stack, globals) go",
+        help: "where pages no allocation ever held (stack, globals, mapped files) go; a freed block's memory stays its arena's",
     },
     ParamSpec {
         name: "layout",
