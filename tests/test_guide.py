@@ -494,3 +494,59 @@ def test_parse_capacity():
     for bad in ("0", "150%", "3", "12 parsecs", -1, 0.0, True):
         with pytest.raises(GuidanceError):
             parse_capacity(bad)
+
+
+# ---------------------------------------------------------------- solving again for a capacity
+
+
+def test_resolve_solves_the_same_strategy_for_another_capacity():
+    """`tierkit run --guidance G --fast-capacity BYTES` (docs/guidance.md, "Guidance for the
+    machine's capacity"): the strategy runs again on the sizes and accesses G keeps, which is
+    what `tierkit guide` would give from the profile at that capacity."""
+    from tierkit.guidance import resolve
+
+    for strat in ("hotset", "knapsack", "thermos"):
+        for per_phase in (False, True):
+            g = make_guidance(keyed_profile(), strat, 0.1, per_phase=per_phase)
+            for cap in (0.4, 40000, "1M"):
+                want = make_guidance(keyed_profile(), strat, cap, per_phase=per_phase)
+                got = resolve(g, cap)
+                assert got["resolved_from"]["capacity_bytes"] == g["capacity_bytes"]
+                for k in ("sites", "arenas", "capacity_bytes", "capacity_fraction", "granularity_bytes"):
+                    assert got[k] == want[k], (strat, per_phase, cap, k)
+                assert read_guidance_dict(got)["resolved_from"]["fast_sites"] == sum(s["tier"] == 0 for s in g["sites"])
+    # knapsack fits none of the 16 KiB sites in 4,915 bytes, two in 40,000
+    g = make_guidance(keyed_profile(), "knapsack", 0.1)
+    assert [s["tier"] for s in g["sites"]] == [1, 1, 1]
+    assert [s["tier"] for s in resolve(g, 40000)["sites"]] == [0, 0, 1]
+    with pytest.raises(GuidanceError, match="resolved_from: .*solved again already"):
+        resolve(resolve(g, 40000), 1000)
+    bad = json.loads(json.dumps(make_guidance(keyed_profile(), "thermos", 0.1, per_phase=True)))
+    del bad["sites"][1]["phase_accesses"]
+    with pytest.raises(GuidanceError, match=r"sites\[1\]\.phase_accesses"):
+        resolve(bad, 40000)
+
+
+def test_tierkit_run_solves_guidance_for_its_fast_capacity(tmp_path, capsys):
+    from tierkit.cli import resolve_guidance_args
+
+    gf = tmp_path / "g.json"
+    write_guidance(make_guidance(keyed_profile(), "knapsack", 0.1), gf)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    argv = ["--guidance", str(gf), "--fast-capacity", "40K", "--", "prog", "--guidance", "x"]
+    out = resolve_guidance_args(argv, tmp)
+    assert out[0] == "--guidance" and out[1] == str(tmp / "g.json") and out[2:] == argv[2:]
+    g = read_guidance(out[1])
+    assert [s["tier"] for s in g["sites"]] == [0, 0, 1]
+    err = capsys.readouterr().err
+    assert "knapsack solved again for a fast tier of 40,960 bytes" in err and "2 of 3 sites fast (were 0)" in err
+    # --guidance=G form; without --fast-capacity, or with it only among the program's
+    # arguments, nothing changes
+    tmp2 = tmp_path / "tmp2"
+    tmp2.mkdir()
+    assert resolve_guidance_args([f"--guidance={gf}", "--fast-capacity=40K", "--", "p"], tmp2)[0] == f"--guidance={tmp2 / 'g.json'}"
+    for same in (["--guidance", str(gf), "--", "p"], ["--guidance", str(gf), "--", "p", "--fast-capacity", "1M"]):
+        assert resolve_guidance_args(same, tmp) == same
+    with pytest.raises(GuidanceError, match="--fast-capacity: '0.5' is a share of the footprint"):
+        resolve_guidance_args(["--guidance", str(gf), "--fast-capacity", "0.5", "--", "p"], tmp)

@@ -11,7 +11,7 @@ import math
 import sys
 import textwrap
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import typer
 from typing_extensions import Annotated
@@ -834,7 +834,67 @@ def run_cmd(ctx: typer.Context) -> None:
     The options are those of the Rust command (crates/tierkit-run; 'tierkit run --help'
     shows them). tierkit exits with the program's exit status (128 + signal if it was killed).
     """
-    raise typer.Exit(_core_run(list(ctx.args)))
+    raise typer.Exit(_run(list(ctx.args)))
+
+
+def _run(argv: List[str]) -> int:
+    """tierkit run: the Rust command, after solving the guidance again for --fast-capacity."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tierkit-run-") as tmp:
+        try:
+            argv = resolve_guidance_args(argv, Path(tmp))
+        except TierkitError as e:
+            print(error_line("tierkit: error: ", e), file=sys.stderr)
+            return 2
+        return _core_run(argv)
+
+
+def _option(argv: List[str], name: str) -> Optional[tuple[int, str]]:
+    """Where the last `name VALUE` or `name=VALUE` stands among tierkit run's own options
+    (before `--`), and its value."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    found = None
+    for i in range(end):
+        if argv[i] == name and i + 1 < end:
+            found = (i, argv[i + 1])
+        elif argv[i].startswith(name + "="):
+            found = (i, argv[i][len(name) + 1:])
+    return found
+
+
+def resolve_guidance_args(argv: List[str], tmp: Path) -> List[str]:
+    """`tierkit run --guidance G --fast-capacity BYTES`: G's strategy solved again on its sites'
+    sizes and accesses for a fast tier of BYTES (docs/guidance.md, "Guidance for the machine's
+    capacity"), written into `tmp` and run instead of G; one line on stderr says what changed.
+    Other command lines are returned as they are."""
+    g_at, cap_at = _option(argv, "--guidance"), _option(argv, "--fast-capacity")
+    if g_at is None or cap_at is None:
+        return argv
+    from . import guidance
+
+    path, cap = Path(g_at[1]), cap_at[1]
+    if isinstance(guidance.parse_capacity(cap, "--fast-capacity"), float):
+        raise guidance.GuidanceError(f"--fast-capacity: '{cap}' is a share of the footprint: give the fast tier's size "
+                                     "on this machine (512M, 2G) to solve the guidance for")
+    g = guidance.read_guidance(path)
+    if g["version"] < 2:
+        return argv  # the Rust command refuses it, naming the user's file
+    caps: List[Union[int, float, str]] = [cap] + [int(c) for c in g["capacity_bytes"][1:]]
+    r = guidance.resolve(g, caps)
+    out = tmp / path.name
+    guidance.write_guidance(r, out)
+    old, new = r["resolved_from"], r["capacity_bytes"][0]
+    fast = sum(1 for s in r["sites"] if s["tier"] == 0)
+    print(f"tierkit run: {path}: {r['strategy']} solved again for a fast tier of {new:,} bytes (made for "
+          f"{old['capacity_bytes'][0]:,}): {fast} of {len(r['sites'])} sites fast (were {old['fast_sites']})", file=sys.stderr)
+    i = g_at[0]
+    argv = list(argv)
+    if argv[i] == "--guidance":
+        argv[i + 1] = str(out)
+    else:
+        argv[i] = f"--guidance={out}"
+    return argv
 
 
 def _core_run(argv: List[str]) -> int:
@@ -1126,7 +1186,7 @@ def _main(args: List[str], argv: Optional[List[str]]) -> int:
     # 'tierkit run' goes to the Rust command as it is: click would swallow the '--' that
     # separates tierkit's options from the program's
     if args[:1] == ["run"]:
-        return _core_run(args[1:])
+        return _run(args[1:])
     cmd = typer.main.get_command(app)
     try:
         rc = cmd.main(args=argv, prog_name="tierkit", standalone_mode=False)

@@ -656,40 +656,25 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
     keyed = bool(profile.get("site_keys"))
     sites = [s for s in profile["sites"] if s["reads"] + s["writes"] > 0 or s["allocs"] > 0]
     sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"], s.get("key", [])))
-    sizes = np.array([s["peak_bytes"] for s in sites], dtype=np.int64)
-    used: list[int] = []
-    if per_phase:
-        n_ph = int(ph["count"])
-        cols = []
-        for p in range(n_ph):
-            vals = np.array([s["phase_reads"][p] + s["phase_writes"][p] for s in sites], dtype=np.int64)
-            cols.append(_assign(sizes, vals, cap_b, strategy, granularity, used))
-        per_site = np.stack(cols, axis=1) if sites else np.zeros((0, n_ph), dtype=np.int64)
-        markers, marker_warnings = phase_markers(profile)
-        phases = {"count": n_ph, "slice_source": sl["source"], "slice_length": int(sl["length"]),
-                  "of_slice": [int(x) for x in ph["of_slice"]], "made_from": made_from, "markers": markers}
-    else:
-        vals = np.array([s["reads"] + s["writes"] for s in sites], dtype=np.int64)
-        per_site = _assign(sizes, vals, cap_b, strategy, granularity, used)[:, None]
-        phases = {"count": 1, "slice_source": sl["source"], "slice_length": int(sl["length"]),
-                  "of_slice": [0] * len(ph["of_slice"])}
-
-    arena_of: dict[tuple, int] = {}
     out_sites = []
-    for s, row in zip(sites, per_site.tolist()):
-        key = tuple(row)
-        a = arena_of.setdefault(key, len(arena_of))
+    for s in sites:
         acc = s["reads"] + s["writes"]
         e: dict[str, Any] = {"key": list(s["key"])} if keyed else {}
-        e.update({"frames": list(s["frames"]), "arena": a, "tier": row[0]})
-        if per_phase and len(tiers) == 2:
-            e["bits"] = "".join("1" if t == 0 else "0" for t in row)
+        e.update({"frames": list(s["frames"]), "arena": 0, "tier": 0})
         e["peak_bytes"] = s["peak_bytes"]
         e["accesses"] = acc
         e["accesses_per_byte"] = _per_byte(acc, s["peak_bytes"])
         if per_phase:
             e["phase_accesses"] = [a_r + a_w for a_r, a_w in zip(s["phase_reads"], s["phase_writes"])]
         out_sites.append(e)
+    if per_phase:
+        markers, marker_warnings = phase_markers(profile)
+        phases = {"count": int(ph["count"]), "slice_source": sl["source"], "slice_length": int(sl["length"]),
+                  "of_slice": [int(x) for x in ph["of_slice"]], "made_from": made_from, "markers": markers}
+    else:
+        phases = {"count": 1, "slice_source": sl["source"], "slice_length": int(sl["length"]),
+                  "of_slice": [0] * len(ph["of_slice"])}
+    arenas, used = _place(out_sites, phases["count"] if per_phase else 0, cap_b, strategy, granularity, len(tiers))
 
     tr = profile["trace"]
     out = {
@@ -708,12 +693,68 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
         "profile": {"trace_path": tr["path"], "trace_digest": tr["digest"], "program": tr["program"],
                     "args": list(tr["args"]), "footprint_bytes": footprint},
         "phases": phases,
-        "arenas": [{"id": i, "tiers": list(k)} for k, i in arena_of.items()],
+        "arenas": arenas,
         "sites": out_sites,
     }
     if per_phase and marker_warnings:
         out["warnings"] = marker_warnings
     return out
+
+
+def _place(sites: list[dict], n_phases: int, cap_b: Sequence[int], strategy: str, granularity: int,
+           n_tiers: int) -> tuple[list[dict], list[int]]:
+    """Run the strategy on the guidance sites' sizes (``peak_bytes``) and values (``accesses``,
+    or each phase's ``phase_accesses`` when ``n_phases`` > 0), setting each site's ``arena``,
+    ``tier`` and (per-phase, two tiers) ``bits`` in place: sites with the same tier in every
+    phase share an arena, numbered in the sites' order. The arenas, and the granularities
+    knapsack used."""
+    sizes = np.array([s["peak_bytes"] for s in sites], dtype=np.int64)
+    used: list[int] = []
+    if n_phases:
+        cols = [_assign(sizes, np.array([s["phase_accesses"][p] for s in sites], dtype=np.int64), cap_b, strategy,
+                        granularity, used) for p in range(n_phases)]
+        per_site = np.stack(cols, axis=1) if sites else np.zeros((0, n_phases), dtype=np.int64)
+    else:
+        per_site = _assign(sizes, np.array([s["accesses"] for s in sites], dtype=np.int64), cap_b, strategy,
+                           granularity, used)[:, None]
+    arena_of: dict[tuple, int] = {}
+    for e, row in zip(sites, per_site.tolist()):
+        e["arena"] = arena_of.setdefault(tuple(row), len(arena_of))
+        e["tier"] = row[0]
+        if n_phases and n_tiers == 2:
+            e["bits"] = "".join("1" if t == 0 else "0" for t in row)
+    return [{"id": i, "tiers": list(k)} for k, i in arena_of.items()], used
+
+
+def resolve(g: dict, capacity: Union[Capacity, Sequence[Capacity]]) -> dict:
+    """The same guidance solved again for other tier capacities: the strategy runs on the
+    sizes (``peak_bytes``) and values (``accesses``, per phase ``phase_accesses``) the file
+    keeps for each site, as ``tierkit guide`` ran it on the profile's. For the capacity of a
+    real run (``tierkit run --guidance G --fast-capacity BYTES``): the profile's capacity was
+    a share of the training run's footprint, not of the machine's fast memory. ``capacity``
+    is as for :func:`make_guidance` (a fraction is of ``profile.footprint_bytes``). The
+    result says what it was solved from in ``resolved_from``."""
+    g = check_guidance(json.loads(json.dumps(g)))
+    if "resolved_from" in g:
+        raise GuidanceError("resolved_from: this guidance was solved again already: solve the original file")
+    if g["strategy"] not in STRATEGIES:
+        raise GuidanceError(f"strategy: '{g['strategy']}' is not one of {', '.join(sorted(STRATEGIES))}")
+    cap_b, cap_f = _capacities(capacity, len(g["tiers"]), int(g["profile"]["footprint_bytes"]))
+    per_phase = g["mode"] == "per-phase"
+    for i, s in enumerate(g["sites"]):
+        if per_phase and len(s.get("phase_accesses", ())) != g["phases"]["count"]:
+            raise GuidanceError(f"sites[{i}].phase_accesses: per-phase guidance keeps each site's accesses per phase "
+                                "to be solved again; this file has none")
+    gran = g.get("granularity_bytes") or DEFAULT_GRANULARITY
+    old = {"capacity_bytes": g["capacity_bytes"], "capacity_fraction": g["capacity_fraction"],
+           "fast_sites": sum(1 for s in g["sites"] if s["tier"] == 0)}
+    g["arenas"], used = _place(g["sites"], g["phases"]["count"] if per_phase else 0, cap_b, g["strategy"], int(gran),
+                               len(g["tiers"]))
+    g["capacity_bytes"], g["capacity_fraction"] = cap_b, cap_f
+    if g["strategy"] == "knapsack":
+        g["granularity_bytes"] = max(used) if used else int(gran)
+    g["resolved_from"] = old
+    return g
 
 
 #: a phase marker further than this share of the shorter adjacent phase run from its boundary
