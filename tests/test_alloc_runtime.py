@@ -271,14 +271,26 @@ def test_guidance_applies_to_a_stripped_copy_in_another_directory(sites_prog, li
     ('{"format": "tierkit-guidance", "version": 1, "context": 1, "arenas": [], "sites": []}', "version: 1"),
     ('{"format": "tierkit-guidance", "version": 2, "context": 1, "arenas": [{"id": 0, "tiers": [0]}], "sites": [{"key": ["main (a.c:3)"], "arena": 0}]}', "sites[0].key"),
     (None, "cannot read"),
+    # not a regular file, or over the limit: refused from the opened file, never read (once,
+    # /dev/urandom kept the program from starting at all)
+    ("/dev/urandom", "not a regular file (a character device)"),
+    ("fifo", "not a regular file (a FIFO)"),
+    ("big", "over the limit of 16 MiB"),
 ])
 def test_bad_guidance_is_one_line_and_the_program_still_runs(sites_prog, lib, tmp_path, content, needle):
     """A bad guidance file: one error line, plain jemalloc, the program unharmed (docs/guidance.md,
     "Environment")."""
     g = tmp_path / "g.json"
-    if content is not None:
+    if content == "/dev/urandom":
+        g = Path(content)
+    elif content == "fifo":
+        os.mkfifo(g)
+    elif content == "big":
+        with open(g, "wb") as f:
+            f.truncate((16 << 20) + 1)  # sparse
+    elif content is not None:
         g.write_text(content)
-    p = run(sites_prog, [3], lib, {"TIERKIT_GUIDANCE": str(g)})
+    p = run(sites_prog, [3], lib, {"TIERKIT_GUIDANCE": str(g)}, timeout=20)
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tierkit-alloc: error: {g}: ") and needle in lines[0], p.stderr

@@ -15,7 +15,10 @@ use crate::guidance::{Decision, Guidance};
 use crate::keys;
 use crate::unwind::{self, Caller};
 
+/// Counter shards (a thread counts in the shard its stack address picks), at most: fewer where
+/// the guidance's trie is so large that 16 copies of its counters would pass COUNTERS_MAX.
 const SHARDS: usize = 16;
+const COUNTERS_MAX: usize = 1 << 22;
 
 pub struct Runtime {
     g: Option<Guidance>,
@@ -27,6 +30,8 @@ pub struct Runtime {
     log: Option<(String, usize)>,
     counters: Vec<AtomicU64>,
     stride: usize,
+    /// Shards of `counters` (a power of two, 1 to SHARDS).
+    shards: usize,
     warnings: Vec<String>,
     errors: Vec<String>,
     pid: i32,
@@ -210,8 +215,9 @@ fn build() -> Option<Runtime> {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     let g = guidance_path.as_ref().and_then(|p| {
-        let r = std::fs::read(p).map_err(|e| format!("cannot read it ({e})")).and_then(|b| Guidance::parse(&b));
-        match r {
+        // a regular file within MAX_GUIDANCE_BYTES (checked on the opened file), or one line
+        // and the program runs unguided: a bad file never delays or stops it
+        match crate::guidance::load(std::path::Path::new(p)) {
             Ok(g) => Some(g),
             Err(e) => {
                 let line = format!("error: {p}: {e}; the program runs with plain jemalloc");
@@ -287,7 +293,11 @@ fn build() -> Option<Runtime> {
     }
     let n_nodes = g.as_ref().map_or(1, |g| g.nodes.len());
     let stride = (2 * n_nodes).div_ceil(8) * 8;
-    let counters = if report_path.is_some() { (0..SHARDS * stride).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
+    let mut shards = SHARDS;
+    while shards > 1 && shards * stride > COUNTERS_MAX {
+        shards /= 2;
+    }
+    let counters = if report_path.is_some() { (0..shards * stride).map(|_| AtomicU64::new(0)).collect() } else { Vec::new() };
     let log = log_path.map(|p| (p, env("TIERKIT_ALLOC_LOG_DEPTH").and_then(|d| d.parse::<usize>().ok()).unwrap_or(4).clamp(1, 64)));
     // SAFETY: handlers are plain functions; registered after jemalloc's so that ours run
     // first before a fork and last after it
@@ -305,6 +315,7 @@ fn build() -> Option<Runtime> {
         log,
         counters,
         stride,
+        shards,
         warnings,
         errors,
         // SAFETY: no arguments
@@ -463,7 +474,7 @@ impl Runtime {
         if !self.count {
             return (0, 0);
         }
-        (0..SHARDS).fold((0, 0), |(c, b), s| (c + self.counters[s * self.stride].load(Relaxed), b + self.counters[s * self.stride + 1].load(Relaxed)))
+        (0..self.shards).fold((0, 0), |(c, b), s| (c + self.counters[s * self.stride].load(Relaxed), b + self.counters[s * self.stride + 1].load(Relaxed)))
     }
 }
 
@@ -598,7 +609,7 @@ fn step_frame(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usiz
 fn step_frame_uncached(g: &Guidance, n: u32, fra: usize) -> Result<u32, (u32, Option<usize>)> {
     let mut v = FRM.get(fra);
     if v == 0 {
-        v = match keys::frame_key(fra).and_then(|k| g.frame_ids.get(&k).copied()) {
+        v = match keys::frame_key(fra).and_then(|k| g.frame_ids.get(k.as_str()).copied()) {
             Some(f) => f as u64 + 2,
             None => 1,
         };
@@ -702,7 +713,7 @@ impl Runtime {
             let shard = {
                 let x = 0u8;
                 let sp = &x as *const u8 as usize;
-                (sp >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60
+                ((sp >> 16).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) & (self.shards - 1)
             };
             let i = shard * self.stride + 2 * node as usize;
             self.counters[i].fetch_add(1, Relaxed);
@@ -737,7 +748,7 @@ impl Runtime {
             REENTERED.fetch_add(1, Relaxed);
             return UNMATCHED;
         }
-        let fid = keys::frame_key(ra).and_then(|k| g.frame_ids.get(&k).copied());
+        let fid = keys::frame_key(ra).and_then(|k| g.frame_ids.get(k.as_str()).copied());
         BUSY.with(|b| b.set(false));
         let d = match g.step(0, fid) {
             None => UNMATCHED,
@@ -1345,7 +1356,7 @@ impl Runtime {
         let n_nodes = self.g.as_ref().map_or(1, |g| g.nodes.len());
         let mut sums = vec![(0u64, 0u64); n_nodes];
         if self.count {
-            for s in 0..SHARDS {
+            for s in 0..self.shards {
                 for (n, sum) in sums.iter_mut().enumerate() {
                     sum.0 += self.counters[s * self.stride + 2 * n].load(Relaxed);
                     sum.1 += self.counters[s * self.stride + 2 * n + 1].load(Relaxed);
@@ -1366,6 +1377,8 @@ impl Runtime {
         let n_arenas = self.g.as_ref().map_or(0, |g| g.arena_tiers.len());
         let mut per_arena = vec![(0u64, 0u64); n_arenas];
         if let Some(g) = &self.g {
+            let counted: Vec<u32> = sums.iter().enumerate().skip(1).filter(|(_, s)| s.0 > 0).map(|(n, _)| n as u32).collect();
+            let under = g.sites_under(&counted);
             for (n, &(c, b)) in sums.iter().enumerate().skip(1) {
                 if c == 0 {
                     continue;
@@ -1379,8 +1392,8 @@ impl Runtime {
                 per_arena[a as usize].1 += b;
                 let bp = block_peak.get(&(n as u32));
                 decisions.push(json!({
-                    "prefix": node.prefix.iter().map(|&f| &g.frames[f as usize]).collect::<Vec<_>>(),
-                    "sites": node.sites, "arena": a, "allocations": c, "bytes": b,
+                    "prefix": g.prefix(n as u32),
+                    "sites": under.get(&(n as u32)), "arena": a, "allocations": c, "bytes": b,
                     "block_pages_by_node_at_peak": bp.map(|(_, p)| Value::Object(node_map(p))),
                     "block_peak_t_ms": bp.map(|(t, _)| *t),
                 }));

@@ -1475,6 +1475,42 @@ mod tests {
         assert_eq!(run(&["--guidance", v2s, "--pid", "1"]), 2);
     }
 
+    // docs/guidance.md "Reading the guidance file": a guidance file is a regular file within
+    // MAX_GUIDANCE_BYTES, checked on the opened file; a device or a FIFO without a writer is
+    // refused at once (/dev/urandom once kept the program from ever starting), before anything
+    // starts: one line naming the file, exit 2
+    #[test]
+    fn a_guidance_file_that_is_not_a_regular_file_or_too_big_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a path in our own directory
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let big = dir.path().join("big.json");
+        // sparse: its size is refused before a byte is read
+        std::fs::File::create(&big).unwrap().set_len(guided::MAX_GUIDANCE_BYTES + 1).unwrap();
+        let cases = [
+            (PathBuf::from("/dev/urandom"), "not a regular file (a character device)".to_string()),
+            (fifo.clone(), "not a regular file (a FIFO)".to_string()),
+            (dir.path().to_path_buf(), "not a regular file (a directory)".to_string()),
+            (big.clone(), format!("{} bytes, over the limit of 16 MiB", guided::MAX_GUIDANCE_BYTES + 1)),
+        ];
+        for (path, why) in cases {
+            let p = path.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || tx.send(guided::check_guidance(&p).map(|_| ()).unwrap_err().to_string()).unwrap());
+            let e = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| panic!("{}: blocked", path.display()));
+            assert!(e.starts_with(&format!("--guidance: {}: {why}", path.display())) && !e.contains('\n'), "{e}");
+            let t = Instant::now();
+            let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
+            assert_eq!(run(&["--guidance", path.to_str().unwrap(), "--", "true"]), 2);
+            assert!(t.elapsed() < Duration::from_secs(5), "{}", path.display());
+        }
+        // the limit itself passes the size check (and is then read as JSON)
+        std::fs::File::create(&big).unwrap().set_len(guided::MAX_GUIDANCE_BYTES).unwrap();
+        assert!(guided::check_guidance(&big).unwrap_err().to_string().contains("not JSON"));
+    }
+
     #[test]
     fn the_exit_status_passes_through() {
         let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
