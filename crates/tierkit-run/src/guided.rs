@@ -100,6 +100,19 @@ pub fn check_guidance(path: &Path) -> Result<Value> {
     }
 }
 
+/// The warning of a guided run on a machine with one NUMA node with memory (`tiers.slow` is
+/// None): every tier of the guidance is bound to that node, so the guidance changes nothing
+/// about where pages go (the run still shows its arenas and allocations). None with two nodes.
+pub fn one_node_warning(tiers: &crate::sys::Tiers) -> Option<String> {
+    if tiers.slow.is_some() {
+        return None;
+    }
+    let n = tiers.fast;
+    Some(format!(
+        "warning: --guidance: this machine has one NUMA node with memory (node {n}), so every tier of the guidance maps to node {n} and the guidance changes nothing about placement; run it where there is a fast and a slow node, such as the testbed VM (docs/real-linux.md)"
+    ))
+}
+
 /// The environment of a guided program, and the directory its reports go to.
 pub struct Setup {
     pub lib: PathBuf,

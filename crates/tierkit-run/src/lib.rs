@@ -821,6 +821,10 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
             ),
         ));
     }
+    // guidance on one node: every tier on it (said on stderr once the guidance is checked)
+    if args.guidance.is_some() {
+        spec_notes.extend(guided::one_node_warning(&tiers));
+    }
     let fast_node_bytes = sys::node_mem_total_bytes(root, tiers.fast).unwrap_or(0);
     let budget_bytes = match &args.fast_capacity {
         Some(s) => {
@@ -1180,6 +1184,11 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         Some(g) => Some(guided::Setup::new(g, tiers.fast, tiers.slow)?),
         None => None,
     };
+    // after the guidance file's checks (a bad file is one error line) and before the program
+    // starts: the run goes on, and the note stays in the report
+    if let (Some(_), Some(w)) = (&guided_setup, guided::one_node_warning(&tiers)) {
+        eprintln!("tierkit: {w}");
+    }
     let signals = SignalGuard::install();
     let t0 = Instant::now();
 
@@ -1509,6 +1518,50 @@ mod tests {
         // the limit itself passes the size check (and is then read as JSON)
         std::fs::File::create(&big).unwrap().set_len(guided::MAX_GUIDANCE_BYTES).unwrap();
         assert!(guided::check_guidance(&big).unwrap_err().to_string().contains("not JSON"));
+    }
+
+    /// A fake sysfs with these nodes with memory (node 0 has the CPUs, distances 10 / 20).
+    fn fake_nodes(nodes: &[u32]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("sys/devices/system/node");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("has_memory"), nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",") + "\n").unwrap();
+        for &n in nodes {
+            let nd = base.join(format!("node{n}"));
+            std::fs::create_dir_all(&nd).unwrap();
+            std::fs::write(nd.join("cpulist"), if n == 0 { "0-1\n" } else { "\n" }).unwrap();
+            let dist: Vec<String> = nodes.iter().map(|&m| if m == n { "10".into() } else { "20".into() }).collect();
+            std::fs::write(nd.join("distance"), dist.join(" ") + "\n").unwrap();
+            std::fs::write(nd.join("meminfo"), format!("Node {n} MemTotal:  1048576 kB\n")).unwrap();
+        }
+        d
+    }
+
+    // a guided run on a one-node host binds every tier to node 0: a warning says the guidance
+    // changes nothing there and where to run it (docs/real-linux.md); the run goes on
+    #[test]
+    fn guidance_on_one_node_is_warned_about_and_goes_on() {
+        let args = |a: &[&str]| Args::try_parse_from(std::iter::once("tierkit-run").chain(a.iter().copied())).unwrap();
+        let guided_run = args(&["--guidance", "g.json", "--", "true"]);
+        let one = fake_nodes(&[0]);
+        let p = plan(&guided_run, None, one.path()).unwrap();
+        let w: Vec<&String> = p.spec_notes.iter().filter(|n| n.contains("one NUMA node")).collect();
+        assert_eq!(w.len(), 1, "{:?}", p.spec_notes);
+        assert!(w[0].contains("every tier of the guidance maps to node 0") && w[0].contains("docs/real-linux.md"), "{}", w[0]);
+        assert_eq!((p.tiers.fast, p.tiers.slow), (0, None));
+        assert_eq!(guided::one_node_warning(&p.tiers).as_ref(), Some(w[0]));
+        // two nodes: tier 0 on node 0, the others on node 1, no warning
+        let two = fake_nodes(&[0, 1]);
+        let p = plan(&guided_run, None, two.path()).unwrap();
+        assert_eq!((p.tiers.fast, p.tiers.slow), (0, Some(1)));
+        assert!(!p.spec_notes.iter().any(|n| n.contains("one NUMA node")), "{:?}", p.spec_notes);
+        assert!(guided::one_node_warning(&p.tiers).is_none());
+        // without guidance one node is not worth a warning (first-touch runs anywhere)
+        let p = plan(&args(&["--", "true"]), None, one.path()).unwrap();
+        assert!(!p.spec_notes.iter().any(|n| n.contains("one NUMA node")));
+        // the only node need not be node 0
+        let t = sys::Tiers { fast: 3, slow: None, from: "single node", nodes: vec![3] };
+        assert!(guided::one_node_warning(&t).unwrap().contains("maps to node 3"));
     }
 
     #[test]
