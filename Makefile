@@ -117,8 +117,9 @@ bench-sweep: $(VENV)/.built
 bench-mix: $(VENV)/.built
 	$(PY) bench/mix.py
 
-# traces of real programs from Debian packages (data/recipes/record_traces.py); INSTALL=1
-# installs missing programs with apt-get
+# traces of real programs from Debian packages, each on a train and a ref input, into
+# data/traces/real/ with suite.json (data/recipes/record_traces.py, data/traces/README.md);
+# INSTALL=1 installs missing programs with apt-get; about 6 minutes on two cores
 traces: $(VENV)/.built tracer
 	$(PY) data/recipes/record_traces.py $(if $(INSTALL),--install)
 

@@ -1,6 +1,7 @@
--- The SQL script of the sqlite3 recipe (data/recipes/record_traces.py): an in-memory
--- database of 60,000 customers and 250,000 orders, an index, two aggregate queries over a
--- join and a scan, and an update. Deterministic: no random(), no time functions.
+-- The SQL script of the sqlite3 recipe's ref input (data/recipes/record_traces.py) and of the
+-- demo trace data/traces/sqlite3-orders.tkt: an in-memory database of 250,000 customers and
+-- 250,000 orders naming 60,000 of them, an index, two aggregate queries over a join and a
+-- scan, and an update. Deterministic: no random(), no time functions.
 PRAGMA cache_size = -65536;
 CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT, city INTEGER);
 CREATE TABLE orders(id INTEGER PRIMARY KEY, customer INTEGER, amount INTEGER, day INTEGER);
