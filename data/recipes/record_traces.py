@@ -528,7 +528,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                 continue
             work = Path(tmp) / t.name
             work.mkdir()
-            r, seconds = record(t, work, dest)
+            try:
+                r, seconds = record(t, work, dest)
+            except tierkit.TierkitError as e:  # no tracer, no Valgrind: the others would fail too
+                print(f"traces: {t.name}: {e}", file=sys.stderr)
+                failed = True
+                break
             status = "ok" if r["status"] == 0 and not r.get("incomplete") else f"status {r['status']}" + (f", incomplete: {r['incomplete']}" if r.get("incomplete") else "")
             if status != "ok":
                 failed = True
