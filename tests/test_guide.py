@@ -9,6 +9,7 @@ from tierkit.guidance import (
     GuidanceError,
     assign_tiers,
     density_order,
+    frame_label,
     hotset,
     knapsack,
     knapsack_select,
@@ -18,6 +19,8 @@ from tierkit.guidance import (
     parse_capacity,
     read_guidance,
     read_profile,
+    site_frames,
+    site_label,
     thermos,
     tier_summary,
     write_guidance,
@@ -320,6 +323,66 @@ def test_keyed_profiles_make_version_2_guidance():
     bad["version"] = 3
     with pytest.raises(GuidanceError, match="version: 3 is not supported .*versions 1 and 2"):
         read_guidance_dict(bad)
+
+
+def stripped_profile():
+    """keyed_profile as a stripped program shows it: every frame '??? (in /opt/app/bin/prog)',
+    the keys as before (docs/guidance.md, "Site keys")."""
+    p = keyed_profile()
+    for s in p["sites"]:
+        s["frames"] = ["??? (in /opt/app/bin/prog)"] * len(s["key"])
+        s["accesses_per_byte"] = (s["reads"] + s["writes"]) / max(1, s["peak_bytes"])
+        s["bytes_per_kinsn"] = 0.0
+    return p
+
+
+def test_frame_label_shows_an_unnamed_frame_by_its_key():
+    assert frame_label("??? (in /usr/bin/sort)", "build-id:4f1c+0x4a10") == "sort+0x4a10"
+    assert frame_label("??? (in /usr/lib/libz.so.1)", "file:libz.so.1+0x1d7") == "libz.so.1+0x1d7"
+    assert frame_label("???", "file:?+0x7f00") == "file:?+0x7f00"
+    # a named frame, and a frame without a key (version 1, an imported trace), stay as they are
+    assert frame_label("main (a.c:3)", "build-id:4f1c+0x11") == "main (a.c:3)"
+    assert frame_label("??? (in /usr/bin/sort)") == "??? (in /usr/bin/sort)"
+    assert frame_label("??? (in /usr/bin/sort)", "main (a.c:3)") == "??? (in /usr/bin/sort)"
+    assert site_frames({"frames": ["??? (in /x/prog)", "main (a.c:3)"], "key": ["build-id:ab+0x10", "build-id:ab+0x20"]}) \
+        == ["prog+0x10", "main (a.c:3)"]
+    assert site_frames({"frames": ["??? (in /x/prog)"]}) == ["??? (in /x/prog)"]
+    # one line: the innermost frame, and its caller where that says little
+    assert site_label({"frames": ["??? (in /x/prog)", "??? (in /x/prog)"], "key": ["file:prog+0x10", "file:prog+0x20"]}) \
+        == "prog+0x10 < prog+0x20"
+    assert site_label({"frames": ["make_hot_counters (sites.c:87)", "main (sites.c:120)"]}) == "make_hot_counters (sites.c:87)"
+    assert site_label({"frames": []}) == "?"
+
+
+def test_a_stripped_programs_sites_are_shown_apart(tmp_path, cli):
+    """A stripped program's sites all display as '??? (in PROG)' although their keys differ:
+    the profile's table, the guidance file and tierkit guide show each by its key instead."""
+    from tierkit.profiling import sites_frame
+
+    p = stripped_profile()
+    df = sites_frame(p)
+    # the innermost frame is the wrapper's for three sites: its callers tell them apart
+    assert list(df["site"]) == ["prog+0x11bd < prog+0x1230", "prog+0x11bd < prog+0x1220", "prog+0x11bd < prog+0x1210",
+                                "prog+0x40"]
+    assert list(df["callers"]) == ["prog+0x1230", "prog+0x1220", "prog+0x1210", ""]
+    g = make_guidance(p, "thermos", 0.4)
+    assert g["version"] == 2
+    for s in g["sites"]:
+        assert s["frames"] == ["prog+0x" + k.rsplit("+0x", 1)[1] for k in s["key"]], s
+    assert read_guidance_dict(g)["sites"] == g["sites"]
+    # version 1 keys sites by their display frames: written as they are
+    v1 = profile_dict()
+    for i, s in enumerate(v1["sites"]):
+        s["frames"] = ["??? (in /opt/app/bin/prog)", f"caller{i} (m.c:{i})"]
+    assert [s["frames"][0] for s in make_guidance(v1, "thermos", 0.4)["sites"]] == ["??? (in /opt/app/bin/prog)"] * 3
+    # tierkit guide lists them apart
+    pf = tmp_path / "p.json"
+    pf.write_text(json.dumps(p))
+    rc, out, err = cli("guide", pf, "--capacity", "0.4", "-o", tmp_path / "g.json")
+    assert rc == 0, err
+    listed = [line.strip().split("  (")[0] for line in out.splitlines() if line.startswith("      ") and "accesses" in line]
+    assert sorted(listed) == ["prog+0x11bd < prog+0x1210", "prog+0x11bd < prog+0x1220", "prog+0x11bd < prog+0x1230"], out
+    assert "???" not in out, out
 
 
 def read_guidance_dict(g):

@@ -114,6 +114,11 @@ def test_a_stripped_programs_sites_stay_distinct(traces):
     wrapper = [s for s in p["sites"] if s["peak_bytes"] == 3 * 64 * 1024]
     assert len(direct) == 3 and len(wrapper) == 1, [(s["frames"], s["key"], s["peak_bytes"]) for s in p["sites"]]
     assert len({s["frames"][0] for s in direct + wrapper}) == 1 and direct[0]["frames"][0].startswith("??? (in ")
+    # and are shown apart, by their keys: the program's name and each frame's offset
+    shown = [guide.site_label(s) for s in direct + wrapper]
+    assert shown == [f"keyed_sites+0x{s['key'][0].rsplit('+0x', 1)[1]}" for s in direct + wrapper] and len(set(shown)) == 4, shown
+    table = prof.sites_frame(p)
+    assert set(shown) <= set(table["site"]), table
     cold, warm, hot = sorted(s["reads"] + s["writes"] for s in direct)
     # all filled alike; then warm swept 4 times and hot 40 times (1024 lines a sweep)
     assert (warm - cold, hot - cold) == (4 * 1024, 40 * 1024)

@@ -645,7 +645,7 @@ def guide_cmd(
         print(f"  {name}: {len(ss)} sites, {_fmt_bytes(sum(x['peak_bytes'] for x in ss))}, {100 * acc / tot:.1f}% of the heap's accesses")
         for x in ss[:5]:
             bits = f"  [{x['bits']}]" if x.get("bits") else ""
-            print(f"      {x['frames'][0] if x['frames'] else '?'}  ({_fmt_bytes(x['peak_bytes'])}, {x['accesses']:,} accesses){bits}")
+            print(f"      {guide.site_label(x)}  ({_fmt_bytes(x['peak_bytes'])}, {x['accesses']:,} accesses){bits}")
         if len(ss) > 5:
             print(f"      ... {len(ss) - 5} more")
     marks = g["phases"].get("markers")

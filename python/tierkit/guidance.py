@@ -51,6 +51,50 @@ class GuidanceError(_ErrorBase, ValueError):
     naming the file (or option) and the key."""
 
 
+# ------------------------------------------------------------------ how sites are shown
+
+#: a display frame that names no function: Valgrind's ``??? (in /usr/bin/sort)`` (a stripped
+#: program or library), or ``???`` (an address in no known object)
+_UNNAMED_FRAME = re.compile(r"^\?\?\?(?: \(in (.+)\))?$")
+
+
+def frame_label(frame: str, key: Optional[str] = None) -> str:
+    """How tierkit shows one frame of a site to people (docs/guidance.md, "Site keys"): its
+    display frame, except where that names no function (``??? (in OBJECT)``: a stripped
+    program), which would show every site of the object alike; there the frame's key tells
+    them apart, as ``OBJECTNAME+0xOFFSET`` (the object's file name without its directory, the
+    key's offset). A bare ``???`` is shown as its key. Frames without a key (version-1
+    guidance, an imported trace) are shown as they are."""
+    m = _UNNAMED_FRAME.match(frame)
+    if m is None or key is None or not FRAME_KEY.match(key):
+        return frame
+    if m.group(1) is None:
+        return key
+    obj = m.group(1).rstrip("/")
+    return f"{obj.rsplit('/', 1)[-1] or obj}+0x{key.rsplit('+0x', 1)[1]}"
+
+
+def site_frames(site: dict) -> list[str]:
+    """A profile's or guidance file's site as shown: each display frame (``frames``) through
+    ``frame_label`` with its frame key (``key``, one per frame where the site has keys)."""
+    frames = list(site.get("frames") or [])
+    keys = site.get("key") or []
+    return [frame_label(f, keys[i] if i < len(keys) else None) for i, f in enumerate(frames)]
+
+
+def site_label(site: dict) -> str:
+    """A site in one line, as tables and listings show it: its innermost frame (``site_frames``),
+    and the first caller when the innermost frame alone says little (an allocation wrapper, a
+    short label, or a frame without a name or key)."""
+    frames = site_frames(site)
+    if not frames:
+        return "?"
+    head = frames[0]
+    if len(frames) > 1 and (head.startswith("???") or len(head) < 12):
+        head += " < " + frames[1]
+    return head if len(head) <= 80 else head[:77] + "..."
+
+
 # ------------------------------------------------------------------------------ strategies
 
 
@@ -655,12 +699,15 @@ def make_guidance(profile: dict, strategy: str, capacity: Union[Capacity, Sequen
 
     keyed = bool(profile.get("site_keys"))
     sites = [s for s in profile["sites"] if s["reads"] + s["writes"] > 0 or s["allocs"] > 0]
-    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), s["frames"], s.get("key", [])))
+    # version 2 writes the frames as people are shown them (a stripped program's by their keys:
+    # frame_label); version 1's frames are its keys, written as they are
+    shown = {id(s): site_frames(s) if keyed else list(s["frames"]) for s in sites}
+    sites.sort(key=lambda s: (-(s["reads"] + s["writes"]), shown[id(s)], s.get("key", [])))
     out_sites = []
     for s in sites:
         acc = s["reads"] + s["writes"]
         e: dict[str, Any] = {"key": list(s["key"])} if keyed else {}
-        e.update({"frames": list(s["frames"]), "arena": 0, "tier": 0})
+        e.update({"frames": shown[id(s)], "arena": 0, "tier": 0})
         e["peak_bytes"] = s["peak_bytes"]
         e["accesses"] = acc
         e["accesses_per_byte"] = _per_byte(acc, s["peak_bytes"])

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .guidance import site_frames
 from .validate import PAGE, ROOT, platform_toml, write_results
 
 #: name -> (workload, arguments, strategy, why it is here)
@@ -258,7 +259,7 @@ def simulate(trace: Path, guidance: Path, fast_bytes: int, work: Path, tag: str,
 def _arena_sites(g: dict) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for s in g["sites"]:
-        out.setdefault(int(s["arena"]), []).append(s["frames"][0])
+        out.setdefault(int(s["arena"]), []).append(site_frames(s)[0])
     return out
 
 
@@ -314,8 +315,9 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
             bp = d.get("block_pages_by_node_at_peak")
             if bp is None:
                 continue
-            names = [g["sites"][i]["frames"][0] for i in d["sites"]]
-            sim = [sum(sim_by_site.get(nm, [0, 0])[t] for nm in names) for t in (0, 1)]
+            # the model's pages of the same sites (its by_site names a site by its display frame)
+            sim = [sum(sim_by_site.get(g["sites"][i]["frames"][0], [0, 0])[t] for i in d["sites"]) for t in (0, 1)]
+            names = [site_frames(g["sites"][i])[0] for i in d["sites"]]
             meas = [bp.get("0", 0), bp.get("1", 0)]
             site_rows.append({"sites": names, "arena": d["arena"], "tier": g["arenas"][d["arena"]]["tiers"][0],
                               "measured_peak": meas, "sim_usable": sim, "fast_diff_pages": meas[0] - sim[0],

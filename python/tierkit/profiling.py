@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _core
 from ._core import TierkitError
+from .guidance import site_frames, site_label
 from .output import check_new as check_new_file
 from .output import write_bytes, write_text
 from .progress import Bar
@@ -312,26 +313,17 @@ def profile(trace: PathLike, context: Optional[int] = None, phases: int = 8, sli
     }
 
 
-def _short(frames: list) -> str:
-    """The innermost frame, and the first caller when the innermost frame alone says
-    little (an allocation wrapper, or a library without symbols)."""
-    if not frames:
-        return "?"
-    head = frames[0]
-    if len(frames) > 1 and (head.startswith("???") or len(frames[0]) < 12):
-        head += " < " + frames[1]
-    return head if len(head) <= 80 else head[:77] + "..."
-
-
 def sites_frame(p: dict):
-    """The profile's sites as a DataFrame, hottest first (``site`` is the innermost frame)."""
+    """The profile's sites as a DataFrame, hottest first (``site`` is the innermost frame, with
+    its caller where it says little; frames as ``guidance.site_frames`` shows them: a stripped
+    program's by their frame keys)."""
     import pandas as pd
 
     rows = []
     tot = max(1, p["totals"]["accesses"])
     for s in p["sites"]:
         acc = s["reads"] + s["writes"]
-        rows.append({"site": _short(s["frames"]), "callers": " < ".join(s["frames"][1:]),
+        rows.append({"site": site_label(s), "callers": " < ".join(site_frames(s)[1:]),
                      **({"key": s["key"][0] if s["key"] else ""} if "key" in s else {}),
                      "peak_bytes": s["peak_bytes"], "reads": s["reads"], "writes": s["writes"],
                      "accesses_pct": 100 * acc / tot, "accesses_per_byte": s["accesses_per_byte"],
