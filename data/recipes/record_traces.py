@@ -4,7 +4,8 @@
 A suite of programs of different kinds, each run on two inputs generated here from fixed
 seeds: `train` (the smaller) and `ref` (other data, about 3-5 times the work), as SPEC CPU
 names its inputs. Each run is recorded with `tierkit.record` (the default cache hierarchy
-L1 32K/L2 1M/L3 8M, so post-cache accesses; allocation sites with 4 frames; a slice marker
+L1 32K/L2 1M/L3 8M, so post-cache accesses; allocation sites with 9 frames, enough for 002
+Fig. 2's call-path depths up to 8 (`FRAMES`); a slice marker
 every 100 M instructions) into `data/traces/real/PROGRAM-INPUT.tkt` (not committed), and
 `data/traces/real/suite.json` lists what was recorded (`data/traces/README.md`, "The
 suite of real programs", describes the inputs and gives the counts). Programs:
@@ -55,6 +56,9 @@ from typing import Callable, Iterator, Optional
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 INPUTS = ("train", "ref")
+#: frames per allocation site: call-path depths 0..8, as the suite's guidance study sweeps them
+#: (002 §III-A, Fig. 2; docs/experiments.md, "Guidance on real programs")
+FRAMES = 9
 # the names of the suite before it had two inputs per program (one trace each, NAME.tkt)
 OLD_NAMES = ("sqlite3", "xz", "bzip2", "imagick")
 
@@ -463,7 +467,7 @@ def record(t: Trace, work: Path, dest: Path) -> tuple[dict, float]:
         try:
             if driver:
                 driver.start()
-            r = tierkit.record(t.argv[0], list(t.argv[1:]), dest, slice="100M", force=True)
+            r = tierkit.record(t.argv[0], list(t.argv[1:]), dest, context=FRAMES, slice="100M", force=True)
         finally:
             os.chdir(cwd)
             done.set()
@@ -549,7 +553,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     total = time.monotonic() - started
     # suite.json lists the suite's traces that are there, in the suite's order
     listed = [entries[t.name] for t in todo if t.name in entries and (out / f"{t.name}.tkt").exists()]
-    index.write_text(json.dumps({"cache": "default (L1 32K/8, L2 1M/16, L3 8M/16, 64-byte lines)", "context": 4, "slice": "100M",
+    index.write_text(json.dumps({"cache": "default (L1 32K/8, L2 1M/16, L3 8M/16, 64-byte lines)", "context": FRAMES, "slice": "100M",
                                  "traces": listed}, indent=1) + "\n")
     rows = [row for row in listed if row["trace"] in {t.name for t in chosen}]
     if rows:
