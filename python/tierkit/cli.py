@@ -961,6 +961,7 @@ def validate_cmd(
     repeats: Annotated[int, typer.Option("--repeats", help="kernel runs per workload and policy (their counts vary from run to run: the table gives mean and range)")] = 3,
     length: Annotated[Optional[float], typer.Option("--length", help="multiply each workload's --work by this (traces are recorded at the same length); default: the length whose run lasts --min-vm-seconds in the VM")] = None,
     min_vm_seconds: Annotated[float, typer.Option("--min-vm-seconds", help="without --length: find per workload the length whose run lasts at least this long in the VM (0: length 1)")] = 8.0,
+    programs: Annotated[Optional[str], typer.Option("--programs", help="with --guided: comma-separated real programs of the suite (sqlite3, xz: data/traces/real's traces, recorded when missing), run from the host's binaries in the VM; without --workloads, only these")] = None,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
     VM, on the same programs (docs/validation.md); with --guided, the guided allocator's
@@ -971,10 +972,14 @@ def validate_cmd(
         from . import guided_vm as gv
         from .testbed import availability
 
-        names = [x.strip() for x in workloads.split(",")] if workloads else list(gv.WORKLOADS)
+        progs = [x.strip() for x in programs.split(",") if x.strip()] if programs else []
+        names = [x.strip() for x in workloads.split(",")] if workloads else ([] if progs else list(gv.WORKLOADS))
         for n in names:
             if n not in gv.WORKLOADS:
                 raise TierkitError(f"--workloads: unknown workload '{n}' for --guided (known: {', '.join(gv.WORKLOADS)})")
+        for n in progs:
+            if n not in gv.PROGRAMS:
+                raise TierkitError(f"--programs: unknown program '{n}' (known: {', '.join(gv.PROGRAMS)})")
         if policies is not None:
             raise TierkitError("--policies: not used with --guided (the runs are guided, first-touch and all-slow)")
         mib = gv.FAST_FREE_MIB if fast_free_mib == 64 else fast_free_mib
@@ -983,15 +988,18 @@ def validate_cmd(
         why = availability()
         if why is not None:
             raise TierkitError(f"validate: the testbed VM cannot run here: {why}")
-        o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/guided_vm.json")
-        img = (img_dir / "guided-vm.png") if img_dir is not None else None
+        stem = "guided_vm" if names else "guided_vm_programs"
+        o = out if out != Path("experiments/results/validation.json") else Path(f"experiments/results/{stem}.json")
+        img = (img_dir / f"{stem.replace('_', '-')}.png") if img_dir is not None else None
         try:
-            res = gv.validate_guided(names, o, work, img, mib)
+            res = gv.validate_guided(names, o, work, img, mib, programs=progs)
         except RuntimeError as e:
             raise TierkitError(f"validate --guided: {e}") from None
         print(gv.table(res), end="")
         return
 
+    if programs is not None:
+        raise TierkitError("--programs: only with --guided")
     names = [x.strip() for x in workloads.split(",")] if workloads else list(v.WORKLOADS)
     pols = [x.strip() for x in policies.split(",")] if policies else list(v.POLICIES)
     for n in names:

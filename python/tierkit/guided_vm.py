@@ -27,12 +27,24 @@ For each workload:
 6. **Side by side.** Per arena, pages per node at the peak and at the end, measured and
    simulated; the sites of each arena and the runtime's unmatched count; the model's share of
    accesses served by the fast tier; run times. JSON, a Markdown table and a plot.
+
+`--programs` does the same for real programs of the suite (`PROGRAMS`;
+data/recipes/record_traces.py, data/traces/README.md "The suite"): the suite's trace of the
+program on its input (data/traces/real/PROGRAM-INPUT.tkt, recorded here with the recipe when
+missing), profiled; the program's binary, the shared libraries and loader `ldd` names and its
+input files, copied from the host into the VM (the same files, so the same build-ids and frame
+keys); run in a work directory on a tmpfs bound to node 1 (`mpol=bind:1`), so that its input
+and output files and tierkit-run's outputs take no node-0 memory the model does not see, with
+the kernel's watermark boosting off in the VM (`vm.watermark_boost_factor=0`: a boost raises
+node 0's watermarks by a pageblock, 512 pages, mid-run, below the capacity the guidance was
+made for); `thermos` guidance; transparent huge pages off.
 """
 from __future__ import annotations
 
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -52,6 +64,21 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
             "with the 64 MiB edge list, allocated first, grown by realloc and freed mid-run); "
             "short-lived sites make the arenas' peak differ from their end"),
 }
+#: real programs of the suite (data/recipes/record_traces.py): name -> (the suite's trace,
+#: PROGRAM-INPUT, node 0's MemFree at its start in MiB, below the program's footprint, why)
+PROGRAMS: dict[str, tuple[str, int, str]] = {
+    "sqlite3": ("sqlite3-ref", 16,
+                "a database in memory (sqlite3 :memory:): 762,772 allocations from 437 sites, nearly all "
+                "behind sqlite3's allocator wrapper (one innermost frame), so the arenas are told apart by "
+                "unwinding; 30.7 MiB footprint, 21.9 MiB live at the peak"),
+    "xz": ("xz-train", 12,
+           "a compressor (xz -3): 17 large allocations, the match finder's hash table and the dictionary; "
+           "18.5 MiB footprint"),
+}
+#: the strategy of the programs' guidance (002 §III-A)
+PROGRAM_STRATEGY = "thermos"
+#: where a program runs in the VM: a tmpfs bound to node 1, for its files and tierkit-run's outputs
+N1 = "/n1"
 #: node 0's MemFree at each program's start, MiB (the rest of node 0 is reserved as hugetlb pages)
 FAST_FREE_MIB = 96
 #: the library's sampling period of each arena's pages per node
@@ -80,8 +107,10 @@ def _tierkit(*args: str) -> str:
 # the kernel's view of node 0
 
 def parse_zoneinfo(text: str, node: int = 0) -> list[dict]:
-    """The zones of `node` in /proc/zoneinfo: name, free, min, low, high, managed (pages) and
-    the lowmem reserve it keeps against user pages (`protection[ZONE_MOVABLE]`)."""
+    """The zones of `node` in /proc/zoneinfo: name, free, min, low, high, managed (pages), the
+    lowmem reserve it keeps against user pages (`protection[ZONE_MOVABLE]`), the watermark
+    boost and `pcp`: the pages on its CPUs' free lists (the pagesets' `count:`), which
+    `pages free` does not count."""
     zones: list[dict] = []
     cur: Optional[dict] = None
     for line in text.splitlines():
@@ -96,18 +125,30 @@ def parse_zoneinfo(text: str, node: int = 0) -> list[dict]:
         w = line.split()
         if len(w) >= 3 and w[0] == "pages" and w[1] == "free":
             cur["free"] = int(w[2])
-        elif len(w) == 2 and w[0] in ("min", "low", "high", "managed", "promo"):
+        elif len(w) == 2 and w[0] in ("min", "low", "high", "managed", "promo", "boost"):
             cur[w[0]] = int(w[1])
+        elif len(w) == 2 and w[0] == "count:":
+            cur["pcp"] = cur.get("pcp", 0) + int(w[1])
         elif w and w[0] == "protection:":
             prot = [int(x) for x in re.findall(r"\d+", line)]
             cur["reserve"] = prot[MOVABLE] if len(prot) > MOVABLE else (prot[-1] if prot else 0)
     return [z for z in zones if z.get("managed", 0) > 0]
 
 
-def usable_pages(zones: list[dict]) -> int:
+def usable_pages(zones: list[dict], pcp: bool = False) -> int:
     """Pages a node-0-preferred allocation can still take before it falls back to node 1:
-    per zone, free above the low watermark and the lowmem reserve."""
-    return sum(max(0, z.get("free", 0) - z.get("low", 0) - z.get("reserve", 0)) for z in zones)
+    per zone, free above the low watermark and the lowmem reserve. With `pcp`, also the pages
+    on the zone's per-CPU free lists while it is above that mark: an order-0 allocation that
+    passes the zone's watermark check takes its page from the CPU's list first
+    (mm/page_alloc.c `rmqueue_pcplist`), which `pages free` does not count; Linux 6.7's
+    automatic tuning of the lists' size lets them hold thousands of pages after a burst of
+    frees (measured in the VM: 1,929 pages on node 0's lists after the hugetlb reservation),
+    so the programs' runs cap them (`vm.percpu_pagelist_high_fraction`) and count them."""
+    out = 0
+    for z in zones:
+        above = z.get("free", 0) - z.get("low", 0) - z.get("reserve", 0)
+        out += max(0, above) + (z.get("pcp", 0) if pcp and above > 0 else 0)
+    return out
 
 
 def _meminfo_free(text: str) -> dict[int, int]:
@@ -127,9 +168,9 @@ def _shrink(fast_free_mib: int) -> str:
             f"cat {HP} > $OUT/hugepages; ")
 
 
-def _state(tag: str) -> str:
-    return (f"cat /proc/zoneinfo > $OUT/zoneinfo_{tag}; "
-            f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo_{tag}; ")
+def _state(tag: str, dest: str = "$OUT") -> str:
+    return (f"cat /proc/zoneinfo > {dest}/zoneinfo_{tag}; "
+            f"grep MemFree /sys/devices/system/node/node*/meminfo > {dest}/meminfo_{tag}; ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,15 +199,84 @@ def make_guidance(name: str, profile: Path, strategy: str, capacity_bytes: int, 
     return g
 
 
+def _recipes() -> Any:
+    """data/recipes/record_traces.py, loaded by path (the suite's recipes: argv, environment and
+    the input files, generated from fixed seeds)."""
+    import importlib.util
+
+    path = ROOT / "data" / "recipes" / "record_traces.py"
+    if "tierkit_record_traces" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("tierkit_record_traces", path)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"{path}: cannot load the suite's recipes")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # its dataclasses look their module up there
+        spec.loader.exec_module(mod)
+    return sys.modules["tierkit_record_traces"]
+
+
+def program_inputs(name: str, work: Path, progress: bool = True, traces: Optional[Path] = None) -> dict:
+    """A real program of the suite: its trace, profile and input files. The suite's trace
+    (`traces`/PROGRAM-INPUT.tkt, data/traces/real by default) is used where suite.json lists it
+    with the recipe's argv and the installed package's version (the version recorded is the
+    binary run, so the frame keys match); otherwise the recipe records it into `work`."""
+    rt = _recipes()
+    tname = PROGRAMS[name][0]
+    t = next((x for x in rt.suite() if x.name == tname), None)
+    if t is None:
+        raise RuntimeError(f"{tname}: not in the suite's recipes (data/recipes/record_traces.py)")
+    exe = Path(t.argv[0])
+    if not exe.is_file():
+        pkg = dict((Path(e).name, p) for e, p in t.needs).get(exe.name, t.package)
+        raise RuntimeError(f"{exe} is missing (apt-get install {pkg})")
+    version = rt.version(t.package)
+    traces = traces or ROOT / "data" / "traces" / "real"
+    tkt = traces / f"{tname}.tkt"
+    try:
+        listed = {e["trace"]: e for e in json.loads((traces / "suite.json").read_text())["traces"]}.get(tname)
+    except (OSError, ValueError, KeyError, TypeError):
+        listed = None
+    ok = (tkt.is_file() and listed is not None and listed.get("argv") == list(t.argv) and listed.get("version") == version
+          and listed.get("status") == "ok" and listed.get("bytes") == tkt.stat().st_size)
+    if not ok:
+        tkt = work / f"{tname}.tkt"
+        stamp = {"argv": list(t.argv), "version": version, "frames": rt.FRAMES}
+        meta = work / f"{tname}.record.json"
+        if not (tkt.is_file() and meta.is_file() and json.loads(meta.read_text()) == stamp):
+            _say(progress, f"{tname}: no suite trace of {t.package} {version} in {traces}; recording it")
+            rec = work / f"{tname}.rec"
+            shutil.rmtree(rec, ignore_errors=True)
+            rec.mkdir(parents=True)
+            r, secs = rt.record(t, rec, tkt)
+            if r["status"] != 0 or r.get("incomplete"):
+                raise RuntimeError(f"recording {tname} failed (status {r['status']})")
+            shutil.rmtree(rec)
+            meta.write_text(json.dumps(stamp))
+            _say(progress, f"recorded {tname} in {secs:.0f} s")
+    prof = work / f"{tname}.profile.json"
+    pstamp = {"trace": str(tkt), "size": tkt.stat().st_size, "mtime_ns": tkt.stat().st_mtime_ns}
+    pmeta = work / f"{tname}.profile.stamp.json"
+    if not (prof.is_file() and pmeta.is_file() and json.loads(pmeta.read_text()) == pstamp):
+        _tierkit("profile", str(tkt), "-o", str(prof), "--force")
+        pmeta.write_text(json.dumps(pstamp))
+    files = work / "inputs" / name
+    shutil.rmtree(files, ignore_errors=True)
+    files.mkdir(parents=True)
+    t.make(files)
+    return {"trace": tkt, "profile": prof, "exe": exe, "argv": list(t.argv), "env": dict(t.env), "files": files,
+            "package": t.package, "version": version, "trace_name": tname, "what": t.what,
+            "strategy": PROGRAM_STRATEGY, "fast_free_mib": PROGRAMS[name][1]}
+
+
 # ---------------------------------------------------------------------------------------------
 # VM runs
 
-def _run_cmd(i: str, prog: str, how: str, env: str = "") -> str:
-    return (f"{env}tierkit-run --json {how} --interval 200ms --timeseries $OUT/ts.csv -- {prog} "
-            f"> $OUT/run 2> $OUT/err; echo $? > $OUT/rc; ")
+def _run_cmd(i: str, prog: str, how: str, env: str = "", dest: str = "$OUT") -> str:
+    return (f"{env}tierkit-run --json {how} --interval 200ms --timeseries {dest}/ts.csv -- {prog} "
+            f"> {dest}/run 2> {dest}/err; echo $? > {dest}/rc; ")
 
 
-def _collect(r: Any, what: str) -> dict:
+def _collect(r: Any, what: str, pcp: bool = False) -> dict:
     rc = int((r.files.get("rc") or b"-1").strip() or -1)
     if r.status != 0 or rc != 0:
         err = ((r.files.get("err") or b"").decode() + r.stderr)[-600:]
@@ -179,16 +289,37 @@ def _collect(r: Any, what: str) -> dict:
         if f"zoneinfo_{tag}" in r.files:
             z = parse_zoneinfo(r.files[f"zoneinfo_{tag}"].decode())
             out[f"zones_{tag}"] = z
-            out[f"usable_pages_{tag}"] = usable_pages(z)
+            out[f"usable_pages_{tag}"] = usable_pages(z, pcp)
         if f"meminfo_{tag}" in r.files:
             out[f"memfree_{tag}"] = _meminfo_free(r.files[f"meminfo_{tag}"].decode())
     return out
 
 
+#: the VM's settings for the programs' runs (inside the VM only): watermark boosting off (a
+#: boost, mm/page_alloc.c `boost_watermark`, raises a zone's watermarks by a pageblock when an
+#: allocation steals one of another migrate type: measured once in xz's run, 512 pages of node
+#: 0 gone mid-run), the per-CPU free lists capped at their smallest (4 batches a CPU; the
+#: fraction of the zone is 1/100000), and a tmpfs bound to node 1 for the programs' files
+_PROGRAM_SETUP = ("echo 0 > /proc/sys/vm/watermark_boost_factor; echo 100000 > /proc/sys/vm/percpu_pagelist_high_fraction; "
+                  f"mkdir -p {N1} && mount -t tmpfs -o mpol=bind:1 tmpfs {N1}; ")
+
+
+def _program_cmd(n: str, inp: dict, how: str, env: str) -> str:
+    """A program of the suite in its directory on node 1's tmpfs (its input files, copied
+    there at the VM's start), tierkit-run's outputs there too, copied to $OUT afterwards."""
+    d = f"{N1}/out-{n}"
+    penv = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(inp["env"].items()))
+    return (f"rm -rf {d}; mkdir -p {d}; " + _state("start", d) + f"cd {N1}/{n} && "
+            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv, d) + "cd /; " + _state("after", d) + f"cp {d}/* $OUT/; ")
+
+
 def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, progress: bool = True,
            specs: Optional[dict] = None, references: bool = True, vm_config: Any = None, thp: Optional[str] = None) -> dict:
     """Per workload: shrink node 0, read its zones, make the guidance at the usable capacity,
-    run guided (and first-touch, all-slow); one VM for everything."""
+    run guided (and first-touch, all-slow); one VM for everything. A real program of the
+    suite (`inputs[n]` from `program_inputs`: its argv, environment, input files, strategy and
+    node 0's free MiB) runs as `_program_cmd` says, with `_PROGRAM_SETUP`'s settings, and its
+    usable capacity counts the per-CPU lists' pages."""
     from .testbed import FileSet, Testbed, VMConfig
 
     specs = specs or WORKLOADS
@@ -198,8 +329,14 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
         if not p.is_file():
             raise RuntimeError(f"{p} is missing ({how})")
     files = FileSet().add_binary(run_bin).add_binary(lib, "/usr/local/bin/libtierkit_alloc.so")
+    programs = [n for n in names if "argv" in inputs[n]]
     for n in names:
-        files.add_binary(inputs[n]["exe"])
+        if n in programs:
+            # the host's own binary at its own path, with the libraries and loader ldd names
+            # (the same files the tracer saw, so the same build-ids), and the input files
+            files.add_binary(inputs[n]["exe"], str(inputs[n]["exe"])).add_file(inputs[n]["files"], f"/root/{n}")
+        else:
+            files.add_binary(inputs[n]["exe"])
     out: dict = {"runs": {}}
     t = time.time()
     with Testbed(vm_config or VMConfig(fast_mib=512, slow_mib=1024), files) as vm:
@@ -208,25 +345,37 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
             # transparent huge pages (always, madvise, never), inside the VM only
             vm.run(f"echo {shlex.quote(thp)} > /sys/kernel/mm/transparent_hugepage/enabled")
             out["thp_set"] = thp
+        if programs:
+            r = vm.run(_PROGRAM_SETUP + "".join(f"cp -a /root/{n} {N1}/ && " for n in programs) + "true")
+            if r.status != 0:
+                raise RuntimeError(f"setting up the VM for the programs failed: {r.stderr.strip()[-300:]}")
         info = vm.run("cat /proc/sys/vm/min_free_kbytes /proc/sys/vm/watermark_scale_factor "
-                      "/sys/kernel/mm/transparent_hugepage/enabled /proc/sys/kernel/numa_balancing; uname -r").stdout.splitlines()
+                      "/sys/kernel/mm/transparent_hugepage/enabled /proc/sys/kernel/numa_balancing "
+                      "/proc/sys/vm/watermark_boost_factor /proc/sys/vm/percpu_pagelist_high_fraction; uname -r").stdout.splitlines()
         out.update({"min_free_kbytes": int(info[0]), "watermark_scale_factor": int(info[1]), "thp": info[2].strip(),
-                    "numa_balancing": int(info[3]), "kernel": info[4].strip()})
+                    "numa_balancing": int(info[3]), "watermark_boost_factor": int(info[4]),
+                    "percpu_pagelist_high_fraction": int(info[5]), "kernel": info[6].strip()})
         for n in names:
-            wl, args, strategy = specs[n][0], specs[n][1], specs[n][2]
-            prog = shlex.join([wl, *args])
+            prog_run = n in programs
+            if prog_run:
+                inp = inputs[n]
+                strategy, mib = inp["strategy"], inp["fast_free_mib"]
+                prog = shlex.join(inp["argv"])
+            else:
+                wl, args, strategy = specs[n][0], specs[n][1], specs[n][2]
+                prog, mib = shlex.join([wl, *args]), fast_free_mib
             runs: dict = {}
             # the guided run: shrink, read the zones, make the guidance at the usable capacity
-            r0 = vm.run(_shrink(fast_free_mib) + _state("start"), timeout_s=60)
+            r0 = vm.run(_shrink(mib) + _state("start"), timeout_s=60)
             zones = parse_zoneinfo(r0.files["zoneinfo_start"].decode())
-            usable = usable_pages(zones) * PAGE
+            usable = usable_pages(zones, prog_run) * PAGE
             g = make_guidance(n if thp is None else f"{n}-thp-{thp}", inputs[n]["profile"], strategy, usable, work)
             vm.put(FileSet().add_file(g, f"/root/{n}.guidance.json"))
             t0 = time.time()
-            r = vm.run(_state("start") + _run_cmd("g", prog, f"--guidance /root/{n}.guidance.json",
-                                                  f"TIERKIT_ALLOC_SAMPLE_MS={SAMPLE_MS} ") + _state("after") + f"echo 0 > {HP}",
-                       timeout_s=300)
-            runs["guided"] = _collect(r, f"{n} guided")
+            how, env = f"--guidance /root/{n}.guidance.json", f"TIERKIT_ALLOC_SAMPLE_MS={SAMPLE_MS} "
+            cmd = _program_cmd(n, inputs[n], how, env) if prog_run else _state("start") + _run_cmd("g", prog, how, env) + _state("after")
+            r = vm.run(cmd + f"echo 0 > {HP}", timeout_s=300)
+            runs["guided"] = _collect(r, f"{n} guided", prog_run)
             runs["guided"]["usable_pages_at_guidance"] = usable // PAGE
             runs["guided"]["hugepages"] = int((r0.files.get("hugepages") or b"0").strip() or 0)
             _say(progress, f"{n} guided: {runs['guided']['report']['wall_s']:.1f} s in the VM ({time.time() - t0:.0f} s); "
@@ -234,12 +383,14 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
             if references:
                 for pol in ("first-touch", "all-slow"):
                     t0 = time.time()
-                    r = vm.run(_shrink(fast_free_mib) + _state("start") + _run_cmd(pol, prog, f"--policy {pol}")
-                               + _state("after") + f"echo 0 > {HP}", timeout_s=300)
-                    runs[pol] = _collect(r, f"{n} {pol}")
+                    how = f"--policy {pol}"
+                    cmd = _program_cmd(n, inputs[n], how, "") if prog_run else _state("start") + _run_cmd(pol, prog, how) + _state("after")
+                    r = vm.run(_shrink(mib) + cmd + f"echo 0 > {HP}", timeout_s=300)
+                    runs[pol] = _collect(r, f"{n} {pol}", prog_run)
                     _say(progress, f"{n} {pol}: {runs[pol]['report']['wall_s']:.1f} s in the VM ({time.time() - t0:.0f} s)")
             key = n if thp is None else f"{n}, THP {thp}"
-            out["runs"][key] = {"workload": n, "thp": thp or out["thp"], "program": prog, "strategy": strategy, "guidance": str(g), "runs": runs}
+            out["runs"][key] = {"workload": n, "thp": thp or out["thp"], "program": prog, "strategy": strategy, "guidance": str(g),
+                                "fast_free_mib": mib, "runs": runs}
     _say(progress, f"VM runs done in {time.time() - t:.0f} s")
     return out
 
@@ -324,7 +475,9 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
                               "total_diff_pages": sum(meas) - sum(sim)})
         res = {
             "workload": n, "key": key, "thp": v["thp"], "program": v["program"],
-            "vm_other_pages_on_node0": max(0, rep["pages"]["peak_fast"] - arena_fast), "strategy": v["strategy"], "why": WORKLOADS.get(n, ("", (), "", ""))[3],
+            "vm_other_pages_on_node0": max(0, rep["pages"]["peak_fast"] - arena_fast), "strategy": v["strategy"], "why": PROGRAMS[n][2] if n in PROGRAMS else WORKLOADS.get(n, ("", (), "", ""))[3],
+            **({k: inputs[n][k] for k in ("trace_name", "package", "version", "argv", "env", "what")} if "argv" in inputs[n] else {}),
+            "fast_free_mib_target": v.get("fast_free_mib"), "pcp_counted": "argv" in inputs[n],
             "node0_memfree_bytes": memfree0, "node0_usable_bytes": usable,
             "node0_usable_bytes_at_guidance": gr["usable_pages_at_guidance"] * PAGE,
             "node0_zones_start": gr["zones_start"], "node0_zones_after": gr.get("zones_after"),
@@ -355,6 +508,17 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
 # ---------------------------------------------------------------------------------------------
 # table and plot
 
+def _site_list(labels: list[str], most: int = 4) -> str:
+    """Site labels in the order given, each once with its count (×N), at most `most` of
+    them and how many more: sqlite3's arenas hold hundreds of sites behind one wrapper."""
+    counts: dict[str, int] = {}
+    for x in labels:
+        counts[x] = counts.get(x, 0) + 1
+    shown = [f"{x} ×{c}" if c > 1 else x for x, c in list(counts.items())[:most]]
+    more = len(counts) - most
+    return ", ".join(shown) + (f", {more} more" if more > 0 else "")
+
+
 def _mib(pages: int) -> str:
     return f"{pages * PAGE / 2**20:.1f}"
 
@@ -365,7 +529,7 @@ def table(res: dict) -> str:
              "|" + " --- |" * 9]
     for r in res["results"]:
         for a in r["arenas"]:
-            sites = ", ".join(s.split(" (")[0] for s in a["sites"])
+            sites = _site_list([s.split(" (")[0] for s in a["sites"]])
             mp, su, sm, me, se = a["measured_peak"], a["sim_usable_peak"], a["sim_memfree_peak"], a["measured_end"], a["sim_usable_end"]
             lines.append(f"| {r['key']} | {a['arena']} ({a['tier']} → {a['node']}) | {sites} | {mp[0]} / {mp[1]} | {su[0]} / {su[1]} "
                          f"| {sm[0]} / {sm[1]} | {me[0]} / {me[1]} | {se[0]} / {se[1]} | {a['fast_diff_pages']:+d} ({_mib(abs(a['fast_diff_pages']))} MiB) |")
@@ -443,22 +607,42 @@ def plot(res: dict, path: Path) -> Path:
 
 def validate_guided(names: Sequence[str] = tuple(WORKLOADS), out: Optional[Path] = None, work: Optional[Path] = None,
                     img: Optional[Path] = None, fast_free_mib: int = FAST_FREE_MIB, progress: bool = True,
-                    thp_never: bool = True) -> dict:
+                    thp_never: bool = True, programs: Sequence[str] = (), traces: Optional[Path] = None) -> dict:
+    """The workloads `names` (THP as the kernel has it, and again with THP off unless not
+    `thp_never`), and the suite's `programs` (THP off), each against the model."""
     for n in names:
         if n not in WORKLOADS:
             raise ValueError(f"--workloads: unknown workload '{n}' for --guided (known: {', '.join(WORKLOADS)})")
+    for n in programs:
+        if n not in PROGRAMS:
+            raise ValueError(f"--programs: unknown program '{n}' (known: {', '.join(PROGRAMS)})")
     work = work or ROOT / "target" / "guided-vm"
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
     inputs = {n: record_and_profile(n, work, progress) for n in names}
-    vm = run_vm(names, inputs, work, fast_free_mib, progress)
-    if thp_never:
-        # the same guided runs with transparent huge pages off (no references): what of the
-        # difference the kernel's huge pages make
-        vm2 = run_vm(names, inputs, work, fast_free_mib, progress, references=False, thp="never")
-        vm["runs"].update(vm2["runs"])
+    inputs.update({n: program_inputs(n, work, progress, traces) for n in programs})
+    vm: dict = {"runs": {}}
+    if names:
+        vm = run_vm(names, inputs, work, fast_free_mib, progress)
+        if thp_never:
+            # the same guided runs with transparent huge pages off (no references): what of the
+            # difference the kernel's huge pages make
+            vm2 = run_vm(names, inputs, work, fast_free_mib, progress, references=False, thp="never")
+            vm["runs"].update(vm2["runs"])
+    if programs:
+        # THP off: with it on, the kernel backs a heap with 2 MiB pages on node 0 at first
+        # touch, which the model does not have (docs/guidance.md, "Checked in the VM")
+        vp = run_vm(list(programs), inputs, work, fast_free_mib, progress, references=False, thp="never")
+        settings = {k: vp[k] for k in ("min_free_kbytes", "watermark_scale_factor", "thp", "numa_balancing", "kernel",
+                                       "watermark_boost_factor", "percpu_pagelist_high_fraction")}
+        vm["runs"].update(vp["runs"])
+        vm["programs_vm"] = settings
+        for k, x in settings.items():
+            vm.setdefault(k, x)
     res = compare(vm, inputs, work, progress)
     res.update({k: vm[k] for k in ("min_free_kbytes", "watermark_scale_factor", "thp", "numa_balancing", "kernel")})
+    if programs:
+        res["programs_vm"] = vm["programs_vm"]
     res.update({"date": time.strftime("%Y-%m-%d"), "fast_free_mib_target": fast_free_mib, "sample_ms": SAMPLE_MS,
                 "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB", "elapsed_s": round(time.time() - t, 1)})
     if out is not None:
