@@ -35,6 +35,30 @@ pub fn is_frame_key(s: &str) -> bool {
     }
 }
 
+/// How one frame of a site is shown to people (docs/guidance.md, "Site keys"): its display
+/// frame, except where that names no function (`??? (in OBJECT)`, a stripped program), which
+/// would show every site of the object alike: there the key tells them apart, as
+/// `OBJECTNAME+0xOFFSET` (the object's file name, the key's offset); a bare `???` is shown as
+/// its key. Without a key the display frame stays. The same rule as the Python side's
+/// `tierkit.guidance.frame_label`.
+pub fn frame_label(frame: &str, key: Option<&str>) -> String {
+    let Some(key) = key.filter(|k| is_frame_key(k)) else { return frame.to_string() };
+    let Some(rest) = frame.strip_prefix("???") else { return frame.to_string() };
+    if rest.is_empty() {
+        return key.to_string();
+    }
+    let Some(obj) = rest.strip_prefix(" (in ").and_then(|r| r.strip_suffix(')')) else { return frame.to_string() };
+    let obj = obj.trim_end_matches('/');
+    let name = obj.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or(obj);
+    let off = key.rsplit_once("+0x").map(|(_, o)| o).unwrap_or("");
+    format!("{name}+0x{off}")
+}
+
+/// A site's display frames through [`frame_label`], each with its key where the site has one.
+pub fn site_labels(frames: &[String], keys: &[String]) -> Vec<String> {
+    frames.iter().enumerate().map(|(i, f)| frame_label(f, keys.get(i).map(|k| k.as_str()))).collect()
+}
+
 /// Object identities by path, read once per path.
 #[derive(Default)]
 pub struct ObjectIds {
@@ -247,6 +271,18 @@ mod tests {
     //! Seed 002 §III / 000 §3: the classification rule of docs/guidance.md, "Matching sites"
     //! (unit cases).
     use super::*;
+
+    #[test]
+    fn unnamed_frames_are_shown_by_their_keys() {
+        let k = "build-id:ab12+0x11bd";
+        assert_eq!(frame_label("??? (in /usr/bin/sort)", Some(k)), "sort+0x11bd");
+        assert_eq!(frame_label("???", Some(k)), k);
+        assert_eq!(frame_label("main (m.c:3)", Some(k)), "main (m.c:3)");
+        assert_eq!(frame_label("??? (in /usr/bin/sort)", None), "??? (in /usr/bin/sort)");
+        assert_eq!(frame_label("??? (in /usr/bin/sort)", Some("/usr/bin/sort+0x1")), "??? (in /usr/bin/sort)", "not a key");
+        let two = site_labels(&["??? (in /lib/libx.so)".into(), "??? (in /lib/libx.so)".into()], &["file:libx.so+0x10".into(), "file:libx.so+0x20".into()]);
+        assert_eq!(two, ["libx.so+0x10", "libx.so+0x20"]);
+    }
 
     fn s(keys: &[&str], arena: u16) -> (Vec<String>, u16) {
         (keys.iter().map(|k| k.to_string()).collect(), arena)

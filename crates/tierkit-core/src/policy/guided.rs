@@ -295,7 +295,12 @@ impl Guidance {
     fn arena_of(&self, index: &HashMap<Vec<String>, u16>, site: u32, frames: &[String], keys: &[String]) -> Result<Option<u16>> {
         use crate::sitekey::{classify, Class};
         // messages stay within one 200-character line (crate::error): the innermost frame only
-        let name = || format!("trace site {site} ({})", frames.first().map(|s| s.as_str()).unwrap_or("no frames"));
+        let name = || {
+            format!(
+                "trace site {site} ({})",
+                frames.first().map(|f| crate::sitekey::frame_label(f, keys.first().map(|k| k.as_str()))).unwrap_or_else(|| "no frames".into())
+            )
+        };
         let short_of = |have: usize, arenas: &[u16]| {
             let list: Vec<String> = arenas.iter().map(|a| a.to_string()).collect();
             Error::config(
@@ -818,7 +823,8 @@ impl<P: Policy> Policy for Guided<P> {
                 if self.site_frames.len() <= s {
                     self.site_frames.resize(s + 1, Vec::new());
                 }
-                self.site_frames[s] = frames.iter().take(self.g.key_frames).cloned().collect();
+                // shown by key where a frame names no function (a stripped program)
+                self.site_frames[s] = crate::sitekey::site_labels(frames, keys).into_iter().take(self.g.key_frames).collect();
             }
             EventKind::Alloc { addr, size, site, .. } => self.alloc(*addr, *size, *site),
             EventKind::Free { addr } => self.free(*addr),
