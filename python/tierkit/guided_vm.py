@@ -37,7 +37,11 @@ keys); run in a work directory on a tmpfs bound to node 1 (`mpol=bind:1`), so th
 and output files and tierkit-run's outputs take no node-0 memory the model does not see, with
 the kernel's watermark boosting off in the VM (`vm.watermark_boost_factor=0`: a boost raises
 node 0's watermarks by a pageblock, 512 pages, mid-run, below the capacity the guidance was
-made for); `thermos` guidance; transparent huge pages off.
+made for); `thermos` guidance; transparent huge pages off. Each program runs twice: with
+everything outside the guided arenas placed by first touch, as `tierkit run --guidance` runs
+anywhere, and with it bound to node 1 (tierkit-run started under testbed/numapol.c's
+`bind:1`, the program inheriting it; the model's non-heap pages on the slow tier), so that
+node 0 holds the guided arenas alone.
 """
 from __future__ import annotations
 
@@ -304,23 +308,30 @@ _PROGRAM_SETUP = ("echo 0 > /proc/sys/vm/watermark_boost_factor; echo 100000 > /
                   f"mkdir -p {N1} && mount -t tmpfs -o mpol=bind:1 tmpfs {N1}; ")
 
 
-def _program_cmd(n: str, inp: dict, how: str, env: str) -> str:
+def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = False) -> str:
     """A program of the suite in its directory on node 1's tmpfs (its input files, copied
-    there at the VM's start), tierkit-run's outputs there too, copied to $OUT afterwards."""
+    there at the VM's start), tierkit-run's outputs there too, copied to $OUT afterwards.
+    With `rest_on_node1`, tierkit-run runs bound to node 1 (testbed/numapol.c) and the program
+    inherits the binding (tierkit-run's first-touch sets no policy of its own), so that
+    everything but the guided arenas, each bound by the library's mbind, is on node 1: the
+    daemon's memory, the program's stack and globals, and the allocators' own metadata."""
     d = f"{N1}/out-{n}"
     penv = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(inp["env"].items()))
     return (f"rm -rf {d}; mkdir -p {d}; " + _state("start", d) + f"cd {N1}/{n} && "
-            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv, d) + "cd /; " + _state("after", d) + f"cp {d}/* $OUT/; ")
+            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv + ("numapol bind:1 " if rest_on_node1 else ""), d)
+            + "cd /; " + _state("after", d) + f"cp {d}/* $OUT/; ")
 
 
 def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, progress: bool = True,
-           specs: Optional[dict] = None, references: bool = True, vm_config: Any = None, thp: Optional[str] = None) -> dict:
+           specs: Optional[dict] = None, references: bool = True, vm_config: Any = None, thp: Optional[str] = None,
+           rest_on_node1: bool = False) -> dict:
     """Per workload: shrink node 0, read its zones, make the guidance at the usable capacity,
     run guided (and first-touch, all-slow); one VM for everything. A real program of the
     suite (`inputs[n]` from `program_inputs`: its argv, environment, input files, strategy and
     node 0's free MiB) runs as `_program_cmd` says, with `_PROGRAM_SETUP`'s settings, and its
-    usable capacity counts the per-CPU lists' pages."""
-    from .testbed import FileSet, Testbed, VMConfig
+    usable capacity counts the per-CPU lists' pages; with `rest_on_node1` its guided run has
+    everything but the guided arenas on node 1 (the model: `nonheap=slow,unmatched=slow`)."""
+    from .testbed import FileSet, Testbed, VMConfig, manifest
 
     specs = specs or WORKLOADS
     run_bin = ROOT / "target" / "release" / "tierkit-run"
@@ -330,6 +341,8 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
             raise RuntimeError(f"{p} is missing ({how})")
     files = FileSet().add_binary(run_bin).add_binary(lib, "/usr/local/bin/libtierkit_alloc.so")
     programs = [n for n in names if "argv" in inputs[n]]
+    if programs and "numapol" not in manifest().get("programs", []):
+        raise RuntimeError("the testbed image has no numapol (testbed/numapol.c): make testbed")
     for n in names:
         if n in programs:
             # the host's own binary at its own path, with the libraries and loader ldd names
@@ -369,11 +382,13 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
             r0 = vm.run(_shrink(mib) + _state("start"), timeout_s=60)
             zones = parse_zoneinfo(r0.files["zoneinfo_start"].decode())
             usable = usable_pages(zones, prog_run) * PAGE
-            g = make_guidance(n if thp is None else f"{n}-thp-{thp}", inputs[n]["profile"], strategy, usable, work)
+            tag = (n if thp is None else f"{n}-thp-{thp}") + ("-rest-node1" if prog_run and rest_on_node1 else "")
+            g = make_guidance(tag, inputs[n]["profile"], strategy, usable, work)
             vm.put(FileSet().add_file(g, f"/root/{n}.guidance.json"))
             t0 = time.time()
             how, env = f"--guidance /root/{n}.guidance.json", f"TIERKIT_ALLOC_SAMPLE_MS={SAMPLE_MS} "
-            cmd = _program_cmd(n, inputs[n], how, env) if prog_run else _state("start") + _run_cmd("g", prog, how, env) + _state("after")
+            cmd = (_program_cmd(n, inputs[n], how, env, rest_on_node1) if prog_run
+                   else _state("start") + _run_cmd("g", prog, how, env) + _state("after"))
             r = vm.run(cmd + f"echo 0 > {HP}", timeout_s=300)
             runs["guided"] = _collect(r, f"{n} guided", prog_run)
             runs["guided"]["usable_pages_at_guidance"] = usable // PAGE
@@ -388,9 +403,10 @@ def run_vm(names: Sequence[str], inputs: dict, work: Path, fast_free_mib: int, p
                     r = vm.run(_shrink(mib) + cmd + f"echo 0 > {HP}", timeout_s=300)
                     runs[pol] = _collect(r, f"{n} {pol}", prog_run)
                     _say(progress, f"{n} {pol}: {runs[pol]['report']['wall_s']:.1f} s in the VM ({time.time() - t0:.0f} s)")
-            key = n if thp is None else f"{n}, THP {thp}"
+            rest = prog_run and rest_on_node1
+            key = (n if thp is None else f"{n}, THP {thp}") + (", rest on node 1" if rest else "")
             out["runs"][key] = {"workload": n, "thp": thp or out["thp"], "program": prog, "strategy": strategy, "guidance": str(g),
-                                "fast_free_mib": mib, "runs": runs}
+                                "fast_free_mib": mib, "rest_on_node1": rest, "runs": runs}
     _say(progress, f"VM runs done in {time.time() - t:.0f} s")
     return out
 
@@ -425,9 +441,13 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
         usable = gr["usable_pages_start"] * PAGE
         memfree0 = gr["memfree_start"][0]
         trace = inputs[n]["trace"]
+        # everything but the arenas on node 1 in the VM: the model's non-heap and unmatched pages
+        # on the slow tier too
+        rest = ",nonheap=slow" if v.get("rest_on_node1") else ""
+        pol = f"guided:guidance={v['guidance']},unmatched={'slow' if rest else 'first-touch'}{rest}"
         sims = {
-            "usable": simulate(trace, Path(v["guidance"]), usable, work, f"{n}-usable"),
-            "memfree": simulate(trace, Path(v["guidance"]), memfree0, work, f"{n}-memfree"),
+            "usable": simulate(trace, Path(v["guidance"]), usable, work, f"{n}-usable", pol),
+            "memfree": simulate(trace, Path(v["guidance"]), memfree0, work, f"{n}-memfree", pol),
         }
         refs = {p: simulate(trace, Path(v["guidance"]), usable, work, f"{n}-usable", p) for p in ("first-touch", "all-slow", "all-fast")}
         # the program's own pages on node 0 that are in no guided arena (tierkit-run's peak
@@ -478,6 +498,7 @@ def compare(vm: dict, inputs: dict, work: Path, progress: bool = True) -> dict:
             "vm_other_pages_on_node0": max(0, rep["pages"]["peak_fast"] - arena_fast), "strategy": v["strategy"], "why": PROGRAMS[n][2] if n in PROGRAMS else WORKLOADS.get(n, ("", (), "", ""))[3],
             **({k: inputs[n][k] for k in ("trace_name", "package", "version", "argv", "env", "what")} if "argv" in inputs[n] else {}),
             "fast_free_mib_target": v.get("fast_free_mib"), "pcp_counted": "argv" in inputs[n],
+            "rest_on_node1": bool(v.get("rest_on_node1")), "model_policy": pol.replace(str(v["guidance"]), "G"),
             "node0_memfree_bytes": memfree0, "node0_usable_bytes": usable,
             "node0_usable_bytes_at_guidance": gr["usable_pages_at_guidance"] * PAGE,
             "node0_zones_start": gr["zones_start"], "node0_zones_after": gr.get("zones_after"),
@@ -633,6 +654,11 @@ def validate_guided(names: Sequence[str] = tuple(WORKLOADS), out: Optional[Path]
         # THP off: with it on, the kernel backs a heap with 2 MiB pages on node 0 at first
         # touch, which the model does not have (docs/guidance.md, "Checked in the VM")
         vp = run_vm(list(programs), inputs, work, fast_free_mib, progress, references=False, thp="never")
+        # again with everything but the guided arenas bound to node 1 (tierkit-run, the stack,
+        # the allocators' metadata): node 0 then holds the fast arena's pages alone, in the VM
+        # and in the model
+        vp["runs"].update(run_vm(list(programs), inputs, work, fast_free_mib, progress, references=False, thp="never",
+                                 rest_on_node1=True)["runs"])
         settings = {k: vp[k] for k in ("min_free_kbytes", "watermark_scale_factor", "thp", "numa_balancing", "kernel",
                                        "watermark_boost_factor", "percpu_pagelist_high_fraction")}
         vm["runs"].update(vp["runs"])
