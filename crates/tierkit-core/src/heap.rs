@@ -58,6 +58,16 @@ impl<T: Copy> Freed<T> {
         }
     }
 
+    /// The first freed range starting after `addr` and before `end`: for a post-cache line
+    /// from `addr` that holds the start of a freed block.
+    #[inline]
+    pub fn starting_in(&self, addr: u64, end: u64) -> Option<(u64, u64, T)> {
+        match self.map.range(addr.saturating_add(1)..end).next() {
+            Some((&s, &(e, v))) => Some((s, e, v)),
+            None => None,
+        }
+    }
+
     /// The end of the last freed range ending at or before `addr` (0 if none), and the start of
     /// the first one starting after it (`u64::MAX` if none): the gap around an address no freed
     /// block holds.
@@ -89,6 +99,7 @@ mod tests {
         assert_eq!(f.get(150), Some((100, 200, 'a')));
         assert_eq!(f.get(200), None);
         assert_eq!(f.gap_around(250), (200, 300));
+        assert_eq!((f.starting_in(250, 300), f.starting_in(250, 301)), (None, Some((300, 400, 'b'))));
         // 'c' covers the end of 'a' and the start of 'b'
         f.insert(180, 320, 'c');
         assert_eq!(f.get(179), Some((100, 180, 'a')));

@@ -236,7 +236,8 @@ impl Collector {
     /// The site an access belongs to, by the rule the arena layout moves accesses by
     /// (`policy::arena_layout`): the live allocation holding the address; for a post-cache
     /// line whose first byte no live allocation holds, the allocation starting inside the
-    /// line; else the freed block that last held the address; else none (non-heap).
+    /// line; else the freed block that last held the address, or for a line, the freed block
+    /// starting inside it; else none (non-heap).
     #[inline]
     fn site_of(&mut self, addr: u64) -> u32 {
         if addr >= self.hit_start && addr < self.hit_end {
@@ -263,7 +264,9 @@ impl Collector {
                 }
             }
         }
-        match self.freed.get(addr) {
+        let freed =
+            self.freed.get(addr).or_else(|| if self.line_bytes > 0 { self.freed.starting_in(addr, addr.saturating_add(self.line_bytes)) } else { None });
+        match freed {
             Some((_, _, site)) => {
                 self.freed_accesses += 1;
                 site

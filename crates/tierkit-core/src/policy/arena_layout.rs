@@ -609,7 +609,8 @@ impl ArenaLayout {
         let lo = prev.map(|(_, b)| b.orig_end).unwrap_or(0);
         let hi = next.map(|(s, _)| s.saturating_sub(self.line_bytes.saturating_sub(1))).unwrap_or(LAYOUT_BASE).min(LAYOUT_BASE);
         if let Some((fs, fe, delta)) = self.freed.get(addr) {
-            // memory a freed block last held: with that block
+            // memory a freed block last held: with that block (short of lines reaching the
+            // next live one)
             self.stats.accesses_to_freed_blocks += 1;
             let (lo, hi) = (lo.max(fs), hi.min(fe));
             if lo <= addr && addr < hi {
@@ -617,9 +618,16 @@ impl ArenaLayout {
             }
             return Ok(addr.wrapping_add(delta));
         }
-        // memory no allocation ever held: kept
+        if self.line_bytes > 0 {
+            if let Some((fs, _, delta)) = self.freed.starting_in(addr, addr.saturating_add(self.line_bytes)) {
+                // a line that starts before a freed block and holds its first bytes
+                self.stats.accesses_to_freed_blocks += 1;
+                return Ok(fs.wrapping_add(delta));
+            }
+        }
+        // memory no allocation ever held: kept (short of lines reaching a freed block)
         let (flo, fhi) = self.freed.gap_around(addr);
-        let (lo, hi) = (lo.max(flo), hi.min(fhi));
+        let (lo, hi) = (lo.max(flo), hi.min(fhi.saturating_sub(self.line_bytes.saturating_sub(1))));
         self.stats.accesses_kept += 1;
         if lo <= addr && addr < hi {
             self.remember_and_cache(addr, Hit { start: lo, len: hi - lo, delta: 0, freed: false });
@@ -968,6 +976,13 @@ mod tests {
         assert_eq!(l.translate(0x11200).unwrap(), a + 0x1200);
         assert_eq!(l.stats.accesses_moved, 1);
         assert_eq!(l.stats.accesses_to_freed_blocks, 5);
+        // a line that starts in the allocator's header before a freed block holds the block's
+        // first bytes: with the block, as for a live one
+        let c = l.alloc(0x20010, 0x30, 0).unwrap();
+        l.free(0x20010);
+        assert_eq!(l.translate(0x20000).unwrap(), c);
+        assert_eq!(l.translate(0x1ffc0).unwrap(), 0x1ffc0, "the line before it holds none of it");
+        assert_eq!((l.stats.accesses_to_freed_blocks, l.stats.accesses_kept), (6, 3));
     }
 
     #[test]
