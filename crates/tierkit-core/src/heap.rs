@@ -62,10 +62,11 @@ impl<T: Copy> Freed<T> {
     /// from `addr` that holds the start of a freed block.
     #[inline]
     pub fn starting_in(&self, addr: u64, end: u64) -> Option<(u64, u64, T)> {
-        match self.map.range(addr.saturating_add(1)..end).next() {
-            Some((&s, &(e, v))) => Some((s, e, v)),
-            None => None,
+        let start = addr.saturating_add(1);
+        if end <= start {
+            return None;
         }
+        self.map.range(start..end).next().map(|(&s, &(e, v))| (s, e, v))
     }
 
     /// The end of the last freed range ending at or before `addr` (0 if none), and the start of
