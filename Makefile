@@ -11,7 +11,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided
+.PHONY: lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided validate-guided-programs
 
 all: build
 
@@ -155,6 +155,11 @@ validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run test
 validate-guided: $(VENV)/.built workloads tracer target/release/tierkit-run $(ALLOC_LIB) testbed
 	$(PY) -m tierkit.cli validate --guided --out experiments/results/guided_vm.json --img-dir docs/img
 
+# the same for two real programs of the suite (Debian's sqlite3 and xz, carried into the VM;
+# docs/guidance.md, "Real programs of the suite"): about a minute and a half
+validate-guided-programs: $(VENV)/.built tracer target/release/tierkit-run $(ALLOC_LIB) testbed
+	$(PY) -m tierkit.cli validate --guided --programs sqlite3,xz --img-dir docs/img
+
 # the study of dynamic migration on hbm-pcm (docs/experiments.md); about 6 minutes
 experiments-migration: $(VENV)/.built
 	experiments/dynamic_migration.sh
@@ -177,6 +182,14 @@ SWEEP = $(VENV)/bin/tierkit sweep
 experiments-guided: $(VENV)/.built workloads tracer
 	$(SWEEP) experiments/guided/study.yaml --out target/experiments/guided
 	$(PY) experiments/guided_placement.py target/experiments/guided
+
+# 000's and 002's studies of guidance on the suite of real programs (docs/experiments.md,
+# "Guidance on real programs"); records the suite first if it is missing (make traces, about
+# 7 minutes), then about 25 minutes of simulation on 2 cores
+experiments-guided-suite: $(VENV)/.built tracer
+	$(PY) data/recipes/record_traces.py $(if $(INSTALL),--install)
+	$(SWEEP) experiments/guided-suite/study.yaml --out target/experiments/guided-suite
+	$(PY) experiments/guided_suite.py target/experiments/guided-suite
 
 # the study of Cori, Kleio and Kleoniki on dram-pmem; needs PyTorch
 experiments-learned: $(VENV)/.built workloads tracer
