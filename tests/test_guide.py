@@ -611,5 +611,11 @@ def test_tierkit_run_solves_guidance_for_its_fast_capacity(tmp_path, capsys):
     assert resolve_guidance_args([f"--guidance={gf}", "--fast-capacity=40K", "--", "p"], tmp2)[0] == f"--guidance={tmp2 / 'g.json'}"
     for same in (["--guidance", str(gf), "--", "p"], ["--guidance", str(gf), "--", "p", "--fast-capacity", "1M"]):
         assert resolve_guidance_args(same, tmp) == same
+    # a file tierkit run refuses (too big, not a regular file) is left to it, naming the user's file
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate((16 << 20) + 1)
+    for bad in (str(big), str(tmp_path)):
+        assert resolve_guidance_args(["--guidance", bad, "--fast-capacity", "1M", "--", "p"], tmp) == ["--guidance", bad, "--fast-capacity", "1M", "--", "p"]
     with pytest.raises(GuidanceError, match="--fast-capacity: '0.5' is a share of the footprint"):
         resolve_guidance_args(["--guidance", str(gf), "--fast-capacity", "0.5", "--", "p"], tmp)

@@ -877,9 +877,17 @@ def resolve_guidance_args(argv: List[str], tmp: Path) -> List[str]:
     if isinstance(guidance.parse_capacity(cap, "--fast-capacity"), float):
         raise guidance.GuidanceError(f"--fast-capacity: '{cap}' is a share of the footprint: give the fast tier's size "
                                      "on this machine (512M, 2G) to solve the guidance for")
+    try:
+        st = path.stat()
+    except OSError:
+        return argv  # the Rust command says what is wrong with it, naming the user's file
+    # what the Rust command and the allocator accept (docs/guidance.md); beyond it, they refuse
+    # the file, naming it
+    if not path.is_file() or st.st_size > guidance.MAX_GUIDANCE_BYTES:
+        return argv
     g = guidance.read_guidance(path)
     if g["version"] < 2:
-        return argv  # the Rust command refuses it, naming the user's file
+        return argv
     caps: List[Union[int, float, str]] = [cap] + [int(c) for c in g["capacity_bytes"][1:]]
     r = guidance.resolve(g, caps)
     out = tmp / path.name

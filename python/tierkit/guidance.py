@@ -37,6 +37,9 @@ VERSION = 2
 VERSIONS = (1, 2)
 #: a frame key: `build-id:HEX+0xOFFSET` or `file:NAME+0xOFFSET` (crates/tierkit-core/src/sitekey.rs)
 FRAME_KEY = re.compile(r"^(build-id:[0-9a-f]+|file:[^/]+)\+0x[0-9a-f]{1,16}$")
+#: The largest guidance file tierkit run --guidance and the preloaded allocator read (their
+#: MAX_GUIDANCE_BYTES; docs/guidance.md)
+MAX_GUIDANCE_BYTES = 16 << 20
 PROFILE_FORMAT = "tierkit-profile"
 PROFILE_VERSION = 1
 DEFAULT_TIERS = ("fast", "slow")
