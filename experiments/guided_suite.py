@@ -57,19 +57,26 @@ def tables(raw: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
             return float(sel["runtime_ns"].iloc[0])
 
         row: dict = {"program": prog}
-        for plat, grid in (("hbm-ddr3", "ref"), ("dram-pmem", "dram-pmem")):
+        for plat, grid, tag, cap in (("hbm-ddr3", "ref", "", 0.125), ("dram-pmem", "dram-pmem", "pmem ", 0.125),
+                                     ("hbm-ddr3", "fast50", "fast50 ", 0.5)):
             ft, af = rt(grid, "first-touch", plat), rt(grid, "all-fast", plat)
-            tag = "" if plat == "hbm-ddr3" else "pmem "
             row[f"{tag}all-fast gain"] = 1 - af / ft
             gap = ft - af
 
             def share(x: float) -> float:
                 return (ft - x) / gap if gap > 0 else float("nan")
 
-            if plat == "dram-pmem":
+            if grid != "ref":
                 for s in STRATEGIES:
-                    row[f"pmem {s}"] = share(rt(grid, platform=plat, strategy=s, gcap=0.125))
+                    x = rt(grid, platform=plat, strategy=s, gcap=cap)
+                    row[f"{tag}{s}"] = share(x)
+                    row[f"{tag}{s} vs first-touch"] = 1 - x / ft
                 continue
+            for s in STRATEGIES:
+                row[f"{s} vs first-touch"] = 1 - rt("ref", strategy=s, gcap=0.125) / ft
+                # runtimes at the oracle-best capacities, for 000's best hotset against best knapsack
+                row[f"{s} best runtime (oracle)"] = min(rt("ref", strategy=s, gcap=c) for c in CAPS)
+                row[f"{s} train best runtime (oracle)"] = min(rt("train", strategy=s, gcap=c) for c in CAPS)
             for s in STRATEGIES:
                 row[s] = share(rt("ref", strategy=s, gcap=0.125))
                 by_cap = {c: share(rt("ref", strategy=s, gcap=c)) for c in CAPS}
@@ -117,11 +124,23 @@ def markdown(t: pd.DataFrame) -> str:
         out.append(f"| {r['program']} | " + " | ".join(pct(r[f"thermos ctx{d}"]) for d in DEPTHS) + " | "
                    + " | ".join(pct(r[f"hotset ctx{d}"]) for d in DEPTHS)
                    + f" | {pct(r['thermos per-phase'])} | {pct(r['hotset per-phase'])} |")
-    out += ["", "### dram-pmem (fast tier 12.5%, guidance 12.5%)", "",
-            "| program | all-fast gain | thermos | hotset | knapsack |", "| --- | --- | --- | --- | --- |"]
-    for _, r in t.iterrows():
-        out.append(f"| {r['program']} | {pct(r['pmem all-fast gain'])} | {pct(r['pmem thermos'])} | {pct(r['pmem hotset'])} | "
-                   f"{pct(r['pmem knapsack'])} |")
+    for tag, title in (("pmem ", "dram-pmem (fast tier 12.5%, guidance 12.5%)"),
+                       ("fast50 ", "hbm-ddr3 with the fast tier at 50% (guidance 50%)")):
+        out += ["", f"### {title}: shares of all-fast's gain, and runtime gained over first touch", "",
+                "| program | all-fast gain | thermos | hotset | knapsack | thermos vs first-touch |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for _, r in t.iterrows():
+            out.append(f"| {r['program']} | {pct(r[tag + 'all-fast gain'])} | {pct(r[tag + 'thermos'])} | {pct(r[tag + 'hotset'])} | "
+                       f"{pct(r[tag + 'knapsack'])} | {pct(r[tag + 'thermos vs first-touch'])} |")
+    out += ["", "### Means over the programs (runtime)", ""]
+    for what, a, b in (("best hotset against best knapsack (oracle capacities), ref profile", "hotset best runtime (oracle)",
+                        "knapsack best runtime (oracle)"),
+                       ("best hotset against best knapsack (oracle capacities), train profile", "hotset train best runtime (oracle)",
+                        "knapsack train best runtime (oracle)")):
+        out.append(f"- {what}: {pct(float((t[b] / t[a] - 1).mean()))} faster (arithmetic mean of the runtime ratios less one)")
+    for tag, cap in (("", "12.5%"), ("fast50 ", "50%")):
+        out.append(f"- thermos over first touch, fast tier {cap}: {pct(float(t[tag + 'thermos vs first-touch'].mean()))}; "
+                   f"all-fast over first touch: {pct(float(t[tag + 'all-fast gain'].mean()))}")
     return "\n".join(out) + "\n"
 
 
