@@ -10,6 +10,7 @@
 
 pub mod arena;
 pub mod guidance;
+mod guidance_file;
 pub mod keys;
 // the runtime is reached only through the exported malloc family, which unit tests leave out
 #[cfg_attr(test, allow(dead_code, unused_imports, unused_macros))]

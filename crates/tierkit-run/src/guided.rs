@@ -37,47 +37,17 @@ pub fn find_library() -> Result<PathBuf> {
         })
 }
 
-/// The largest guidance file `tierkit run --guidance` accepts, in bytes: the preloaded
-/// library's limit (`tierkit_alloc::guidance::MAX_GUIDANCE_BYTES`, docs/guidance.md "Reading
-/// the guidance file"), so that a file the library would refuse is refused before the program starts.
-pub const MAX_GUIDANCE_BYTES: u64 = 16 << 20;
+/// The guidance file's reader and its limit, `MAX_GUIDANCE_BYTES`: the preloaded library's own
+/// source, so that a file the library would refuse is refused before the program starts, in
+/// the same words (docs/guidance.md "Reading the guidance file").
+#[path = "../../tierkit-alloc/src/guidance_file.rs"]
+mod guidance_file;
+pub use guidance_file::MAX_GUIDANCE_BYTES;
 
-/// The bytes of the guidance file: a regular file (checked with fstat on the opened file,
-/// which is opened with O_NONBLOCK so that a FIFO or a device never blocks) of at most
-/// [`MAX_GUIDANCE_BYTES`].
+/// The bytes of the guidance file ([`guidance_file::read_file`]), and what to give instead of
+/// something that is not a file.
 fn read_guidance_file(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path).map_err(|e| format!("cannot read it ({e})"))?;
-    let m = f.metadata().map_err(|e| format!("cannot read it ({e})"))?;
-    let t = m.file_type();
-    if !t.is_file() {
-        let what = if t.is_dir() {
-            "a directory"
-        } else if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
-        };
-        return Err(format!("not a regular file ({what}); give the file 'tierkit guide' wrote"));
-    }
-    let too_big = |n: u64| format!("{n} bytes, over the limit of {} MiB for a guidance file", MAX_GUIDANCE_BYTES >> 20);
-    if m.len() > MAX_GUIDANCE_BYTES {
-        return Err(too_big(m.len()));
-    }
-    let mut bytes = Vec::with_capacity(m.len() as usize);
-    // a file that grows while it is read stops at the limit too
-    (&f).take(MAX_GUIDANCE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it ({e})"))?;
-    if bytes.len() as u64 > MAX_GUIDANCE_BYTES {
-        return Err(too_big(bytes.len() as u64));
-    }
-    Ok(bytes)
+    guidance_file::read_file(path).map_err(|e| if e.starts_with("not a regular file") { format!("{e}; give the file 'tierkit guide' wrote") } else { e })
 }
 
 /// Checks what tierkit can check before the program starts: a regular file within
