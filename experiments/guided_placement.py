@@ -45,15 +45,9 @@ def main() -> int:
                     help="the directory `tierkit sweep experiments/guided/study.yaml --out DIR` wrote")
     a = ap.parse_args()
     out: Path = a.out
-    if not (out / "results.parquet").exists():
-        print(f"{out}: no results.parquet: run `tierkit sweep experiments/guided/study.yaml --out {out}` first",
-              file=sys.stderr)
-        return 2
-    raw = pd.read_parquet(out / "results.parquet")
-    if raw["error"].notna().any():
-        r = raw[raw["error"].notna()].iloc[0]
-        print(f"{out}: a cell failed: {r['trace']} {r['policy']}: {r['error']} (run the sweep again)", file=sys.stderr)
-        return 1
+    from sweep_results import read  # beside this script
+
+    raw = read(out, "experiments/guided/study.yaml")
     res = table(raw)
     res.to_csv(out / "results.csv", index=False)
     md = ["| workload | platform | policy | profile | runtime (ms) | vs first-touch | fast hits | migrated MiB |",
