@@ -255,6 +255,60 @@ impl Controller {
     }
 }
 
+/// CACTI 7.0's access time, ns, of a fully associative ReMap table of `entries` 20-byte
+/// entries at 22 nm, in one bank (see [`remap_lookup_cycles`]), by entries (powers of two,
+/// ascending).
+const REMAP_CACTI_ACCESS_NS: [(u64, f64); 7] =
+    [(1 << 10, 0.584163), (1 << 11, 0.705348), (1 << 12, 0.885683), (1 << 13, 0.912247), (1 << 14, 1.20272), (1 << 15, 1.59022), (1 << 16, 1.99988)];
+
+/// CPU cycles (3.2 GHz, 001 §4.1) one lookup of a ReMap table of `entries` entries costs:
+/// 001's conservative 10 cycles for its 1024-entry table, scaled by how CACTI says the access
+/// time of a fully associative table grows with its size, rounded up:
+/// `ceil(10 × t(entries) / t(1024))`.
+///
+/// `t` is measured with CACTI 7.0 (github.com/HewlettPackard/cacti at 1ffd8df, "7.0.3DD",
+/// `make opt`): a fully associative cache (associativity 0, one read-write and one search
+/// port) in one UCA bank, 16-byte blocks and a 32-bit tag (the original page number searched
+/// for), so 20 bytes an entry (001 §5.5: 64K entries, about 1.3 Mbytes); 22 nm, ITRS-HP
+/// cells and periphery, 360 K, no ECC, 128-bit output, CACTI's default objective (ED²).
+/// The inputs, the script and every run are in bench/cacti/, the study in
+/// docs/remap-latency.md.
+///
+/// | entries | CACTI access (ns) | CACTI cycles at 3.2 GHz | this function |
+/// |--------:|------------------:|------------------------:|--------------:|
+/// |      1K |             0.584 |                    1.87 |            10 |
+/// |      2K |             0.705 |                    2.26 |            13 |
+/// |      4K |             0.886 |                    2.83 |            16 |
+/// |      8K |             0.912 |                    2.92 |            16 |
+/// |     16K |             1.203 |                    3.85 |            21 |
+/// |     32K |             1.590 |                    5.09 |            28 |
+/// |     64K |             2.000 |                    6.40 |            35 |
+///
+/// Between the measured sizes `t` is interpolated linearly in log2(entries); beyond 64K it is
+/// extrapolated with the last segment's slope, 0.41 ns a doubling (128K: 42 cycles, 256K:
+/// 49). That underestimates what CACTI gives there: 2.58 and 3.40 ns (45 and 59 cycles) at
+/// best, in 8 and 4 banks; 2.88 and 4.87 ns (50 and 84) in one bank, which from 128K on
+/// outgrows CACTI's 512 subarrays. Below 1024 entries: 10 cycles. The scaling keeps 001's
+/// margin over CACTI (10 cycles where CACTI says 1.87), ×5.3 at every size: CACTI's own
+/// figure is `t × 3.2`.
+pub fn remap_lookup_cycles(entries: u64) -> u64 {
+    let (first, t_first) = REMAP_CACTI_ACCESS_NS[0];
+    if entries <= first {
+        return 10;
+    }
+    // log2(entries), exact for powers of two
+    let k = 63 - entries.leading_zeros();
+    let lg = k as f64 + (entries as f64 / (1u64 << k) as f64).log2();
+    let n = REMAP_CACTI_ACCESS_NS.len();
+    // the segment [i, i + 1] that holds lg (the last one beyond the table)
+    let i = REMAP_CACTI_ACCESS_NS.iter().rposition(|&(e, _)| e <= entries).unwrap_or(0).min(n - 2);
+    let (e0, t0) = REMAP_CACTI_ACCESS_NS[i];
+    let (e1, t1) = REMAP_CACTI_ACCESS_NS[i + 1];
+    let (l0, l1) = (e0.trailing_zeros() as f64, e1.trailing_zeros() as f64);
+    let t = t0 + (t1 - t0) * (lg - l0) / (l1 - l0);
+    (10.0 * t / t_first).ceil() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +353,32 @@ mod tests {
         let mut u = RemapTable::new(None, false);
         u.hold(7);
         assert!(!u.bounded() && u.has_room(1 << 40) && u.entries() == 7);
+    }
+
+    /// 001's 10 cycles at 1024 entries, CACTI's measured sizes, growth that never falls, and
+    /// interpolation and extrapolation between and beyond them.
+    #[test]
+    fn remap_lookup_cycles_follow_cacti() {
+        assert_eq!(remap_lookup_cycles(1024), 10, "001 §4.1's conservative figure");
+        for e in [0, 1, 512, 1023] {
+            assert_eq!(remap_lookup_cycles(e), 10, "no faster than 001's 1024-entry table");
+        }
+        let anchors = [(1 << 11, 13), (1 << 12, 16), (1 << 13, 16), (1 << 14, 21), (1 << 15, 28), (1 << 16, 35)];
+        for (e, c) in anchors {
+            assert_eq!(remap_lookup_cycles(e), c, "{e} entries");
+        }
+        // between 2K (12.07 before rounding) and 4K (15.16): about halfway at 2K × √2
+        assert_eq!(remap_lookup_cycles(2896), 14);
+        // beyond the table: the 32K–64K slope, 0.41 ns a doubling
+        assert_eq!((remap_lookup_cycles(1 << 17), remap_lookup_cycles(1 << 18)), (42, 49));
+        let mut last = 0;
+        let mut e = 1u64;
+        while e < 1 << 24 {
+            let c = remap_lookup_cycles(e);
+            assert!(c >= last, "{e} entries: {c} cycles after {last}");
+            last = c;
+            e += 1 + e / 64;
+        }
+        assert!(remap_lookup_cycles(u64::MAX) > remap_lookup_cycles(1 << 40));
     }
 }
