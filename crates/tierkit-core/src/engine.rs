@@ -998,6 +998,13 @@ fn run_warnings<P: Policy>(
         eprintln!("tierkit: warning: {w}");
         warnings.push(w);
     }
+    if migrations > ran.accesses && ran.accesses > 0 {
+        // each access can justify at most one move: more moves than accesses is churn
+        warnings.push(format!(
+            "policy '{label}' moved {migrations} pages for {} accesses: more moves than the trace has accesses, so most moved pages were not used where they went",
+            ran.accesses
+        ));
+    }
     if let Some(why) = job.trace.incomplete() {
         warnings.push(format!("trace {}: incomplete ({why}); the results cover only what was recorded", job.trace.describe()));
     }

@@ -194,3 +194,58 @@ fn warning_sentences() {
     assert_eq!(human_ns(1500.0), "1.5 µs");
     assert_eq!(human_ns(0.25e9), "250 ms");
 }
+
+/// Swaps every page it finds in the slow tier with the last page it saw in the fast tier:
+/// two moves per access once both tiers are in use.
+struct Churn {
+    last_fast: Option<PageId>,
+}
+
+impl Policy for Churn {
+    const PER_ACCESS: bool = true;
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn place(&mut self, _page: PageId, ctx: &mut Ctx) -> TierId {
+        ctx.mem.first_free_from(0).unwrap()
+    }
+    fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> tierkit_core::policy::Served {
+        if ctx.mem.tier(page) == 0 {
+            self.last_fast = Some(page);
+        } else if let Some(f) = self.last_fast.take() {
+            ctx.mem.swap_by(page, f, tierkit_core::mechanics::MoveBy::Hw).unwrap();
+            self.last_fast = Some(page);
+        }
+        tierkit_core::policy::Served::RESIDENT
+    }
+    fn activity(&self) -> Activity {
+        Activity::OnAccess
+    }
+}
+
+/// A policy that moves more pages than the trace has accesses gets a warning: no access can
+/// justify more than one move. Two pages, one fast frame, 0 1 0 1 …: every access from the
+/// second on swaps the pair (two moves), 2·99 moves for 100 accesses.
+#[test]
+fn more_moves_than_accesses_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages: Vec<u64> = (0..100).map(|i| i % 2).collect();
+    let input = write_pages(dir.path(), &pages, None);
+    let mut job = Job::new(&input, Platform::load("dram-pmem").unwrap());
+    job.capacity = vec![(0, Capacity::Bytes(4096))];
+    job.policy_label = "churn".into();
+    let r = run_policy(Churn { last_fast: None }, &mut job).unwrap();
+    assert_eq!(r.migrations, 198);
+    let w: Vec<_> = r.warnings.iter().filter(|w| w.contains("more moves than the trace has accesses")).collect();
+    assert_eq!(w.len(), 1, "{:?}", r.warnings);
+    assert!(w[0].contains("moved 198 pages for 100 accesses"), "{}", w[0]);
+    // a policy that moves fewer pages than accesses is not flagged
+    let pages: Vec<u64> = (0..100).map(|i| (i / 10) % 2).collect();
+    let input = write_pages(dir.path(), &pages, None);
+    let mut job = Job::new(&input, Platform::load("dram-pmem").unwrap());
+    job.capacity = vec![(0, Capacity::Bytes(4096))];
+    job.policy_label = "churn".into();
+    let r = run_policy(Churn { last_fast: None }, &mut job).unwrap();
+    assert!(r.migrations > 0 && r.migrations < 100);
+    assert!(!r.warnings.iter().any(|w| w.contains("more moves")), "{:?}", r.warnings);
+}

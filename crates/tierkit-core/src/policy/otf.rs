@@ -61,11 +61,15 @@
 //!   authors' model, a window closes at the first access at or after its end at which the
 //!   controller is idle, and the next window starts then; a migration counts in the window
 //!   in which it completes.
-//! * **MBQ** (migration benefit quotient, 001 §2, §3.1): the accesses, during the window, to
-//!   pages that the controller promoted into the fast tier and that still hold their ReMap
-//!   entry ("recently migrated"), divided by the number of such pages at the window's end
-//!   (0 when there are none). This is the authors' "remap MBQ" (`remap_access /
-//!   hot_pages_in_remap`): the table is the controller's record of recent migrations.
+//! * **MBQ** (migration benefit quotient, 001 §2, §3.1), two ways ([`MbqMode`]):
+//!   `mbq=window` (the default), the accesses, during the window, to pages that the
+//!   controller promoted into the fast tier and that still hold their ReMap entry
+//!   ("recently migrated"), divided by the number of such pages at the window's end (0 when
+//!   there are none), the table being the controller's record of recent migrations; or
+//!   `mbq=cumulative`, the authors' model's quantity: accesses since the run began to pages
+//!   the controller moved into the fast tier, while there, divided by the pages migrated
+//!   since the run began (`HMA_onfly_adaptive`: `src/Processor.h:307`,
+//!   `src/Cache.cpp:996-1000`, `src/Processor.cpp:2291`; neither count is reset).
 //!
 //! # `otf-adaptive:algorithm=1|2|3` (001 §3, §5.2–5.4, Algorithms 1–3)
 //!
@@ -73,9 +77,13 @@
 //! migrations are paused or resumed at the end of each migration window (`migwindow`, 100 M
 //! cycles, counted from the first migration) from the mean of the window MBQs in it. The
 //! rules start once the first migration has started (the authors' `onfly_started`); before
-//! that the windows are only recorded. Where the prose and the listings disagree, the
-//! listings are followed by default (the authors' model's combined rule agrees with
-//! Algorithm 3's listing); `rule=prose` follows the prose of Algorithms 2 and 3 ([`Rule`]):
+//! that the windows are only recorded. While paused, the controller still starts `probe`
+//! migrations per threshold window (tierkit's rule: otherwise no recently migrated page is
+//! left to raise the MBQ, and a pause never ends). Where the prose and the listings
+//! disagree, the prose is followed by default (`rule=prose`; on real programs the
+//! listing's Algorithm 3 drove the threshold to its floor, docs/policies.md);
+//! `rule=listing` follows the listings ([`Rule`]), with which the authors' model's
+//! commented-out combined rule agrees:
 //!
 //! * Alg. 1: the prose pauses below an MBQ of 90; the listing uses `min_MBQ` 50 (and resumes
 //!   at `max_MBQ` 70). Its `min_min_count` is read as `min_mig_count`.
@@ -109,7 +117,8 @@
 //! * In the model, hardware AR halts the page's core during the reverse-mapping and PTE
 //!   stages; so does `ar=hw` here (one program, so the program halts).
 //! * The model's adaptive code counts MBQ cumulatively (`migrated_hbm_access /
-//!   pages_migrated`); we use the per-window MBQ of 001 §3.2 over the ReMap table's pages.
+//!   pages_migrated`); that is `mbq=cumulative`, and the default is the per-window MBQ of
+//!   001 §3.2 over the ReMap table's pages.
 //! * Its reverse migration (disabled in the published code) picks the least recently used
 //!   table page; we follow §5.5 and pick the fewest accesses in the window.
 
@@ -185,12 +194,12 @@ pub struct Bounds {
 /// (§3.2 for Algorithm 2; §5.4 and §7 for Algorithm 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
-    /// The listings (the default): Alg. 2 doubles at MBQ ≤ max_MBQ, else halves at
+    /// The listings: Alg. 2 doubles at MBQ ≤ max_MBQ, else halves at
     /// MBQ ≥ min_MBQ, and pauses from the migration window's mean MBQ; Alg. 3 halves only
     /// when the MBQ is at most max_MBQ. The authors' model's combined rule halves at an MBQ
     /// below 70 as well.
     Listing,
-    /// The prose: Alg. 2 halves above `high_mbq` (130), doubles below `min_mbq` (50) and
+    /// The prose (the default): Alg. 2 halves above `high_mbq` (130), doubles below `min_mbq` (50) and
     /// halts after more than `halt_windows` (25) consecutive low windows (§3.2); Alg. 3
     /// halves when few pages moved "and MBQ is high" (§7), high meaning above `upper_mbq`,
     /// the level at which §5.4 calls the MBQ high enough not to double.
@@ -329,6 +338,31 @@ pub fn tlb_shootdown_us(cores: u32) -> f64 {
 
 // ---------------------------------------------------------------- configuration
 
+/// Which quantity the adaptive rules read as the MBQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MbqMode {
+    /// The authors' model's: every access since the run began to a page that sits in the
+    /// fast tier because the controller moved it there, divided by the pages migrated since
+    /// the run began (a swap counts two). Neither count is ever reset, so while migrations
+    /// are paused the quotient rises as long as the migrated pages are used: that is what
+    /// lets a pause end.
+    Cumulative,
+    /// The window's accesses to promoted pages that still hold their ReMap entry, divided
+    /// by the number of such pages at the window's end (the authors' "remap MBQ" taken per
+    /// window, as 001 §3.2's prose reads); the migration window uses the mean of its
+    /// threshold windows' values.
+    Window,
+}
+
+impl MbqMode {
+    fn name(self) -> &'static str {
+        match self {
+            MbqMode::Cumulative => "cumulative",
+            MbqMode::Window => "window",
+        }
+    }
+}
+
 /// How ReMap entries are freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freeing {
@@ -384,18 +418,29 @@ pub struct Config {
     pub twindow_cycles: u64,
     /// The adaptive technique, its constants and the migration window (cycles).
     pub adaptive: Option<(Algorithm, Bounds, u64)>,
+    /// The MBQ the adaptive rules read.
+    pub mbq: MbqMode,
+    /// Migrations a paused controller still starts per threshold window, so that the MBQ
+    /// has recently migrated pages to measure and a pause can end.
+    pub probe: u32,
     pub min_residency_cycles: u64,
 }
 
 // ---------------------------------------------------------------- state
 
 const NO_PAGE: PageId = PageId::MAX;
+/// Columns of a time-series row.
+const ROW: usize = 9;
 /// The page holds a ReMap entry.
 const ENTRY: u8 = 1;
 /// The page was promoted into the fast tier and holds its entry: its accesses make the MBQ.
 const PROMOTED: u8 = 2;
 /// The page is being moved or reconciled.
 const BUSY: u8 = 4;
+/// The page is in the fast tier because the controller moved it there (kept after its entry
+/// is reconciled; cleared when it leaves): its accesses make the cumulative MBQ, as the
+/// authors' `migrated_location` does.
+const MOVED_IN: u8 = 8;
 
 /// Per-page state, one flat array indexed by page id.
 /// 16 bytes, so that four pages share a cache line (the array is read on every access).
@@ -473,6 +518,8 @@ struct Counters {
     threshold_decreases: u64,
     pauses: u64,
     resumes: u64,
+    /// Migrations started while paused, as probes (see `probe`).
+    probes: u64,
     /// Most ReMap entries held at once.
     remap_peak: u64,
     /// ReMap lookups (one per access).
@@ -525,7 +572,17 @@ pub struct Otf {
     mig_start_ns: f64,
     mig_mbq_sum: f64,
     mig_windows: u64,
-    rows: Vec<[f64; 7]>,
+    /// Migration windows closed (the pause and resume decisions taken).
+    mig_decisions: u64,
+    /// The cumulative MBQ's counts: accesses to pages moved into the fast tier while they
+    /// are there, and pages migrated (a swap counts two), since the run began.
+    cum_acc: u64,
+    cum_pages: u64,
+    /// When the pause in force (if any) began, ns.
+    paused_since: Option<f64>,
+    /// Probe migrations a paused controller may still start in the current threshold window.
+    probes_left: u32,
+    rows: Vec<[f64; ROW]>,
     // derived, ns
     lookup_ns: f64,
     twindow_ns: f64,
@@ -572,6 +629,11 @@ impl Otf {
             mig_start_ns: 0.0,
             mig_mbq_sum: 0.0,
             mig_windows: 0,
+            mig_decisions: 0,
+            cum_acc: 0,
+            cum_pages: 0,
+            paused_since: None,
+            probes_left: 0,
             rows: Vec::new(),
             lookup_ns: 0.0,
             twindow_ns: 0.0,
@@ -737,7 +799,9 @@ impl Otf {
             self.pending = NO_PAGE; // moved, taken, or below a raised threshold
             return;
         }
-        if self.paused {
+        // paused: only the window's probes may start (see `probe`)
+        let probe = self.paused;
+        if probe && self.probes_left == 0 {
             self.blocked = true;
             return;
         }
@@ -798,12 +862,16 @@ impl Otf {
                 if st.flags() & PROMOTED != 0 {
                     self.promoted -= 1; // a promoted page swapped out (unbounded table only)
                 }
-                st.remove_flags(PROMOTED);
+                st.remove_flags(PROMOTED | MOVED_IN);
                 st.add_flags(ENTRY | BUSY);
                 st.count = 0;
             }
         }
         self.lru_touch(p);
+        if probe {
+            self.probes_left -= 1;
+            self.n.probes += 1;
+        }
         self.n.pages_migrated += need;
         self.charge_moves(ctx, need);
         self.pending = NO_PAGE;
@@ -840,7 +908,7 @@ impl Otf {
                 if st.flags() & PROMOTED != 0 {
                     self.promoted -= 1;
                 }
-                st.remove_flags(PROMOTED);
+                st.remove_flags(PROMOTED | MOVED_IN);
                 st.add_flags(BUSY);
                 st.count = 0;
             }
@@ -923,14 +991,16 @@ impl Otf {
                     }
                 }
                 let h = &mut self.pg[inf.hot as usize];
-                h.add_flags(PROMOTED);
+                h.add_flags(PROMOTED | MOVED_IN);
                 h.win = 0;
                 h.prev = 0;
                 self.promoted += 1;
                 if inf.slot != u32::MAX {
                     self.mc.table.set_done(inf.slot, done);
                 }
-                self.w.migrations += 1 + (inf.cold != NO_PAGE) as u64;
+                let pages = 1 + (inf.cold != NO_PAGE) as u64;
+                self.w.migrations += pages;
+                self.cum_pages += pages;
             }
             MoveKind::Back => self.drop_group(inf.slot),
         }
@@ -980,7 +1050,8 @@ impl Otf {
 
     // ------------------------------------------------------------ windows
 
-    fn mbq(&self) -> f64 {
+    /// The window's MBQ (see [`MbqMode::Window`]).
+    fn window_mbq(&self) -> f64 {
         if self.promoted > 0 {
             self.w.hot_acc as f64 / self.promoted as f64
         } else {
@@ -988,19 +1059,53 @@ impl Otf {
         }
     }
 
-    fn row(&self, at_ns: f64) -> [f64; 7] {
-        [self.w.idx as f64, at_ns / 1e6, self.mbq(), self.w.migrations as f64, self.threshold as f64, self.paused as u8 as f64, self.mc.table.entries() as f64]
+    /// The MBQ since the run began (see [`MbqMode::Cumulative`]).
+    fn cumulative_mbq(&self) -> f64 {
+        if self.cum_pages > 0 {
+            self.cum_acc as f64 / self.cum_pages as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// The MBQ the adaptive rules read.
+    fn mbq(&self) -> f64 {
+        match self.cfg.mbq {
+            MbqMode::Cumulative => self.cumulative_mbq(),
+            MbqMode::Window => self.window_mbq(),
+        }
+    }
+
+    fn row(&self, at_ns: f64) -> [f64; ROW] {
+        [
+            self.w.idx as f64,
+            at_ns / 1e6,
+            self.mbq(),
+            self.w.migrations as f64,
+            self.threshold as f64,
+            self.paused as u8 as f64,
+            self.mc.table.entries() as f64,
+            self.window_mbq(),
+            self.cumulative_mbq(),
+        ]
     }
 
     fn close_window(&mut self, now: f64) {
         let mbq = self.mbq();
         self.rows.push(self.row(now));
         self.n.windows += 1;
+        self.probes_left = self.cfg.probe;
         if let (Some((alg, b, _)), true) = (self.cfg.adaptive, self.started) {
             self.mig_mbq_sum += mbq;
             self.mig_windows += 1;
             let migwindow_mbq = if now - self.mig_start_ns >= self.migwindow_ns {
-                let m = self.mig_mbq_sum / self.mig_windows as f64;
+                // the window MBQ's mean over the migration window; the cumulative MBQ as it
+                // stands (the authors' model reads its running quotient there)
+                let m = match self.cfg.mbq {
+                    MbqMode::Window => self.mig_mbq_sum / self.mig_windows as f64,
+                    MbqMode::Cumulative => mbq,
+                };
+                self.mig_decisions += 1;
                 self.mig_mbq_sum = 0.0;
                 self.mig_windows = 0;
                 self.mig_start_ns = now;
@@ -1015,6 +1120,11 @@ impl Otf {
             self.n.threshold_decreases += (s.threshold < self.threshold) as u64;
             self.n.pauses += (s.paused && !self.paused) as u64;
             self.n.resumes += (!s.paused && self.paused) as u64;
+            if s.paused && !self.paused {
+                self.paused_since = Some(now);
+            } else if !s.paused {
+                self.paused_since = None;
+            }
             self.threshold = s.threshold;
             self.paused = s.paused;
         }
@@ -1138,9 +1248,13 @@ impl Policy for Otf {
         let c = st.count.saturating_add(1);
         st.count = c;
         if tier == 0 {
-            if st.flags() & PROMOTED != 0 {
-                st.win = st.win.saturating_add(1);
-                self.w.hot_acc += 1;
+            let f = st.flags();
+            if f & (PROMOTED | MOVED_IN) != 0 {
+                if f & PROMOTED != 0 {
+                    st.win = st.win.saturating_add(1);
+                    self.w.hot_acc += 1;
+                }
+                self.cum_acc += (f & MOVED_IN != 0) as u64;
             }
             self.lru_tick += 1;
             if st.lru() + self.lru_slack < self.lru_tick {
@@ -1160,6 +1274,54 @@ impl Policy for Otf {
         Served::delayed(self.lookup_ns)
     }
 
+    /// What the run cannot show: too few migration windows for the pause and resume rules
+    /// to act, a pause that never ended, a ReMap table that pinned the whole fast tier.
+    fn input_warnings(&self, _digest: Option<&str>, ran: &super::RunExtent) -> Vec<String> {
+        let mut w = Vec::new();
+        let name = self.cfg.name;
+        let ms = |ns: f64| format!("{:.3} ms", ns / 1e6);
+        if self.cfg.adaptive.is_some() && self.migwindow_ns.is_finite() {
+            let fits = ran.runtime_ns / self.migwindow_ns;
+            if fits < 3.0 {
+                w.push(format!(
+                    "{name}: its migration window ({}, migwindow) fits {fits:.2} times in the run's {} of simulated time, so migrations were paused or resumed from {} decision{} only: too few to show how it adapts; see --repeat / --time-scale",
+                    ms(self.migwindow_ns),
+                    ms(ran.runtime_ns),
+                    self.mig_decisions,
+                    if self.mig_decisions == 1 { "" } else { "s" },
+                ));
+            }
+        }
+        if let (true, Some(since)) = (self.paused, self.paused_since) {
+            let rest = (ran.runtime_ns - since).max(0.0);
+            w.push(format!(
+                "{name}: paused migrations at {} and never resumed them ({} pause{}, {} resume{}): no page moved in the last {} ({:.0}% of the run); the MBQ at the end was {:.1} ({} MBQ) against a resume level of {}",
+                ms(since),
+                self.n.pauses,
+                if self.n.pauses == 1 { "" } else { "s" },
+                self.n.resumes,
+                if self.n.resumes == 1 { "" } else { "s" },
+                ms(rest),
+                100.0 * rest / ran.runtime_ns.max(1e-9),
+                self.mbq(),
+                self.cfg.mbq.name(),
+                self.cfg.adaptive.map(|a| a.1.max_mbq).unwrap_or(f64::NAN),
+            ));
+        }
+        if self.n.no_victim > 0 {
+            let pages = self.n.pages_migrated + self.n.reverse_pages;
+            w.push(format!(
+                "{name}: {} time{} every fast page held a ReMap entry (a table of {} entries against a smaller fast tier), and entries were freed on demand to go on; such a run tends to thrash ({pages} pages moved, {} reconciled, {} moved back): compare its fast-tier hit ratio with first-touch's",
+                self.n.no_victim,
+                if self.n.no_victim == 1 { "" } else { "s" },
+                self.mc.table.capacity(),
+                self.n.reconciled_pages,
+                self.n.reverse_pages,
+            ));
+        }
+        w
+    }
+
     fn report(&self) -> serde_json::Value {
         let mut n = self.n.clone();
         if let Some(s) = self.stall_since {
@@ -1174,6 +1336,9 @@ impl Policy for Otf {
             "name": c.name,
             "algorithm": c.adaptive.map(|a| a.0.number()),
             "rule": c.adaptive.map(|a| if a.1.rule == Rule::Prose { "prose" } else { "listing" }),
+            "mbq_mode": c.adaptive.map(|_| c.mbq.name()),
+            "mbq_cumulative": self.cumulative_mbq(),
+            "migration_window_decisions": c.adaptive.map(|_| self.mig_decisions),
             "address_reconciliation": c.freeing.name(),
             "remap_entries": if self.bounded() { Some(self.mc.table.capacity()) } else { None },
             "initial_threshold": c.threshold,
@@ -1185,7 +1350,7 @@ impl Policy for Otf {
             "remap_lookup_ns": self.lookup_ns,
             "counters": n,
             "timeseries": {
-                "columns": ["window", "time_ms", "mbq", "migrations", "threshold", "paused", "remap_occupancy"],
+                "columns": ["window", "time_ms", "mbq", "migrations", "threshold", "paused", "remap_occupancy", "mbq_window", "mbq_cumulative"],
                 "rows": rows,
             },
         })
@@ -1219,15 +1384,14 @@ const REMAP: ParamSpec = int(
     "001 §2.1, §4.1 (1024-entry table); §5.5 also studies 16384 and 65536",
     "ReMap table entries: one per moved page, two per swap",
 );
-const LOOKUP: ParamSpec = int(
-    "remap_lookup_cycles",
-    0,
-    1 << 20,
-    "CPU cycles per access",
-    "10",
-    "001 Table 3, §4.1",
-    "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency",
-);
+const LOOKUP: ParamSpec = ParamSpec {
+    name: "remap_lookup_cycles",
+    ty: ParamType::Text,
+    unit: "CPU cycles per access",
+    default: "auto",
+    source: "001 Table 3 and §4.1 (10 cycles for the 1024-entry table; 'in some experiments we tested with larger ReMap tables and adjusted access times appropriately'); auto scales 10 cycles by CACTI 7's access time of a fully associative table of that many 20-byte entries (docs/remap-latency.md): 13, 16, 16, 21, 28 and 35 cycles for 2 K to 64 K entries",
+    help: "ReMap lookup after the last-level cache, on every access, at the platform's CPU frequency: a whole number of cycles, or auto (from the table size; 10 for the unbounded table of ar=none, 001's idealised OTF_no_AR)",
+};
 const AR_START: ParamSpec = ParamSpec {
     name: "ar_start",
     ty: ParamType::Float { min: 0.0, max: 1.0 },
@@ -1342,10 +1506,27 @@ const RULE: ParamSpec = ParamSpec {
     name: "rule",
     ty: ParamType::Choice { options: &["listing", "prose"] },
     unit: "",
-    default: "listing",
-    source: "001 Algorithms 2-3 (listing; the authors' model's combined rule agrees) vs §3.2 (Algorithm 2's prose) and §5.4/§7 (Algorithm 3's prose)",
+    default: "prose",
+    source: "001 §3.2 (Algorithm 2's prose) and §5.4/§7 (Algorithm 3's prose: halve 'when the number of pages migrated is low and MBQ is high') vs Algorithms 2-3 (listing; the authors' model's commented-out combined rule agrees); prose by default: on real traces the listing's halving at a low MBQ drove the threshold to its floor (docs/experiments.md)",
     help: "which statement of Algorithms 2 and 3 to follow: listing (Alg. 3 halves only at MBQ <= max_mbq) or prose (Alg. 2 halves above high_mbq, doubles below min_mbq, halts after halt_windows low windows; Alg. 3 halves only at MBQ > upper_mbq)",
 };
+const MBQ: ParamSpec = ParamSpec {
+    name: "mbq",
+    ty: ParamType::Choice { options: &["cumulative", "window"] },
+    unit: "",
+    default: "window",
+    source: "authors' model, HMA_onfly_adaptive: src/Processor.h:307 (migrated_hbm_access, 'whole benchmark'), src/Cache.cpp:996-1000 (counted on every access to a migrated page in HBM, never reset), src/Processor.cpp:2291 and 2303-2357 (migrated_hbm_access / pages_migrated read by the pause, resume and threshold rules); 001 §3.1-3.2 ('average number of accesses to pages recently migrated')",
+    help: "the MBQ the rules read: cumulative (accesses since the start to pages the controller moved into the fast tier, while there, per page migrated since the start; rises during a pause, so a pause can end) or window (the window's accesses to promoted pages holding a ReMap entry, per such page)",
+};
+const PROBE: ParamSpec = int(
+    "probe",
+    0,
+    1 << 20,
+    "migrations per threshold window",
+    "1",
+    "tierkit's rule: 001 §3.1 resumes when the MBQ reaches max_MBQ and §7 'if the MBQ increases', but a paused controller migrates nothing, so no recently migrated page is left to raise it; 0 is the listings' pause",
+    "while paused, still migrate this many candidates per threshold window (the hottest waiting page), so that the MBQ measures what migrating would bring now and a pause can end",
+);
 const HIGH_MBQ: ParamSpec =
     float("high_mbq", "accesses per page", "130", "001 §3.2 (prose: halve when the MBQ is greater than 130)", "rule=prose, Algorithm 2: halve above");
 const HALT_WINDOWS: ParamSpec = int(
@@ -1400,7 +1581,7 @@ fn common(p: &Params, name: &'static str, freeing: Freeing, adaptive: Option<(Al
         threshold: p.int("threshold") as u32,
         remap: int_p(p, "remap"),
         freeing,
-        remap_lookup_cycles: p.int("remap_lookup_cycles") as f64,
+        remap_lookup_cycles: lookup_cycles(p, freeing)?,
         ar_start: f("ar_start", 0.5),
         cores: c("cores", 16) as u32,
         flush_us: f("flush_us", 4.0),
@@ -1413,8 +1594,25 @@ fn common(p: &Params, name: &'static str, freeing: Freeing, adaptive: Option<(Al
         initial: if p.text("initial") == "first-touch" { Initial::FirstTouch } else { Initial::Interleave },
         twindow_cycles: int_p(p, "twindow"),
         adaptive,
+        mbq: if has("mbq") && p.text("mbq") == "cumulative" { MbqMode::Cumulative } else { MbqMode::Window },
+        probe: c("probe", 1) as u32,
         min_residency_cycles: c("min_residency_cycles", 1_000_000),
     })
+}
+
+/// `remap_lookup_cycles`: a number of cycles, or `auto`, from the table's size
+/// ([`remap_lookup_cycles`](crate::mechanics::remap::remap_lookup_cycles)).
+fn lookup_cycles(p: &Params, freeing: Freeing) -> Result<f64> {
+    let v = p.text("remap_lookup_cycles").trim();
+    if v == "auto" {
+        // the unbounded table of OTF_no_AR is 001's idealisation: the 1024-entry figure
+        let entries = if freeing == Freeing::NoAr { 1024 } else { int_p(p, "remap") };
+        return Ok(crate::mechanics::remap::remap_lookup_cycles(entries) as f64);
+    }
+    match v.parse::<u32>() {
+        Ok(c) if c <= 1 << 20 => Ok(c as f64),
+        _ => Err(Error::config(format!("{}:remap_lookup_cycles", p.policy), format!("'{v}' is neither auto nor a whole number of cycles (0 to 1048576)"))),
+    }
 }
 
 fn freeing(p: &Params) -> Freeing {
@@ -1439,7 +1637,7 @@ fn bounds(p: &Params, alg: Algorithm) -> Bounds {
         min_mbq: p.float("min_mbq"),
         max_mbq: p.float("max_mbq"),
         upper_mbq: if p.values.contains_key("upper_mbq") { p.float("upper_mbq") } else { l.upper_mbq },
-        rule: if p.values.contains_key("rule") && p.text("rule") == "prose" { Rule::Prose } else { Rule::Listing },
+        rule: if p.values.contains_key("rule") && p.text("rule") == "listing" { Rule::Listing } else { Rule::Prose },
         high_mbq: if p.values.contains_key("high_mbq") { p.float("high_mbq") } else { l.high_mbq },
         halt_windows: int_or("halt_windows", l.halt_windows as u64) as u32,
     }
@@ -1488,7 +1686,7 @@ pub static OTF_ADAPTIVE: PolicyInfo = PolicyInfo {
     source: "001 §3.1-3.2, §5.2-5.4 (Algorithms 1-3, OTF_HW_AR_adaptive_N)",
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
     params: &[
-        ALGORITHM, RULE, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
+        ALGORITHM, RULE, MBQ, PROBE, THRESHOLD, MIN_T, MAX_T, MIN_MIG, MAX_MIG, MIN_MBQ, MAX_MBQ, UPPER_MBQ, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, AR, REMAP, AR_START, LOOKUP, CORES, FLUSH, RMAP, WALK,
         TLB_DIR, INVAL, INITIAL, MIG_E, LOOKUP_E,
     ],
     build: |p| Ok(Built::from(Otf::new(config("otf-adaptive", p)?))),
@@ -1499,7 +1697,7 @@ pub static OTF_REVERSE: PolicyInfo = PolicyInfo {
     summary: "otf without address reconciliation: when the ReMap table is full, the migrated page (or swapped pair) with the fewest accesses in the window goes back to its original frame; MBQ-adaptive threshold (Algorithm 2)",
     source: "001 §3.3, §5.5 (OTF_RM_adaptive)",
     deploy: super::Deploy::Hardware { why: "a memory controller counts every access and migrates pages behind the OS, with a ReMap table (001 §2)" },
-    params: &[REMAP, RESIDENCY, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, RULE, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
+    params: &[REMAP, RESIDENCY, MBQ, PROBE, THRESHOLD, MIN_T, MAX_T, MIN_MBQ, MAX_MBQ, RULE, HIGH_MBQ, HALT_WINDOWS, TWINDOW, MIGWINDOW, LOOKUP, INITIAL, MIG_E, LOOKUP_E],
     build: |p| Ok(Built::from(Otf::new(config("otf-reverse", p)?))),
 };
 
