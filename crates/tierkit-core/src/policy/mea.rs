@@ -1,17 +1,27 @@
-//! The Majority Element Algorithm (MEA) of MemPod (Prodromou et al., HPCA 2017, cited as [26]
-//! by seed 001): the frequent-items counter set of Misra and Gries (1982), a generalization
-//! of Boyer and Moore's majority vote. `k` counters watch a stream of `n` elements:
+//! The Majority Element Algorithm (MEA) of MemPod (Prodromou et al., HPCA 2017, §III and its
+//! Algorithm 1; cited as [26] by seed 001), after Karp et al. (2003) and Charikar et al.
+//! (2002): the frequent-items counter set of Misra and Gries ("Finding repeated elements",
+//! Science of Computer Programming 2(2), 1982), a generalization of Boyer and Moore's
+//! majority vote. `k` counters watch a stream of `n` elements; each element does one of
+//! MemPod §III's three operations:
 //!
-//! * an element that holds a counter increments it;
-//! * a new element takes a free counter, starting at 1;
-//! * a new element that finds every counter taken is dropped, and every counter loses one
-//!   (counters that reach 0 are freed).
+//! * (a) an element that holds a counter increments it;
+//! * (b) a new element takes a free counter, starting at 1;
+//! * (c) a new element that finds every counter taken is dropped, and every counter loses
+//!   one (counters that reach 0 are freed).
 //!
-//! Each decrement step discards `k + 1` occurrences (one of each tracked element and the new
-//! one), so it happens at most `n / (k + 1)` times. Hence every element occurring more than
-//! `n / (k + 1)` times holds a counter at the end, and a counter falls short of its element's
-//! true count by at most `n / (k + 1)`. With `k = 1` this is the majority vote: an element
-//! occurring more than `n / 2` times is the one tracked.
+//! Each decrement step (c) discards `k + 1` occurrences (one of each tracked element and the
+//! new one), so there are `d ≤ n / (k + 1)` of them. Each one takes at most one occurrence
+//! from any element, so a counter falls short of its element's true count by at most `d`,
+//! and every element occurring more than `n / (k + 1)` times holds a counter at the end
+//! (Misra and Gries 1982). With `k = 1` this is the majority vote: an element occurring more
+//! than `n / 2` times is the one tracked. The set counts its decrement steps
+//! ([`MisraGries::decrements`]) so that a caller can bound a true count from both sides:
+//! `count ≤ true ≤ count + d`.
+//!
+//! MemPod §III states the algorithm with `K` entries in its prose, and its Algorithm 1 adds
+//! a new entry while `|T| < K − 1`; the prose (`K` counters, the `N / (K + 1)` guarantee,
+//! §V-B's "64 MEA entries") is what this follows.
 //!
 //! Cost: an increment is a hash lookup; a decrement step is O(k), and there are at most
 //! `n / (k + 1)` of them, so O(1) amortized per element.
@@ -28,6 +38,8 @@ pub struct MisraGries {
     index: FxHashMap<u32, u32>,
     /// elements recorded since the last clear
     seen: u64,
+    /// decrement steps (operation (c)) since the last clear
+    decrements: u64,
 }
 
 impl MisraGries {
@@ -36,7 +48,7 @@ impl MisraGries {
         assert!(k >= 1, "a Misra-Gries counter set needs at least one counter");
         let mut index = FxHashMap::default();
         index.reserve(k);
-        MisraGries { k, keys: Vec::with_capacity(k), counts: Vec::with_capacity(k), index, seen: 0 }
+        MisraGries { k, keys: Vec::with_capacity(k), counts: Vec::with_capacity(k), index, seen: 0, decrements: 0 }
     }
 
     /// Count one occurrence of `x`.
@@ -57,6 +69,7 @@ impl MisraGries {
     /// Every counter loses one; counters at 0 are freed.
     #[cold]
     fn decrement_all(&mut self) {
+        self.decrements += 1;
         let mut i = 0;
         while i < self.keys.len() {
             self.counts[i] -= 1;
@@ -81,7 +94,7 @@ impl MisraGries {
     }
 
     /// The counter of `x`, if tracked: at most its true count, and at least its true count
-    /// minus `seen() / (k + 1)`.
+    /// minus `decrements()` (itself at most `seen() / (k + 1)`).
     pub fn count(&self, x: u32) -> Option<u32> {
         self.index.get(&x).map(|&i| self.counts[i as usize])
     }
@@ -110,12 +123,19 @@ impl MisraGries {
         self.seen
     }
 
+    /// Decrement steps since the last clear, `d ≤ n / (k + 1)`: the most any counter can
+    /// fall short of its element's true count.
+    pub fn decrements(&self) -> u64 {
+        self.decrements
+    }
+
     /// Free every counter (a new window).
     pub fn clear(&mut self) {
         self.keys.clear();
         self.counts.clear();
         self.index.clear();
         self.seen = 0;
+        self.decrements = 0;
     }
 }
 
@@ -144,7 +164,7 @@ mod tests {
         assert_eq!(m.count(a), Some(2));
         assert_eq!(m.count(b), Some(1));
         assert!(!m.contains(c) && !m.contains(d));
-        assert_eq!((m.len(), m.seen()), (2, 9));
+        assert_eq!((m.len(), m.seen(), m.decrements()), (2, 9, 2), "c and d each cost a step");
     }
 
     /// k = 1 is Boyer–Moore's majority vote: an element with more than half of the stream
@@ -176,13 +196,13 @@ mod tests {
                 *truth.entry(x).or_default() += 1;
             }
             let bound = n as u64 / (k as u64 + 1);
-            assert!(m.len() <= k);
+            assert!(m.len() <= k && m.decrements() <= bound);
             for (&x, &c) in &truth {
                 if c * (k as u64 + 1) > n as u64 {
                     assert!(m.contains(x), "k={k} n={n}: {x} occurs {c} times but is not tracked");
                 }
                 if let Some(est) = m.count(x) {
-                    assert!(est as u64 <= c && est as u64 + bound >= c, "k={k} n={n}: {x}: counter {est}, true {c}");
+                    assert!(est as u64 <= c && est as u64 + m.decrements() >= c, "k={k} n={n}: {x}: counter {est}, true {c}");
                 }
             }
         }
@@ -190,9 +210,10 @@ mod tests {
 
     #[test]
     fn clear_starts_a_new_window() {
-        let mut m = run(3, &[1, 1, 2]);
+        let mut m = run(3, &[1, 1, 2, 3, 4]);
+        assert_eq!((m.count(1), m.len(), m.decrements()), (Some(1), 1, 1));
         m.clear();
-        assert!(m.is_empty() && m.seen() == 0 && !m.contains(1));
+        assert!(m.is_empty() && m.seen() == 0 && m.decrements() == 0 && !m.contains(1));
         m.record(9);
         assert_eq!(m.count(9), Some(1));
         assert_eq!(m.capacity(), 3);

@@ -1,16 +1,32 @@
-//! `mempod`: MemPod (Prodromou et al., HPCA 2017), evaluated as MemPod_no_AR in seed 001
-//! §2.4 ([26] there).
+//! `mempod`: MemPod (Prodromou, Meswani, Jayasena, Loh, Tullsen, "MemPod: A Clustered
+//! Architecture for Efficient and Scalable Migration in Flat Address Space Multi-level
+//! Memories", HPCA 2017), evaluated as MemPod_no_AR in seed 001 §2.4 ([26] there).
 //!
-//! Memory is split into pods, each a cluster of fast and slow channels with its own
-//! migration controller; pages only ever move between the frames of their own pod. Each pod
-//! watches its accesses with a Majority Element Algorithm counter set ([`MisraGries`]) that,
-//! over an epoch, tracks the pod's hottest pages. At the end of each epoch every pod brings
-//! its tracked pages that sit in a slow tier into the fast tier, by hardware
-//! ([`MoveBy::Hw`]: no fault, no shootdown, the copy alongside the program), and the counters
-//! start again. MemPod keeps every page's new location in large remap tables, so there is no
-//! address reconciliation and nothing is charged.
+//! What the paper says (section numbers of the HPCA 2017 paper):
+//! * **Pods** (§V-A, Fig. 4): pods sit between the last-level cache and the memory
+//!   controllers; each clusters some fast and some slow channels, tracks their requests and
+//!   migrates pages only among its own channels; pods never talk to each other. One pod per
+//!   slow channel is the suggested design point; the evaluated system has 8 HBM and 4 DDR4
+//!   channels in 4 pods (1 GB HBM, 8 GB DDR4, 2 KB pages; Table II, §VI-B).
+//! * **Activity tracking** (§III, Algorithm 1; §V-B): per pod a Majority Element Algorithm
+//!   map of K entries ([`MisraGries`]); K is the number of hot pages sought per interval.
+//!   §VI-C1 (Fig. 6) swept 16-512 counters and 25-500 µs intervals: 64 counters and 50 µs
+//!   were best. Counters accumulate over the interval (§VI-C1); §III evaluates MEA one
+//!   interval at a time.
+//! * **Trigger and bound** (§V-B, §VI-C1): at each interval a pod migrates *up to K pages*
+//!   into its fast memory, K the number of MEA counters ("the number of MEA counters
+//!   dictates the highest possible number of migrations ... at each interval by each Pod");
+//!   N pods make up to N × K migrations per interval, in parallel.
+//! * **Datapath** (§V-B): a hot page already in fast memory is ignored. A hot slow page
+//!   swaps with a fast page found by a pointer that starts at the pod's first fast location
+//!   and walks forward to the first page that is not one of the hot (tracked) pages; the
+//!   next migration continues from there.
+//! * The paper moves every tracked page and states no minimum count. Its MEA runs at about
+//!   5,500 requests per 50 µs over 4 pods (§III), so a page must outlast many decrement
+//!   steps to keep a counter; a single program's LLC misses (a median 185 per 50 µs on
+//!   sqlite3's trace) rarely fill 64 counters, and every page touched at all is "tracked".
 //!
-//! tierkit's rules:
+//! tierkit's rules (the paper's where it has one):
 //! * **Pods.** Page `p` (its dense id, i.e. the order in which pages are first touched, the
 //!   frame order of a first-touch allocator) belongs to pod `p mod pods`. Each tier's
 //!   capacity is split evenly over the pods; the remainders go one frame at a time to pods
@@ -20,15 +36,26 @@
 //!   next tier, while the pod has frames there (`initial=interleave`), or fill the pod's
 //!   fast frames first (`initial=first-touch`).
 //! * **Counting.** Every access is recorded by its pod's counter set of `mea_counters`
-//!   counters.
+//!   counters, cleared at the end of each epoch. Counters are not narrowed to the paper's
+//!   2 bits (§VI-C1, Fig. 7: 2 bits best at 50 µs, 8 bits as good as any wider): the floor
+//!   below reads them as counts.
+//! * **Activity floor** (tierkit's; the paper has none). With `n` accesses to the pod in the
+//!   epoch, `k` counters and `d ≤ n / (k + 1)` decrement steps, a tracked page with counter
+//!   `c` made between `c` and `c + d` of them (Misra and Gries 1982). It moves only if
+//!   `c ≥ min_count` (default 2: a page counted once showed no reuse) and, with
+//!   `floor=possible` (default), `(c + d)(k + 1) > n`: the counts do not rule out that it
+//!   made more than `1 / (k + 1)` of the pod's accesses, the share above which Misra-Gries
+//!   guarantees a counter. `floor=frequent` asks `c (k + 1) > n` (the counter alone proves
+//!   that share); `floor=none` with `min_count=1` is the paper's rule.
 //! * **Migration**, pod by pod at the end of an epoch: the tracked pages, by counter (highest
-//!   first, then page id), that are not in the fast tier move into it: into a free fast
-//!   frame of the pod if there is one, else swapped with a victim among the pod's fast
-//!   pages. Victims are chosen by a clock hand over the pod's fast frames that persists
-//!   across epochs: a tracked page is never a victim; a page accessed since the hand last
-//!   passed (a referenced bit) is spared once and its bit cleared; the first other page is
-//!   the victim. Then the counter set is cleared.
-//! * No addresses are reconciled and no cost is charged: only the copies' traffic.
+//!   first, then page id), that pass the floor and are not in the fast tier move into it:
+//!   into a free fast frame of the pod if there is one, else swapped with the victim that the
+//!   pod's pointer finds (§V-B; the pointer persists across epochs; every tracked page, above
+//!   the floor or not, is passed over). At most `mea_counters` pages per pod per epoch, since
+//!   that many are tracked. Then the counter set is cleared.
+//! * Moves are the hardware engine's ([`MoveBy::Hw`]: no fault, no shootdown, the copy
+//!   alongside the program). MemPod keeps every page's new location in remap tables, so no
+//!   address is reconciled and nothing is charged: only the copies' traffic.
 
 use std::cmp::Reverse;
 
@@ -48,6 +75,48 @@ use crate::units::Period;
 /// Placement weights of `initial=interleave` (001 §4.1): 4 fast, 4 next tier, 0 below.
 const WEIGHTS: [u64; 2] = [4, 4];
 
+/// Which tracked pages may move (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Floor {
+    /// `(c + d)(k + 1) > n`: not ruled out as holding more than `1/(k+1)` of the accesses.
+    Possible,
+    /// `c (k + 1) > n`: proven to hold more than `1/(k+1)` of the accesses.
+    Frequent,
+    /// every tracked page (MemPod §V-B).
+    None,
+}
+
+impl Floor {
+    pub fn parse(s: &str) -> Floor {
+        match s {
+            "frequent" => Floor::Frequent,
+            "none" => Floor::None,
+            _ => Floor::Possible,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Floor::Possible => "possible",
+            Floor::Frequent => "frequent",
+            Floor::None => "none",
+        }
+    }
+}
+
+/// The activity floor: may a tracked page with counter `c` move, after an epoch of `n`
+/// accesses to its pod counted by `k` counters with `d` decrement steps? (See the module
+/// comment; the bounds `c ≤ true ≤ c + d` and `d ≤ n / (k + 1)` are Misra and Gries'.)
+pub fn above_floor(floor: Floor, min_count: u32, c: u32, d: u64, n: u64, k: usize) -> bool {
+    let share = |count: u64| count.saturating_mul(k as u64 + 1) > n;
+    c >= min_count
+        && match floor {
+            Floor::Possible => share(c as u64 + d),
+            Floor::Frequent => share(c as u64),
+            Floor::None => true,
+        }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 struct Stats {
     /// epoch boundaries crossed, and those that closed an epoch with accesses
@@ -55,10 +124,15 @@ struct Stats {
     epochs: u64,
     /// pages tracked by the counter sets at the epochs' ends, summed
     tracked: u64,
+    /// tracked pages outside the fast tier left there because their counter was below the
+    /// activity floor
+    below_floor: u64,
     /// tracked pages brought into the fast tier
     promoted: u64,
     into_free_frames: u64,
     swaps: u64,
+    /// the most pages one pod promoted in one epoch (at most `mea_counters`, MemPod §V-B)
+    most_promoted_by_a_pod: u64,
     /// tracked slow pages left where they were because every fast page of their pod was
     /// tracked too
     no_victim: u64,
@@ -72,18 +146,19 @@ pub struct MemPod {
     counters: usize,
     epoch: Period,
     initial: Initial,
+    min_count: u32,
+    floor: Floor,
     tiers: usize,
     mea: Vec<MisraGries>,
     /// frames of each pod in each tier, and pages of the pod in them
     frames: Vec<[u64; MAX_TIERS]>,
     used: Vec<[u64; MAX_TIERS]>,
-    /// the pod's pages in the fast tier (its fast frames), for the clock hand
+    /// the pod's pages in the fast tier, in the order of its fast frames
     fast: Vec<Vec<PageId>>,
+    /// per pod, the victim pointer over `fast[pod]` (MemPod §V-B)
     hand: Vec<usize>,
     /// index in `fast[pod]` of each page in the fast tier
     slot: Vec<u32>,
-    /// accessed since the clock hand last passed
-    referenced: Vec<u8>,
     /// per pod, the interleave turn: (tier, pages left in its turn)
     turn: Vec<(usize, u64)>,
     /// the current epoch's accesses, and those served by the fast tier
@@ -96,13 +171,20 @@ pub struct MemPod {
 }
 
 impl MemPod {
+    /// MemPod with the default activity floor (`min_count=2`, `floor=possible`).
     pub fn new(pods: usize, counters: usize, epoch: Period, initial: Initial) -> MemPod {
-        assert!(pods >= 1 && counters >= 1);
+        MemPod::with_floor(pods, counters, epoch, initial, 2, Floor::Possible)
+    }
+
+    pub fn with_floor(pods: usize, counters: usize, epoch: Period, initial: Initial, min_count: u32, floor: Floor) -> MemPod {
+        assert!(pods >= 1 && counters >= 1 && min_count >= 1);
         MemPod {
             pods,
             counters,
             epoch,
             initial,
+            min_count,
+            floor,
             tiers: 0,
             mea: (0..pods).map(|_| MisraGries::new(counters)).collect(),
             frames: vec![[0; MAX_TIERS]; pods],
@@ -110,7 +192,6 @@ impl MemPod {
             fast: vec![Vec::new(); pods],
             hand: vec![0; pods],
             slot: Vec::new(),
-            referenced: Vec::new(),
             turn: vec![(0, WEIGHTS[0]); pods],
             ep_accesses: 0,
             ep_fast: 0,
@@ -171,24 +252,17 @@ impl MemPod {
         (0..n).find(|&t| self.has_frame(pod, t))
     }
 
-    /// The next victim among `pod`'s fast pages (see the module comment), or None if every
-    /// one of them is tracked.
+    /// The next victim among `pod`'s fast pages (MemPod §V-B): from where the pointer last
+    /// stopped, the first page that holds no MEA counter; None if every one of them does.
     fn victim(&mut self, pod: usize) -> Option<PageId> {
         let n = self.fast[pod].len();
-        // one turn clears every referenced bit it passes, so a second turn finds any page
-        // that is not tracked
-        for _ in 0..2 * n {
+        for _ in 0..n {
             let i = self.hand[pod] % n;
             self.hand[pod] = (i + 1) % n;
             let v = self.fast[pod][i];
-            if self.mea[pod].contains(v) {
-                continue;
+            if !self.mea[pod].contains(v) {
+                return Some(v);
             }
-            if self.referenced[v as usize] != 0 {
-                self.referenced[v as usize] = 0;
-                continue;
-            }
-            return Some(v);
         }
         None
     }
@@ -213,7 +287,6 @@ impl Policy for MemPod {
         if self.slot.len() <= p {
             let n = (p + 1).max(self.slot.len() * 2).max(1024);
             self.slot.resize(n, u32::MAX);
-            self.referenced.resize(n, 0);
         }
         let pod = self.pod_of(page);
         let t = match self.pick(pod) {
@@ -235,7 +308,6 @@ impl Policy for MemPod {
     fn on_access(&mut self, page: PageId, _addr: u64, _write: bool, ctx: &mut Ctx) -> Served {
         let pod = self.pod_of(page);
         self.mea[pod].record(page);
-        self.referenced[page as usize] = 1;
         self.ep_accesses += 1;
         self.ep_fast += (ctx.mem.tier(page) == 0) as u64;
         Served::RESIDENT
@@ -260,13 +332,19 @@ impl Policy for MemPod {
             EpochRow { epoch: ctx.now.period - 1, time_ms: ctx.now.ns / 1e6, accesses: self.ep_accesses, fast_hits: self.ep_fast, ..Default::default() };
         let mut hot = std::mem::take(&mut self.scratch);
         for pod in 0..self.pods {
+            let (n, d) = (self.mea[pod].seen(), self.mea[pod].decrements());
             hot.clear();
             hot.extend(self.mea[pod].entries().map(|(p, c)| (Reverse(c), p)));
             hot.sort_unstable();
             row.candidates += hot.len() as u64;
-            for &(_, p) in &hot {
+            let mut promoted = 0u64;
+            for &(Reverse(c), p) in &hot {
                 let t = ctx.mem.tier(p);
                 if t == 0 || t == UNPLACED {
+                    continue;
+                }
+                if !above_floor(self.floor, self.min_count, c, d, n, self.counters) {
+                    self.stats.below_floor += 1;
                     continue;
                 }
                 if self.has_frame(pod, 0) && ctx.mem.free(0) > 0 {
@@ -291,9 +369,13 @@ impl Policy for MemPod {
                     row.migrations += 2;
                     self.stats.swaps += 1;
                 }
-                row.promoted += 1;
-                self.promoted_per_pod[pod] += 1;
+                promoted += 1;
             }
+            // MemPod §V-B: up to K pages per pod per interval (only K are tracked)
+            debug_assert!(promoted <= self.counters as u64);
+            self.stats.most_promoted_by_a_pod = self.stats.most_promoted_by_a_pod.max(promoted);
+            self.promoted_per_pod[pod] += promoted;
+            row.promoted += promoted;
             self.mea[pod].clear();
         }
         self.scratch = hot;
@@ -316,6 +398,8 @@ impl Policy for MemPod {
             "mea_counters": self.counters,
             "epoch": self.epoch.describe(),
             "initial": self.initial.name(),
+            "min_count": self.min_count,
+            "floor": self.floor.name(),
             "mempod": self.stats,
             "per_pod": pods,
             "timeseries": timeseries_json("tracked", &self.rows),
@@ -329,7 +413,7 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Int { min: 1, max: 1024 },
         unit: "pods",
         default: "4",
-        source: "MemPod (Prodromou et al., HPCA 2017; [26] in 001): 4 pods",
+        source: "MemPod (Prodromou et al., HPCA 2017; [26] in 001) §V-A: one pod per slow-memory channel; the evaluated system (8 HBM + 4 DDR4 channels) has 4 pods",
         help: "number of pods; page p belongs to pod p mod pods and only moves within it",
     },
     ParamSpec {
@@ -337,16 +421,32 @@ const PARAMS: &[ParamSpec] = &[
         ty: ParamType::Int { min: 1, max: 1 << 20 },
         unit: "counters per pod",
         default: "64",
-        source: "MemPod (HPCA 2017): a 64-entry Majority Element Algorithm counter set per pod",
-        help: "Misra-Gries counters per pod; a page with more than 1/(k+1) of its pod's accesses in an epoch is always tracked",
+        source: "MemPod (HPCA 2017) §V-B and §VI-C1, Fig. 6: 64 MEA counters per pod, the best of 16-512 (at 50 µs)",
+        help: "Misra-Gries counters per pod, and so the most pages a pod moves per epoch; a page with more than 1/(k+1) of its pod's accesses in an epoch is always tracked",
     },
     ParamSpec {
         name: "epoch",
         ty: ParamType::Period,
         unit: "simulated time (or accesses, or N-insn)",
         default: "50us",
-        source: "MemPod (HPCA 2017): migration every 50 µs",
-        help: "length of an epoch: each pod migrates its tracked pages at its end",
+        source: "MemPod (HPCA 2017) §V-B and §VI-C1, Fig. 6: 50 µs intervals, the best of 25-500 µs (at 64 counters)",
+        help: "length of an epoch: each pod migrates its tracked pages at its end and clears its counters",
+    },
+    ParamSpec {
+        name: "min_count",
+        ty: ParamType::Int { min: 1, max: 1 << 30 },
+        unit: "accesses in the epoch",
+        default: "2",
+        source: "tierkit: a page counted once in an epoch showed no reuse; MemPod (HPCA 2017) §V-B moves every tracked page (1)",
+        help: "a tracked page moves only if its MEA counter is at least this (the counter never exceeds the page's accesses in the epoch)",
+    },
+    ParamSpec {
+        name: "floor",
+        ty: ParamType::Choice { options: &["possible", "frequent", "none"] },
+        unit: "",
+        default: "possible",
+        source: "tierkit, from Misra and Gries (1982): with n pod accesses, k counters and d decrement steps a counter c means c ≤ true count ≤ c + d, and a page above n/(k+1) is always tracked; MemPod (HPCA 2017) §V-B has no floor (none)",
+        help: "which tracked pages may move: possible ((c+d)(k+1) > n: not ruled out as above 1/(k+1) of the pod's accesses), frequent (c(k+1) > n: proven above it) or none",
     },
     ParamSpec {
         name: "initial",
@@ -360,16 +460,18 @@ const PARAMS: &[ParamSpec] = &[
 
 pub static MEMPOD: PolicyInfo = PolicyInfo {
     name: "mempod",
-    summary: "MemPod (MemPod_no_AR): pods of fast and slow frames; per pod a Majority Element Algorithm counter set tracks hot pages, swapped into the pod's fast frames by hardware at each epoch; no address reconciliation",
-    source: "001 §2.4 (MemPod_no_AR) after Prodromou et al., HPCA 2017 ([26] in 001); placement 001 §4.1",
+    summary: "MemPod (MemPod_no_AR): pods of fast and slow frames; per pod a Majority Element Algorithm counter set tracks hot pages, and at each epoch up to that many pages above an activity floor are swapped into the pod's fast frames by hardware; no address reconciliation",
+    source: "001 §2.4 (MemPod_no_AR) after Prodromou et al., HPCA 2017 ([26] in 001) §III, §V; placement 001 §4.1; activity floor tierkit's, after Misra and Gries 1982",
     deploy: super::Deploy::Hardware { why: "per-pod MEA counters and page swaps in the memory controller (MemPod, HPCA 2017)" },
     params: PARAMS,
     build: |p: &Params| {
-        Ok(Built::from(MemPod::new(
+        Ok(Built::from(MemPod::with_floor(
             p.int("pods") as usize,
             p.int("mea_counters") as usize,
             p.period("epoch"),
             Initial::parse(p.text("initial")),
+            p.int("min_count") as u32,
+            Floor::parse(p.text("floor")),
         )))
     },
 };
