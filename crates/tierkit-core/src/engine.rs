@@ -7,7 +7,7 @@
 //! once per run ([`run_built`]) and once per batch (the record source).
 
 use crate::error::{Error, Result};
-use crate::mechanics::{Memory, MigrationStats, Op, TierId, UNPLACED};
+use crate::mechanics::{Charge, Memory, MigrationStats, Op, TierId, NO_OWNER_PAGE, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::platform::{Platform, Resolved};
 use crate::policy::external::External;
@@ -529,6 +529,10 @@ struct State<'p, T> {
     time_scale: f64,
     /// a mix of programs: migrations of each program's pages
     owner_moves: Vec<u64>,
+    /// several cores: each page's owner, the core that touched it first (a mix's program's
+    /// core; among a trace's threads, the core whose thread touched it first), `u32::MAX`
+    /// until then; empty on one core
+    page_core: Vec<u32>,
 }
 
 impl<'p, T: Timing> State<'p, T> {
@@ -570,7 +574,36 @@ impl<'p, T: Timing> State<'p, T> {
                     self.timing.migration(&m);
                 }
                 Op::Charge(c) => self.timing.charge(&c),
+                Op::ChargeFor { pages, charge } => Self::charge_owners(&self.page_core, &mut self.timing, &pages, &charge),
             }
+        }
+    }
+
+    /// A charge for pages: on one core, or if it does not halt, a plain charge; otherwise
+    /// its time split evenly among the pages, each share stopping its page's owner (a core
+    /// owning both pages is stopped for the whole time).
+    fn charge_owners(page_core: &[u32], timing: &mut T, pages: &[PageId; 2], c: &Charge) {
+        if page_core.is_empty() || !c.halts {
+            return timing.charge(c);
+        }
+        let owner = |p: PageId| page_core.get(p as usize).copied().filter(|&o| o != u32::MAX);
+        let (mut owners, mut n) = ([None; 2], 0);
+        for &p in pages.iter().filter(|&&p| p != NO_OWNER_PAGE) {
+            owners[n] = owner(p);
+            n += 1;
+        }
+        let mut charge_owner = |o: Option<u32>, c: &Charge| match o {
+            Some(o) => timing.charge_core(o as usize, c),
+            // (a page no access touched yet: the active core)
+            None => timing.charge(c),
+        };
+        if n == 2 && owners[0] != owners[1] {
+            let share = Charge { ns: c.ns / 2.0, ..*c };
+            for o in owners {
+                charge_owner(o, &share);
+            }
+        } else {
+            charge_owner(owners[0], c);
         }
     }
 
@@ -810,6 +843,19 @@ fn feed<P: Policy, T: Timing>(
             }
         }
         let known = st.pm.len();
+        if multi && n > 0 {
+            // the pages' owners: the batch's core, for the pages it is the first to touch
+            let c = batch.tid[0];
+            if st.page_core.len() < known {
+                st.page_core.resize(known, u32::MAX);
+            }
+            for &p in &ids {
+                let o = &mut st.page_core[p as usize];
+                if *o == u32::MAX {
+                    *o = c;
+                }
+            }
+        }
         st.mem.grow(known);
         st.track.grow(known);
         let mut ev = 0usize;
@@ -1087,6 +1133,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         charged_periods: 0,
         time_scale: job.time_scale,
         owner_moves: if multi && job.programs { vec![0; job.cores] } else { Vec::new() },
+        page_core: Vec::new(),
     };
 
     prepare(&mut policy, &mut st, &needs, opener)?;

@@ -196,3 +196,114 @@ fn a_traced_programs_threads_count_their_own_instructions() {
         assert!(o.runtime_ns > 1.8 * th.runtime_ns, "{spec}: {} on one core, {} on two", o.runtime_ns, th.runtime_ns);
     }
 }
+
+#[test]
+fn a_charge_for_a_page_halts_its_owner_not_the_active_core() {
+    // The detailed model alone, hand-computed. Two cores, one read each (both back at 150.5
+    // and 160.5 ns, as above), then, while core 1 is active, a 1000 ns halt for a page of
+    // core 0: core 0's clock moves on by 1000 ns, core 1's does not, and core 0's next access
+    // (a read at instruction 2) is posted again, flagged for the source to read back.
+    use tierkit_core::mechanics::Charge;
+    let r = resolved();
+    let board = ClockBoard::new(2);
+    let mut two = DetailedTiming::new(&r, TimingSetup { line_bytes: 64, cores: 2, board: Some(board.clone()), ..Default::default() });
+    two.set_core(0);
+    two.access(read(0, 1));
+    two.set_core(1);
+    two.access(read(1, 1));
+    board.set_next(0, 2, false);
+    assert!(!board.take_moved());
+    let halt = Charge { what: "address reconciliation", ns: 1000.0, halts: true, energy_j: 0.0 };
+    two.charge_core(0, &halt);
+    assert!(board.take_moved() && !board.take_moved());
+    // core 0: dispatched its first instruction at 0.5 ns; halted to 1000.5 ns; its next read
+    // (one instruction on) issues at 1001 ns, after its first one retired (150.5)
+    assert_eq!(board.get(0), 1001.0);
+    let cores = two.core_reports();
+    assert_eq!(cores.iter().map(|c| c.runtime_ns).collect::<Vec<_>>(), vec![1000.5, 160.5]);
+    // the active core's own charge stays the active core's, as a plain charge
+    two.charge_core(1, &halt);
+    assert!(!board.take_moved());
+    assert_eq!(two.core_reports().iter().map(|c| c.runtime_ns).collect::<Vec<_>>(), vec![1000.5, 1000.5]);
+    let rep = two.finish(&RunCounters { line_bytes: 64, page_bytes: 4096, ..Default::default() });
+    assert_eq!(rep.detail["charge_stall_ns"], 2000.0);
+}
+
+#[test]
+fn address_reconciliation_in_a_mix_halts_the_core_that_owns_the_pages() {
+    // otf with ar=os, a fast tier of one page (first touch) and a two-entry ReMap table
+    // (reconcile from one entry). Program A reads page F once (it takes the fast page), then
+    // page H 8 times: H reaches the threshold at A's last access and swaps with F, and A is
+    // done. Program B streams over 4,000 pages of PMEM, each read once, so none of its pages
+    // moves. The swap's copy completes, and the pair (H, F) is reconciled, at one of B's
+    // accesses: B's core is the active one. The authors' model halts the pages' core
+    // (HMA_onfly_adaptive, src/Processor.cpp: mig_cores[ar_page_1_core_id]), so the halt
+    // lands on A: A's runtime grows by the reconciliation's halting time, B's does not. Two
+    // runs that differ only in the cache flush of ar=os (flush_us, 0 and 1000 µs a page, so
+    // 2 ms for the pair) show it.
+    let d = tempfile::tempdir().unwrap();
+    let mut a_recs = vec![(0x10000u64, false, 0u32)];
+    a_recs.extend((0..8).map(|_| (0x20000u64, false, 0)));
+    let a = write_trace(d.path(), "a.tkt", &a_recs);
+    let b = write_trace(d.path(), "b.tkt", &(0..4000u64).map(|i| (0x100000 + i * 4096, false, 0)).collect::<Vec<_>>());
+    let run_flush = |flush_us: u32| {
+        let mix = MixOpener::programs(vec![Arc::new(a.clone()), Arc::new(b.clone())], 1).unwrap();
+        let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+        job.timing = TimingKind::Detailed;
+        job.capacity = vec![(0, Capacity::Bytes(4096))];
+        job.paranoid = true;
+        let spec = format!("otf:ar=os,initial=first-touch,remap=2,ar_start=0.5,threshold=8,flush_us={flush_us}");
+        simulate(&mut job, &PolicySpec::parse(&spec).unwrap()).unwrap()
+    };
+    let (quick, slow) = (run_flush(0), run_flush(1000));
+    let ar = |r: &SimResult| r.stats.migration.charges["address reconciliation"].clone();
+    let (arq, ars) = (ar(&quick), ar(&slow));
+    assert_eq!((arq.count, ars.count), (1, 1), "one reconciliation, of A's pair");
+    assert_eq!(ars.halted_ns - arq.halted_ns, 2e6, "1000 µs of flush for each page of the pair");
+    let (cq, cs) = (quick.cores.unwrap(), slow.cores.unwrap());
+    assert_eq!(cq.iter().map(|c| c.migrations.unwrap()).collect::<Vec<_>>(), vec![2, 0], "A's pages swapped, none of B's moved");
+    assert_eq!(cq.iter().map(|c| c.accesses).collect::<Vec<_>>(), vec![9, 4000]);
+    // B, whose core was active, is not halted: its runtime is the same, bit for bit
+    assert_eq!(cs[1].runtime_ns, cq[1].runtime_ns);
+    assert!(cs[1].runtime_ns < 2e6, "B ran {} ns, less than the halt", cs[1].runtime_ns);
+    // A is halted for the whole reconciliation (both pages are A's): its runtime grows by the
+    // 2 ms of flush
+    let grew = cs[0].runtime_ns - cq[0].runtime_ns;
+    assert!((grew - 2e6).abs() < 1e-6, "A grew by {grew} ns ({} vs {})", cs[0].runtime_ns, cq[0].runtime_ns);
+    assert!(cs[0].runtime_ns > ars.halted_ns && cq[0].runtime_ns > arq.halted_ns);
+    eprintln!("A {} -> {} ns, B {} ns, halted {} / {} ns", cq[0].runtime_ns, cs[0].runtime_ns, cs[1].runtime_ns, arq.halted_ns, ars.halted_ns);
+}
+
+#[test]
+fn a_reconciled_pair_of_two_programs_halts_each_for_its_page() {
+    // As above, with the swapped pair's pages of two programs: program 0 reads page X once
+    // (it takes the one fast page), then streams over 4,000 PMEM pages; program 1 reads page
+    // H 8 times, and H swaps with X. The pair is reconciled at one of program 0's accesses;
+    // each page's share of the halt (half of it, 1 ms of flush at flush_us=1000) stops its
+    // owner, as the authors' model does for a pair of two cores (os_halt_cycle of
+    // ar_stage_11 for each of mig_cores[ar_page_1_core_id] and [ar_page_2_core_id]).
+    let d = tempfile::tempdir().unwrap();
+    let mut p0 = vec![(0x10000u64, false, 0u32)];
+    p0.extend((0..4000u64).map(|i| (0x100000 + i * 4096, false, 0)));
+    let p0 = write_trace(d.path(), "p0.tkt", &p0);
+    let p1 = write_trace(d.path(), "p1.tkt", &(0..8).map(|_| (0x20000u64, false, 0)).collect::<Vec<_>>());
+    let run_flush = |flush_us: u32| {
+        let mix = MixOpener::programs(vec![Arc::new(p0.clone()), Arc::new(p1.clone())], 1).unwrap();
+        let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+        job.timing = TimingKind::Detailed;
+        job.capacity = vec![(0, Capacity::Bytes(4096))];
+        job.paranoid = true;
+        let spec = format!("otf:ar=os,initial=first-touch,remap=2,ar_start=0.5,threshold=8,flush_us={flush_us}");
+        simulate(&mut job, &PolicySpec::parse(&spec).unwrap()).unwrap()
+    };
+    let (quick, slow) = (run_flush(0), run_flush(1000));
+    let ar = |r: &SimResult| r.stats.migration.charges["address reconciliation"].clone();
+    assert_eq!((ar(&quick).count, ar(&slow).count), (1, 1));
+    assert_eq!(ar(&slow).halted_ns - ar(&quick).halted_ns, 2e6);
+    let (cq, cs) = (quick.cores.unwrap(), slow.cores.unwrap());
+    assert_eq!(cq.iter().map(|c| c.migrations.unwrap()).collect::<Vec<_>>(), vec![1, 1], "a swap of X and H");
+    for (c, (q, s)) in cq.iter().zip(&cs).enumerate() {
+        let grew = s.runtime_ns - q.runtime_ns;
+        assert!((grew - 1e6).abs() < 1e-3, "core {c} grew by {grew} ns");
+    }
+}

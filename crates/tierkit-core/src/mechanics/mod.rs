@@ -64,11 +64,23 @@ pub struct Charge {
     pub energy_j: f64,
 }
 
+/// No page: an unused slot of [`Op::ChargeFor`]'s pages.
+pub const NO_OWNER_PAGE: PageId = PageId::MAX;
+
 /// An operation for the timing model, in the order the mechanics carried them out.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub enum Op {
     Move(MigrationOp),
     Charge(Charge),
+    /// A charge for work on up to two pages (a reconciled group's): on several cores, the
+    /// halting time is split evenly among the pages and each share stops the core that owns
+    /// its page (the core that first touched it), not the core whose access was being
+    /// processed; on one core it is a plain [`Op::Charge`]. Unused slots hold
+    /// [`NO_OWNER_PAGE`].
+    ChargeFor {
+        pages: [PageId; 2],
+        charge: Charge,
+    },
 }
 
 /// Totals of the charges of one kind.
@@ -242,6 +254,19 @@ impl Memory {
         }
         t.energy_j += c.energy_j;
         self.ops.push(Op::Charge(c));
+    }
+
+    /// Charge a cost of work on `pages` (one or two; see [`Op::ChargeFor`]): accounted as one
+    /// charge, like [`Memory::charge`]; on several cores its halting time stops the pages'
+    /// owners.
+    pub fn charge_for(&mut self, pages: &[PageId], c: Charge) {
+        assert!((1..=2).contains(&pages.len()), "a charge for one or two pages");
+        self.charge(c);
+        if let Some(Op::Charge(c)) = self.ops.pop() {
+            let mut ps = [NO_OWNER_PAGE; 2];
+            ps[..pages.len()].copy_from_slice(pages);
+            self.ops.push(Op::ChargeFor { pages: ps, charge: c });
+        }
     }
 
     /// Energy of every charge so far, J.

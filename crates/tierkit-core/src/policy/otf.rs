@@ -1027,14 +1027,18 @@ impl Otf {
         }
         let pages = g.pages() as f64;
         let ns = self.ar_page_ns * pages;
+        // the halting part stops each page's owner for its share (the authors' model:
+        // mig_cores[ar_page_N_core_id]), on several cores
+        let owned = [g.hot, g.cold];
+        let g_pages = &owned[..if g.cold == NO_PAGE { 1 } else { 2 }];
         if halts {
-            ctx.mem.charge(Charge { what: "address reconciliation", ns, halts: true, energy_j: 0.0 });
+            ctx.mem.charge_for(g_pages, Charge { what: "address reconciliation", ns, halts: true, energy_j: 0.0 });
         } else {
             // MigC's path still calls the OS for the reverse mapping and the PTE update
             // (001 §2.3.2, Table 3), which stop the program; only the invalidations run
             // without interrupting the cores (§2.3.1).
             let os_ns = self.ar_os_page_ns * pages;
-            ctx.mem.charge(Charge { what: "address reconciliation", ns: os_ns, halts: true, energy_j: 0.0 });
+            ctx.mem.charge_for(g_pages, Charge { what: "address reconciliation", ns: os_ns, halts: true, energy_j: 0.0 });
             ctx.mem.charge(Charge { what: "address reconciliation (MigC invalidations)", ns: ns - os_ns, halts: false, energy_j: 0.0 });
         }
         self.mc.start_reconciling(slot, now + ns);

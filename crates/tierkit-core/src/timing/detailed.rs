@@ -25,6 +25,7 @@
 //!              done waits for it, then is served from the engine's buffer
 //! added      : a policy's per-access added latency (e.g. a remap lookup) delays the read
 //! charge     : a policy's charge stops the core for its time if it halts the program
+//!              (a charge for pages, on several cores: the pages' owners, see `charge_core`)
 //! period     : core += per_period_ns, once per activation of a periodic policy
 //! runtime    = max(core, retire of the last miss)      (posted writes still draining do not count)
 //! IPC        = instructions / (runtime · freq_ghz)
@@ -823,6 +824,24 @@ impl Timing for DetailedTiming {
         } else {
             self.background_charge_ns += c.ns;
         }
+    }
+
+    fn charge_core(&mut self, core: usize, c: &Charge) {
+        if !c.halts || self.parked.is_empty() || core == self.active || core >= self.parked.len() {
+            return self.charge(c);
+        }
+        // the owner is parked: its clock moves on by the halt, and so does the time its next
+        // access issues at, which the source must read again (it reads back only the core
+        // that ran last)
+        let a = self.active;
+        self.set_core(core);
+        self.charge(c);
+        if let Some(b) = &self.board {
+            let (insn, write) = b.next(core);
+            b.set(core, self.issue_time(insn, write));
+            b.mark_moved();
+        }
+        self.set_core(a);
     }
 
     fn period(&mut self) {

@@ -118,6 +118,11 @@ pub trait Timing: Send {
     /// A cost a policy charged (address reconciliation...): time that stops the program, or
     /// runs alongside it.
     fn charge(&mut self, c: &Charge);
+    /// Multi-core runs: a charge whose halting time stops core `core` (the owner of the page
+    /// it was for), which need not be the active one. One core: [`Timing::charge`].
+    fn charge_core(&mut self, _core: usize, c: &Charge) {
+        self.charge(c)
+    }
     /// One activation of a periodic policy: its scheduling work ran (charged `per_period_ns`).
     fn period(&mut self);
     /// Simulated time so far, ns (drives periods given in ns).
@@ -127,7 +132,8 @@ pub trait Timing: Send {
     /// migration engine that moves one page at a time waits for this.
     fn hw_idle_ns(&self) -> f64;
     /// Multi-core runs ([`TimingSetup::cores`] > 1): the core the following events are for.
-    /// A migration or charge goes to the core whose access (or period boundary) caused it.
+    /// A migration or charge goes to the core whose access (or period boundary) caused it,
+    /// but for a charge for pages ([`Timing::charge_core`]).
     fn set_core(&mut self, _core: usize) {}
     /// Per core, what it ran: only multi-core runs have more than one.
     fn core_reports(&self) -> Vec<CoreReport> {

@@ -14,6 +14,9 @@ pub struct ClockBoard {
     /// bit 63 set for a write (posted by the source, read by the timing model to post the
     /// time that access will issue at).
     next: Vec<std::sync::atomic::AtomicU64>,
+    /// The timing model changed the time of a core other than the one that ran last (a
+    /// charge that halts a page's owner): the source reads every core's time again.
+    moved: std::sync::atomic::AtomicBool,
 }
 
 impl ClockBoard {
@@ -21,6 +24,7 @@ impl ClockBoard {
         std::sync::Arc::new(ClockBoard {
             clocks: (0..cores).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             next: (0..cores).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            moved: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -33,6 +37,16 @@ impl ClockBoard {
         for c in self.clocks.iter().chain(&self.next) {
             c.store(0, std::sync::atomic::Ordering::Relaxed);
         }
+        self.moved.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// A core other than the one that ran last has a new time.
+    pub fn mark_moved(&self) {
+        self.moved.store(true, std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Whether some core other than the one that ran last has a new time since the last call.
+    #[inline(always)]
+    pub fn take_moved(&self) -> bool {
+        self.moved.load(std::sync::atomic::Ordering::Relaxed) && self.moved.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
     /// Core `core`'s next access: its instruction count and whether it writes.
     #[inline(always)]

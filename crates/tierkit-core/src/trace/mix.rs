@@ -92,7 +92,9 @@ pub struct MixSource {
     /// Which core runs next, as a tournament over the cores' posted times: `key[c]` is core
     /// c's (infinite once it is done), `tree[1..]` the winner of each match, leaves at
     /// `tree[width..]`. Only the core that ran last has a new time between two picks (no
-    /// core's posting depends on another's), so a pick replays that core's matches alone.
+    /// core's posting depends on another's), so a pick replays that core's matches alone (a
+    /// charge that halts another core, a page's owner, is flagged on the board: then every
+    /// core's time is read again).
     key: Vec<f64>,
     tree: Vec<usize>,
     width: usize,
@@ -254,6 +256,16 @@ impl RecordSource for MixSource {
             // its next access's issue time, as the timing model posted it
             let t = self.board.get(c);
             self.update(c, t);
+        }
+        if self.board.take_moved() {
+            // a charge halted another core (the owner of a page): read every running core's
+            // time again
+            for c in 0..self.lanes.len() {
+                if self.key[c].is_finite() {
+                    let t = self.board.get(c);
+                    self.update(c, t);
+                }
+            }
         }
         loop {
             // the core whose next access issues first
