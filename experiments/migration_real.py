@@ -65,6 +65,19 @@ def main() -> None:
                     s += f" ({pa}/{re})"
                 row.append(s)
             print(f"| {key[0]} | {key[1]:.1%} | {key[2]} | " + " | ".join(row) + " |")
+    other = [DEFAULT, "otf-adaptive:algorithm=3,probe=0", "otf-adaptive:algorithm=3,rule=listing", "otf-adaptive:algorithm=3,mbq=cumulative",
+             "otf-adaptive:algorithm=3,rule=listing,mbq=cumulative"]
+    print("\n### Algorithm 3: probes, rule and MBQ\n")
+    print("| trace | HBM | passes | otf | " + " | ".join(p.removeprefix("otf-adaptive:algorithm=3").lstrip(",") or "default" for p in other) + " |")
+    print("| --- | --- | --- | --- |" + " --- |" * len(other))
+    for key in sorted(cells):
+        d = cells[key]
+        b = d[BASE][0]
+        row = [f"{100 * (d['otf'][0] / b - 1):+.1f}%"]
+        for p in other:
+            t, _, pa, re = d[p]
+            row.append(f"{100 * (t / b - 1):+.1f}% ({pa}/{re})")
+        print(f"| {key[0]} | {key[1]:.1%} | {key[2]} | " + " | ".join(row) + " |")
     ok = within = 0
     for key, d in sorted(cells.items()):
         b, o, a = d[BASE][0], d["otf"][0], d[DEFAULT][0]
