@@ -7,7 +7,7 @@ import pytest
 
 import tierkit
 
-OTF_COLUMNS = ["window", "time_ms", "mbq", "migrations", "threshold", "paused", "remap_occupancy"]
+OTF_COLUMNS = ["window", "time_ms", "mbq", "migrations", "threshold", "paused", "remap_occupancy", "mbq_window", "mbq_cumulative"]
 
 
 @pytest.fixture(scope="module")
