@@ -922,3 +922,20 @@ fn probes_let_a_paused_controller_measure_and_resume() {
     assert_eq!((counter(&r, "pauses"), counter(&r, "resumes"), counter(&r, "probes")), (1.0, 0.0, 0.0));
     assert_eq!(tiers, [1, 1, 1]);
 }
+
+/// 001 §4.1: "in some experiments we tested with larger ReMap tables and adjusted access
+/// times appropriately". `remap_lookup_cycles=auto` (the default) scales the 10 cycles of
+/// the 1024-entry table with CACTI's access time (docs/remap-latency.md): 35 cycles for
+/// 65,536 entries, 10.9375 ns at 3.2 GHz; the unbounded table of `ar=none` keeps 10 cycles;
+/// a number is taken as given.
+#[test]
+fn remap_lookup_latency_grows_with_the_table() {
+    let t = trace(&[0]);
+    let ns = |spec: &str| policy(&run(&t, &pages(8), spec), "remap_lookup_ns").as_f64().unwrap();
+    assert_eq!(ns("otf"), 3.125);
+    assert_eq!(ns("otf:remap=16384"), 21.0 / 3.2);
+    assert_eq!(ns("otf:remap=65536"), 10.9375);
+    assert_eq!(ns("otf:ar=none,remap=65536"), 3.125);
+    assert_eq!(ns("otf:remap=65536,remap_lookup_cycles=10"), 3.125);
+    assert_eq!(ns("otf-reverse:remap=65536"), 10.9375);
+}
