@@ -64,6 +64,19 @@ fn two_cores_queue_at_the_shared_tier_but_not_behind_each_others_window() {
     assert_eq!(rep.detail["cores"], 2);
 }
 
+/// Two programs on two cores under `otf` with OS reconciliation, one fast page, a two-entry
+/// ReMap table (so the first swap is reconciled) and `flush_us` of cache flush per page: the
+/// runs of the reconciliation-halt tests, which differ only in the flush.
+fn otf_pair_mix(p0: &TraceInput, p1: &TraceInput, flush_us: u32) -> SimResult {
+    let mix = MixOpener::programs(vec![Arc::new(p0.clone()), Arc::new(p1.clone())], 1).unwrap();
+    let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
+    job.timing = TimingKind::Detailed;
+    job.capacity = vec![(0, Capacity::Bytes(4096))];
+    job.paranoid = true;
+    let spec = format!("otf:ar=os,initial=first-touch,remap=2,ar_start=0.5,threshold=8,flush_us={flush_us}");
+    simulate(&mut job, &PolicySpec::parse(&spec).unwrap()).unwrap()
+}
+
 fn write_trace(dir: &std::path::Path, name: &str, recs: &[(u64, bool, u32)]) -> TraceInput {
     let p = dir.join(name);
     let mut w = TktWriter::create(&p, &TraceMeta::default(), true).unwrap();
@@ -246,16 +259,7 @@ fn address_reconciliation_in_a_mix_halts_the_core_that_owns_the_pages() {
     a_recs.extend((0..8).map(|_| (0x20000u64, false, 0)));
     let a = write_trace(d.path(), "a.tkt", &a_recs);
     let b = write_trace(d.path(), "b.tkt", &(0..4000u64).map(|i| (0x100000 + i * 4096, false, 0)).collect::<Vec<_>>());
-    let run_flush = |flush_us: u32| {
-        let mix = MixOpener::programs(vec![Arc::new(a.clone()), Arc::new(b.clone())], 1).unwrap();
-        let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
-        job.timing = TimingKind::Detailed;
-        job.capacity = vec![(0, Capacity::Bytes(4096))];
-        job.paranoid = true;
-        let spec = format!("otf:ar=os,initial=first-touch,remap=2,ar_start=0.5,threshold=8,flush_us={flush_us}");
-        simulate(&mut job, &PolicySpec::parse(&spec).unwrap()).unwrap()
-    };
-    let (quick, slow) = (run_flush(0), run_flush(1000));
+    let (quick, slow) = (otf_pair_mix(&a, &b, 0), otf_pair_mix(&a, &b, 1000));
     let ar = |r: &SimResult| r.stats.migration.charges["address reconciliation"].clone();
     let (arq, ars) = (ar(&quick), ar(&slow));
     assert_eq!((arq.count, ars.count), (1, 1), "one reconciliation, of A's pair");
@@ -271,7 +275,6 @@ fn address_reconciliation_in_a_mix_halts_the_core_that_owns_the_pages() {
     let grew = cs[0].runtime_ns - cq[0].runtime_ns;
     assert!((grew - 2e6).abs() < 1e-6, "A grew by {grew} ns ({} vs {})", cs[0].runtime_ns, cq[0].runtime_ns);
     assert!(cs[0].runtime_ns > ars.halted_ns && cq[0].runtime_ns > arq.halted_ns);
-    eprintln!("A {} -> {} ns, B {} ns, halted {} / {} ns", cq[0].runtime_ns, cs[0].runtime_ns, cs[1].runtime_ns, arq.halted_ns, ars.halted_ns);
 }
 
 #[test]
@@ -287,16 +290,7 @@ fn a_reconciled_pair_of_two_programs_halts_each_for_its_page() {
     p0.extend((0..4000u64).map(|i| (0x100000 + i * 4096, false, 0)));
     let p0 = write_trace(d.path(), "p0.tkt", &p0);
     let p1 = write_trace(d.path(), "p1.tkt", &(0..8).map(|_| (0x20000u64, false, 0)).collect::<Vec<_>>());
-    let run_flush = |flush_us: u32| {
-        let mix = MixOpener::programs(vec![Arc::new(p0.clone()), Arc::new(p1.clone())], 1).unwrap();
-        let mut job = Job::new(&mix, platform()).with_mix(&mix, true);
-        job.timing = TimingKind::Detailed;
-        job.capacity = vec![(0, Capacity::Bytes(4096))];
-        job.paranoid = true;
-        let spec = format!("otf:ar=os,initial=first-touch,remap=2,ar_start=0.5,threshold=8,flush_us={flush_us}");
-        simulate(&mut job, &PolicySpec::parse(&spec).unwrap()).unwrap()
-    };
-    let (quick, slow) = (run_flush(0), run_flush(1000));
+    let (quick, slow) = (otf_pair_mix(&p0, &p1, 0), otf_pair_mix(&p0, &p1, 1000));
     let ar = |r: &SimResult| r.stats.migration.charges["address reconciliation"].clone();
     assert_eq!((ar(&quick).count, ar(&slow).count), (1, 1));
     assert_eq!(ar(&slow).halted_ns - ar(&quick).halted_ns, 2e6);
