@@ -107,3 +107,72 @@ fn bad_predictions_are_named() {
     let e = err(&input, &format!("kleio:predictions={}", dir.path().join("bad.json").display()));
     assert!(e.contains("not a predictions file"), "{e}");
 }
+
+/// A predictions file with extra top-level keys (e.g. `infer_from_period`).
+fn write_predictions_with(dir: &std::path::Path, rows: &[(u32, String)], extra: serde_json::Value) -> String {
+    let p = write_predictions(dir, rows, 40, 16);
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    std::fs::write(&p, v.to_string()).unwrap();
+    p
+}
+
+/// The models run at each boundary before the scheduler decides (003 §3.2): with
+/// `infer_ns=X` the program halts `models × X` ns at each boundary from `infer_from_period`
+/// on, and nothing else changes (docs/learned.md, "Inference cost").
+#[test]
+fn inference_is_charged_per_boundary_and_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &alternating(), None);
+    let rows = true_classes(&input, 40, 16);
+    let models = rows.len() as f64;
+    let x = 1250.0;
+    for from in [None, Some(0u64), Some(5)] {
+        let extra = match from {
+            Some(f) => serde_json::json!({ "infer_from_period": f }),
+            None => serde_json::json!({}),
+        };
+        let pred = write_predictions_with(dir.path(), &rows, extra);
+        let free = run(&input, "dram-pmem", &HALF, &format!("kleio:period=40,predictions={pred}"));
+        let paid = run(&input, "dram-pmem", &HALF, &format!("kleio:period=40,predictions={pred},infer_ns={x}"));
+        let inf = &paid.stats.policy["inference"];
+        let boundaries = paid.stats.policy["scheduler"]["boundaries"].as_u64().unwrap();
+        let charged = inf["boundaries_charged"].as_u64().unwrap();
+        // boundaries schedule periods 1, 2, ...: those before infer_from_period run no model
+        let first = from.unwrap_or(0).max(1);
+        assert!(boundaries >= 10, "{boundaries}");
+        assert_eq!(charged, boundaries + 1 - first, "from {from:?}");
+        assert_eq!(paid.runtime_ns - free.runtime_ns, charged as f64 * models * x, "from {from:?}");
+        assert_eq!(inf["ns_per_boundary"].as_f64(), Some(models * x));
+        assert_eq!(inf["total_ns"].as_f64(), Some(charged as f64 * models * x));
+        assert_eq!(inf["infer_ns"].as_f64(), Some(x));
+        assert_eq!(inf["from_period"].as_u64(), Some(from.unwrap_or(0)));
+        let c = &paid.stats.migration.charges["inference"];
+        assert_eq!((c.count, c.halted_ns), (charged, charged as f64 * models * x));
+        // the decisions are the same
+        assert_eq!((paid.migrations, paid.fast_hit_ratio), (free.migrations, free.fast_hit_ratio));
+        // infer_ns=0: nothing charged
+        assert_eq!(free.stats.policy["inference"]["boundaries_charged"], 0);
+        assert!(!free.stats.migration.charges.contains_key("inference"));
+    }
+    // from a period past the end: no boundary is charged
+    let pred = write_predictions_with(dir.path(), &rows, serde_json::json!({ "infer_from_period": 1000 }));
+    let k = run(&input, "dram-pmem", &HALF, &format!("kleoniki:period=40,predictions={pred},infer_ns={x}"));
+    assert_eq!(k.stats.policy["inference"]["boundaries_charged"], 0);
+}
+
+#[test]
+fn bad_infer_from_period_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &alternating(), None);
+    for bad in [serde_json::json!(-1), serde_json::json!(2.5), serde_json::json!("3"), serde_json::json!([1])] {
+        let pred = write_predictions_with(dir.path(), &[(0, "--1".into())], serde_json::json!({ "infer_from_period": bad }));
+        let e = err(&input, &format!("kleio:period=40,predictions={pred}"));
+        assert!(e.contains("infer_from_period") && e.contains("pred.json") && e.contains("kleio:predictions"), "{e}");
+    }
+    let pred = write_predictions(dir.path(), &[(0, "--1".into())], 40, 16);
+    let e = err(&input, &format!("kleio:period=40,predictions={pred},infer_ns=-1"));
+    assert!(e.contains("infer_ns"), "{e}");
+}

@@ -24,6 +24,17 @@
 //! `rows` maps a page id (the engine's: order of first access in the trace) to one character
 //! per period: `-` for no prediction (the page is ranked by history in that period), else the
 //! predicted class in base 36 (`0`-`9`, `a`-`z`).
+//!
+//! An optional key `infer_from_period` (a whole number, 0 when absent) is the first period
+//! whose boundary runs the models (the Python front end gives the first held-out period).
+//!
+//! # Inference cost
+//!
+//! The scheduler runs its models at the boundary before deciding what to move (003 §3.2), so
+//! with `infer_ns=X` every boundary whose period index (the period about to be scheduled, the
+//! index of the predictions' rows) is at least `infer_from_period` is charged `models × X` ns
+//! as a halting charge named `"inference"`. `infer_ns=0` (the default) charges nothing: the
+//! Python front end measures the figure on the machine that trains the models.
 
 use std::path::Path;
 
@@ -50,6 +61,8 @@ pub struct Predictions {
     pub bins: u32,
     pub models: u64,
     pub policy: String,
+    /// The first period index at which the models run (key `infer_from_period`; 0 if absent).
+    pub infer_from_period: u64,
     /// The file, and the digest of the trace it was made from (its `trace_digest` key; absent
     /// in hand-made files): checked against the simulated trace, since predictions are only
     /// valid for the trace they were made from.
@@ -104,8 +117,13 @@ impl Predictions {
             Some(serde_json::Value::String(d)) => Some((what.to_string(), d.clone())),
             Some(_) => return Err(bad("key 'trace_digest' is not a string".into())),
         };
+        let infer_from_period = match v.get("infer_from_period") {
+            None | Some(serde_json::Value::Null) => 0,
+            Some(x) => x.as_u64().ok_or_else(|| bad(format!("key 'infer_from_period' must be a whole number of periods >= 0, not {x}")))?,
+        };
         let mut pr = Predictions::from_pairs(pairs, period, bins as u32, models, policy);
         pr.made_for = made_for;
+        pr.infer_from_period = infer_from_period;
         Ok(pr)
     }
 
@@ -125,7 +143,7 @@ impl Predictions {
             pages.push(p);
             classes.push(c);
         }
-        Predictions { pages, row_of, classes, period, bins, models, policy, made_for: None }
+        Predictions { pages, row_of, classes, period, bins, models, policy, infer_from_period: 0, made_for: None }
     }
 
     /// The pages with a model, in id order.
@@ -196,7 +214,8 @@ fn build(source: Source, p: &Params) -> Result<Built> {
     if bins != pred.bins {
         return Err(Error::config(format!("{name}:bins"), format!("{file} predicts {} count classes, not {bins}: run with bins={}", pred.bins, pred.bins)));
     }
-    Ok(Built::from(PageScheduler::new(source, Period::Accesses(period), bins, false).with_predictions(pred)))
+    let infer_ns = p.float("infer_ns");
+    Ok(Built::from(PageScheduler::new(source, Period::Accesses(period), bins, false).with_predictions(pred).with_inference(infer_ns)))
 }
 
 macro_rules! text_param {
@@ -205,10 +224,21 @@ macro_rules! text_param {
     };
 }
 
+/// `infer_ns`: one declaration for both policies.
+const INFER_NS: ParamSpec = ParamSpec {
+    name: "infer_ns",
+    ty: ParamType::Float { min: 0.0, max: 1e12 },
+    unit: "ns per model per boundary",
+    default: "0",
+    source: "tierkit (inference charged per boundary; docs/learned.md)",
+    help: "halt the program for models × this at each boundary from the predictions' infer_from_period on, as the models run before the scheduler decides (003 §3.2); 0 = not charged (the Python front end passes a measured figure)",
+};
+
 const KLEIO_PARAMS: &[ParamSpec] = &[
     SCHEDULER_PARAMS[0],
     SCHEDULER_PARAMS[1],
     text_param!("predictions", "file", "tierkit", "the models' predictions (made by the Python front end from pages=; see docs/learned.md)"),
+    INFER_NS,
     text_param!("pages", "fraction of pages", "003 §3.2 (Page Selector: the pages history misplaces, by accesses)", "with the Python front end: give models to this share of the trace's pages (default 0.1)"),
     text_param!("history", "periods", "003 §3.2 (per-page RNN over past periods)", "with the Python front end: periods of input of each model (default 8)"),
     text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)"),
@@ -225,6 +255,7 @@ const KLEONIKI_PARAMS: &[ParamSpec] = &[
     SCHEDULER_PARAMS[0],
     SCHEDULER_PARAMS[1],
     text_param!("predictions", "file", "tierkit", "the group models' predictions (made by the Python front end; see docs/learned.md)"),
+    INFER_NS,
     text_param!("pages", "fraction of pages", "003 §4 (Kleio's Page Selector, then grouping)", "with the Python front end: manage this share of the trace's pages (default 0.2)"),
     text_param!("tol", "classes", "tierkit (003 §4 groups identical, then similar patterns)", "with the Python front end: k-means merges patterns while the mean per-period distance to the group's pattern stays within this (default 0.5; 0 = identical only)"),
     text_param!("history", "periods", "003 §3.2", "with the Python front end: periods of input of each model (default 8)"),

@@ -67,7 +67,7 @@ use super::learned::Predictions;
 use super::params::{ParamSpec, ParamType, Params};
 use super::{Built, Compat, Ctx, Needs, Policy, PolicyInfo};
 use crate::error::{Error, Result};
-use crate::mechanics::{TierId, UNPLACED};
+use crate::mechanics::{Charge, TierId, UNPLACED};
 use crate::pagemap::{PageId, PageMap};
 use crate::trace::{Batch, RecordSource, BATCH_RECORDS};
 use crate::units::Period;
@@ -474,6 +474,10 @@ pub struct PageScheduler {
     period_start_prev: u64,
     /// Kleio / Kleoniki: the models' predictions
     pred: Option<Predictions>,
+    /// Kleio / Kleoniki: inference time charged per model at each boundary, ns (0: none)
+    infer_ns: f64,
+    /// Boundaries at which inference was charged.
+    infer_boundaries: u64,
     stats: Stats,
 }
 
@@ -496,6 +500,8 @@ impl PageScheduler {
             period_start: 0,
             period_start_prev: 0,
             pred: None,
+            infer_ns: 0.0,
+            infer_boundaries: 0,
             stats: Stats::default(),
         }
     }
@@ -553,6 +559,30 @@ impl PageScheduler {
     pub fn with_predictions(mut self, pred: Predictions) -> PageScheduler {
         self.pred = Some(pred);
         self
+    }
+
+    /// Charge `models × infer_ns` ns of halting inference at each boundary from the
+    /// predictions' `infer_from_period` on (0: no charge; see [`super::learned`]).
+    pub fn with_inference(mut self, infer_ns: f64) -> PageScheduler {
+        self.infer_ns = infer_ns;
+        self
+    }
+
+    /// The inference time of one boundary, ns.
+    fn infer_per_boundary_ns(&self) -> f64 {
+        self.pred.as_ref().map_or(0.0, |p| p.models as f64 * self.infer_ns)
+    }
+
+    /// The models run at the boundary before the scheduler decides (003 §3.2): the program
+    /// waits for them. `ctx.now.period` is the period about to be scheduled, the index the
+    /// predictions' rows use.
+    fn charge_inference(&mut self, ctx: &mut Ctx) {
+        let Some(pr) = &self.pred else { return };
+        let ns = self.infer_per_boundary_ns();
+        if ns > 0.0 && ctx.now.period >= pr.infer_from_period {
+            ctx.mem.charge(Charge { what: "inference", ns, halts: true, energy_j: 0.0 });
+            self.infer_boundaries += 1;
+        }
     }
 
     fn key(&self, param: &str) -> String {
@@ -889,6 +919,7 @@ impl Policy for PageScheduler {
 
     fn on_period(&mut self, ctx: &mut Ctx) -> Result<()> {
         self.stats.boundaries += 1;
+        self.charge_inference(ctx);
         self.refresh_lru(ctx);
         if self.compat != CoriMode::Off {
             self.period_cori(ctx)?;
@@ -920,6 +951,17 @@ impl Policy for PageScheduler {
             "compat": self.compat.name(),
             "scheduler": self.stats,
             "predictions": self.pred.as_ref().map(|p| p.report()),
+            "inference": self.pred.as_ref().map(|p| {
+                let per = self.infer_per_boundary_ns();
+                json!({
+                    "infer_ns": self.infer_ns,
+                    "models": p.models,
+                    "from_period": p.infer_from_period,
+                    "boundaries_charged": self.infer_boundaries,
+                    "ns_per_boundary": per,
+                    "total_ns": per * self.infer_boundaries as f64,
+                })
+            }),
         })
     }
 }
