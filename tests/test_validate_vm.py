@@ -8,14 +8,15 @@ What is checked, each of which can fail: the model ran with node 0's own waterma
 /proc/zoneinfo at the program's start (DMA32's plus the floor the allocator leaves in the DMA
 zone), and with the other programs' pages on node 0, which its kswapd demoted; both sides promote
 and demote; the model's demotions are within DEMOTIONS_FACTOR of the kernel's and the mean
-fast-node residency within RESIDENCY_POINTS points. Measured with three repeats
+fast-node residency within RESIDENCY_POINTS points, against the mean of two kernel runs (one run's
+hot-data residency swings: 53-77 % seen). Measured with three repeats
 (`tierkit validate --policies autonuma-tiering --repeats 3`): the kernel's demotions ranged
 5,038-12,639 and the model's were 180k at K (ratio 14-36 against single runs), residency 54-65 %
 in the kernel's runs against 39 % in the model. The promotions are not bounded here: the model
 promotes 95-190x the kernel's mean and the kernel's own runs range 12x (151-1,895), so any bound
 that single runs meet would be loose; docs/validation.md, "What remains different", says why.
-About a minute and a half (VM boot, a calibration of the run's length to at least 4 s in the VM,
-one run, a recording, two simulations).
+About two and a half minutes (VM boot, a calibration of the run's length to at least 8 s in the VM,
+two runs, a recording, two simulations).
 """
 import json
 
@@ -39,11 +40,15 @@ def test_autonuma_tiering_model_against_the_kernel_on_a_moving_hot_set(tmp_path)
     from tierkit import validate as v
 
     out = tmp_path / "validation.json"
-    # runs of at least 4 s in the VM (calibrated: on an idle host a run at length 1 can end
-    # before the kernel's second NUMA scan, and then promote nothing)
-    res = v.validate(["phases"], ["autonuma-tiering"], out=out, work=tmp_path, progress=False, scales=(1.0,), specs=SPECS, repeats=1,
-                     min_vm_s=4.0)
-    assert res["lengths"]["phases"] >= 1 and res["results"][0]["kernel"]["wall_s"] >= 3.0, (res["lengths"], res["results"][0]["kernel"]["wall_s"])
+    # runs of at least 8 s in the VM (validate's default; calibrated: on an idle host a run at
+    # length 1 can end before the kernel's second NUMA scan, and then promote nothing; with 4 s
+    # on a loaded host a calibrated length-1 run took 2.0 s in one repeat and 4.9 s in the next,
+    # and the first had one sample of the hot data)
+    # two kernel runs, judged by their mean: one run's hot-data residency swings widely (the
+    # CI run of 2026-11-29 read 77 % in the kernel where runs here read 53-55 %)
+    res = v.validate(["phases"], ["autonuma-tiering"], out=out, work=tmp_path, progress=False, scales=(1.0,), specs=SPECS, repeats=2,
+                     min_vm_s=8.0)
+    assert res["lengths"]["phases"] >= 1 and res["results"][0]["kernel"]["wall_s"] >= 6.0, (res["lengths"], res["results"][0]["kernel"]["wall_s"])
     # the harness wrote what make validate-kernel writes
     saved = json.loads(out.read_text())
     assert saved["results"][0]["promotions_ratio"] == res["results"][0]["promotions_ratio"]
@@ -76,4 +81,5 @@ def test_autonuma_tiering_model_against_the_kernel_on_a_moving_hot_set(tmp_path)
     # from the same arrays watched in the trace, each switching at the program's own marks
     assert [h[1] for h in k["hot_regions"]] == [["part0"], ["part1"], ["part2"], ["part3"]], k["hot_regions"]
     assert len(k["hot_residency_series"]) >= 3 and len(m["hot_residency_series"]) >= 3
-    assert abs(m["hot_residency_diff_points"]) <= RESIDENCY_POINTS, (m["hot_residency_mean"], k["hot_residency_mean"])
+    assert abs(m["hot_residency_diff_points"]) <= RESIDENCY_POINTS, (
+        m["hot_residency_mean"], k["hot_residency_mean"], [x["hot_residency_mean"] for x in k["runs"]], r["clock"], res["lengths"])
