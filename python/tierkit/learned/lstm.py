@@ -12,6 +12,8 @@ one network per group. This module is the learning core of both:
   product over [models, windows, features]. Each model's loss is its own and Adam works per
   parameter, so this is M independent trainings done at once;
 - :func:`predict`: the class each model predicts for each period of its pages;
+- :func:`predict_last`: the classes predicted at one boundary, as a scheduler runs its models
+  (:mod:`tierkit.learned.inference` times it);
 - :func:`group_patterns`: Kleoniki's grouping of pages into patterns (identical rows, then
   k-means over the distinct rows).
 
@@ -550,6 +552,64 @@ def predict(models: Models, inputs: np.ndarray, model_of: Optional[np.ndarray] =
             cls = logits.argmax(1).cpu().numpy()  # [blocks, L]
             pred_u[r0:r1] = cls[bl, sl]
     out[:, K:] = pred_u[inv].reshape(P, T - K)
+    return out
+
+
+def device_weights(models: Models) -> tuple:
+    """The models' stacked weights (``w_gates``, ``w_out``) on their device, for
+    :func:`predict_last`: a scheduler that runs its models at every boundary keeps them there."""
+    torch = _torch()
+    dev = _device(torch, models.device)
+    return models.state["w_gates"].to(dev), models.state["w_out"].to(dev)
+
+
+def predict_last(models: Models, windows: np.ndarray, model_of: Optional[np.ndarray] = None,
+                 weights: Optional[tuple] = None) -> np.ndarray:
+    """The class (int16 [P]) model ``model_of[p]`` (row p's own when None) predicts for the
+    period after ``windows[p]``, the K periods before one boundary: what a scheduler computes
+    at that boundary, one forward pass over all rows at once on the models' device (as
+    :func:`predict`, without its deduplication of windows over a whole series). ``weights``:
+    :func:`device_weights`, else moved for this call."""
+    cfg = models.config
+    K, H = cfg.history, cfg.hidden
+    windows = _check_classes(windows, cfg.bins, "predict_last: windows")
+    P = windows.shape[0]
+    if windows.shape[1] != K:
+        raise ValueError(f"predict_last: windows must have K={K} periods, not {windows.shape[1]}")
+    if model_of is None:
+        if P != models.count:
+            raise ValueError(f"predict_last: {P} windows but {models.count} models: give model_of")
+        model_of = np.arange(P)
+    model_of = np.asarray(model_of)
+    if model_of.shape != (P,) or (P and (model_of.min() < 0 or model_of.max() >= models.count)):
+        raise ValueError(f"predict_last: model_of must be {P} model indexes from 0 to {models.count - 1}")
+    if P == 0:
+        return np.empty(0, dtype=np.int16)
+    torch = _torch()
+    dev = _device(torch, models.device)
+    Wg, Wog = weights if weights is not None else device_weights(models)
+    # rows of one model side by side in blocks of L (one block per model for Kleio)
+    order = np.argsort(model_of, kind="stable")
+    used, first, per = np.unique(model_of[order], return_index=True, return_counts=True)
+    L = int(min(256, 1 << int(math.ceil(math.log2(max(1.0, P / len(used)))))))
+    nblk = -(-per // L)
+    blk0 = np.concatenate([[0], np.cumsum(nblk)])
+    pos = np.arange(P) - np.repeat(first, per)
+    blk = np.repeat(blk0[:-1], per) + pos // L
+    slot = pos % L
+    blk_model = np.repeat(used, nblk)
+    X = np.zeros((int(blk0[-1]), K, L), dtype=np.float32)
+    X[blk, :, slot] = windows[order] / np.float32(cfg.bins)
+    with torch.no_grad():
+        if len(blk_model) == models.count and L == 1:
+            W, Wo = Wg, Wog  # every model once, in order: no gather
+        else:
+            idx = torch.from_numpy(blk_model).to(Wg.device)
+            W, Wo = Wg[idx], Wog[idx]
+        logits = _forward(torch, W, Wo, torch.from_numpy(X).to(dev), K, H)
+        cls = logits.argmax(1).cpu().numpy()
+    out = np.empty(P, dtype=np.int16)
+    out[order] = cls[blk, slot]
     return out
 
 
