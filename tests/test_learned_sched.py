@@ -79,9 +79,21 @@ def test_tune_runs_cori_and_the_baselines(reuse_trace, cli):
     assert [t["period"] for t in r["trials"]] == r["candidates"][:n]
     assert r["chosen_period"] in r["candidates"][:n]
     assert set(r["methods"]) == {"cori", "base-left", "base-right", "base-random"}
-    assert all(m["trials"] == n for m in r["methods"].values())
+    assert r["budget_cori_trials"] == n
     assert r["best_runtime_ns"] == min(s["runtime_ns"] for s in r["sweep"])
-    assert all(m["slowdown_vs_best"] >= 0 for m in r["methods"].values())
+    assert r["policy_params"] == {"compat": "none", "bins": None}
+    # every method counted alike, against the sweep: its own order run to the end
+    rt = {s["period"]: s["runtime_ns"] for s in r["sweep"]}
+    orders = {"cori": r["candidates"], "base-left": r["grid"][::-1], "base-right": r["grid"]}
+    for name, order in orders.items():
+        m = r["methods"][name]
+        assert m["trials_to_best"] == cori.trials_to_best([rt[p] for p in order], r["best_runtime_ns"], 0.03)
+        assert m["period_at_cori_trials"] in order[:n]
+        assert m["slowdown_at_cori_trials"] == rt[m["period_at_cori_trials"]] / r["best_runtime_ns"] - 1
+    assert r["budget_cori_trials_to_best"] == (r["methods"]["cori"]["trials_to_best"] or len(r["candidates"]))
+    assert r["methods"]["cori"]["period_at_cori_trials"] == r["chosen_period"]
+    assert all(m["slowdown_at_cori_trials"] >= 0 and m["slowdown_at_cori_trials_to_best"] >= 0
+               for m in r["methods"].values())
     # same inputs, same result
     rc, out2, _ = cli("tune", reuse_trace, "--bucket", "5", "--grid", "10", "--json", "-q")
     assert json.loads(out2) == r
@@ -89,8 +101,64 @@ def test_tune_runs_cori_and_the_baselines(reuse_trace, cli):
     assert rc == 0 and "Cori chose period" in out and "exhaustive" not in out
 
 
+def test_trials_to_best_and_both_budgets_follow_the_definitions():
+    """003 §3.3.3: Fig. 3.7 counts the trials each method needs to come within 3% of the best;
+    Fig. 3.6 gives the baselines Cori's trials to best. Cori here stops after 2 trials (the
+    second is worse), but run to the end its 4th candidate is within 3% of the best (100)."""
+    rt = {10: 130.0, 20: 140.0, 30: 120.0, 40: 102.0, 50: 100.0, 60: 125.0, 70: 101.0, 80: 150.0}
+    orders = {"cori": [10, 20, 30, 40, 50], "base-left": [80, 70, 60, 50], "base-right": [60, 70, 80],
+              "base-random": [80, 60, 30]}
+    assert cori.tuner_trials([rt[p] for p in orders["cori"]]) == 2
+    assert cori.trials_to_best([130, 140, 120, 102], 100, 0.03) == 4
+    assert cori.trials_to_best([130, 140, 120, 102], 100, 0.01) is None
+    assert cori.trials_to_best([103.0], 100, 0.03) == 1  # within is inclusive
+    budgets, m = cori.compare_methods(orders, rt, 2, 0.03)
+    assert budgets == {"cori_trials": 2, "cori_trials_to_best": 4}
+    assert {k: v["trials_to_best"] for k, v in m.items()} == {
+        "cori": 4, "base-left": 2, "base-right": 2, "base-random": None}
+    # after Cori's 2 trials: each method's best of its first two
+    assert {k: v["period_at_cori_trials"] for k, v in m.items()} == {
+        "cori": 10, "base-left": 70, "base-right": 70, "base-random": 60}
+    assert m["cori"]["slowdown_at_cori_trials"] == pytest.approx(0.30)
+    assert m["base-left"]["slowdown_at_cori_trials"] == pytest.approx(0.01)
+    # after Cori's 4 trials to best: base-left reaches 50 itself; base-right and base-random
+    # run out of periods and keep their best
+    assert {k: v["period_at_cori_trials_to_best"] for k, v in m.items()} == {
+        "cori": 40, "base-left": 50, "base-right": 70, "base-random": 30}
+    assert m["cori"]["slowdown_at_cori_trials_to_best"] == pytest.approx(0.02)
+    assert m["base-left"]["slowdown_at_cori_trials_to_best"] == 0
+    assert m["base-random"]["slowdown_at_cori_trials_to_best"] == pytest.approx(0.20)
+    # Cori never within: its budget to best is all its candidates
+    budgets, m = cori.compare_methods({"cori": [10, 20, 30], "base-right": [50]}, rt, 2, 0.03)
+    assert budgets == {"cori_trials": 2, "cori_trials_to_best": 3} and m["cori"]["trials_to_best"] is None
+    assert m["cori"]["period_at_cori_trials_to_best"] == 30
+
+
+def test_tune_passes_compat_and_bins_to_the_scheduler(reuse_trace, cli):
+    base = ("tune", reuse_trace, "--bucket", "5", "--grid", "6", "--json", "-q")
+    runs = {}
+    for args in ([], ["--compat", "cori-sim"], ["--compat", "cori-sim-raw"], ["--bins", "0"], ["--bins", "1"]):
+        rc, out, err = cli(*base, *args)
+        assert rc == 0, (args, err)
+        r = json.loads(out)
+        runs[tuple(args)] = r
+        want = dict(zip(args[::2], args[1::2]))
+        assert r["policy_params"] == {"compat": want.get("--compat", "none"),
+                                      "bins": int(want["--bins"]) if "--bins" in want else None}
+    # each is the scheduler run with those parameters
+    sweep = {k: {s["period"]: s["runtime_ns"] for s in r["sweep"]} for k, r in runs.items()}
+    for args, pol in (((), ""), (("--compat", "cori-sim"), ",compat=cori-sim"), (("--bins", "1"), ",bins=1")):
+        p = runs[args]["candidates"][0]
+        one = tierkit.run(reuse_trace, "dram-pmem", f"history:period={p}{pol}", "0.2", progress=False)
+        assert sweep[args][p] == one["runtime_ns"], args
+    assert sweep[()] != sweep[("--compat", "cori-sim")]
+    assert sweep[()] != sweep[("--bins", "1")]
+
+
 def test_tune_errors_are_one_line(reuse_trace, cli, tmp_path):
-    for args in (["--scheduler", "kleio"], ["--bucket", "0"], ["--patience", "0"]):
+    for args in (["--scheduler", "kleio"], ["--bucket", "0"], ["--patience", "0"], ["--compat", "cori"],
+                 ["--compat", ""], ["--bins", "33"], ["--bins", "-1"], ["--bins", "two"],
+                 ["--compat", "cori-sim", "--timing", "detailed"]):
         rc, _, err = cli("tune", reuse_trace, *args, "-q")
         assert rc == 2 and err.count("\n") == 1 and err.startswith("tierkit: error:"), (args, err)
     bad = tmp_path / "bad.tkt"

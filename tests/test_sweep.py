@@ -268,7 +268,9 @@ grids:
     row = tune.loc["tune:scheduler=history,grid=10"]
     assert row["chosen_period"] == want["chosen_period"] and row["best_period"] == want["best_period"]
     assert row["trials_count"] == len(want["trials"])
-    assert row["cori_slowdown_vs_best"] == want["methods"]["cori"]["slowdown_vs_best"]
+    assert row["cori_slowdown_at_cori_trials"] == want["methods"]["cori"]["slowdown_at_cori_trials"]
+    assert row["base-right_slowdown_at_cori_trials_to_best"] == want["methods"]["base-right"]["slowdown_at_cori_trials_to_best"]
+    assert row["budget_cori_trials_to_best"] == want["budget_cori_trials_to_best"]
     assert "Cori: period tuning" in (tmp_path / "o" / "index.html").read_text()
     if torch:
         from tierkit import learned

@@ -643,11 +643,14 @@ def guide(profile: Union[Mapping[str, Any], PathLike], strategy: str = "thermos"
 def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem",
          fast_capacity: Union[float, str] = 0.2, timing: str = "simple", bucket: int = 1000, grid: int = 50,
          patience: int = 1, within: float = 0.03, seed: int = 0, sweep: bool = True,
-         format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None) -> dict[str, Any]:
+         format: Optional[str] = None, cache: Optional[str] = None, progress: Optional[bool] = None,
+         compat: str = "none", bins: Optional[int] = None) -> dict[str, Any]:
     """Cori (``tierkit tune``, 003 §3.3): a periodic scheduler's period chosen from the trace's
-    data reuse. Returns the reuse summary, the candidates, Cori's ``trials`` and
-    ``chosen_period``; with ``sweep``, the best period of the exhaustive sweep and, per method
-    (Cori and the baselines), its slowdown and trials to come within ``within`` of the best.
+    data reuse (``compat`` and ``bins``: the scheduler's parameters). Returns the reuse summary,
+    the candidates, Cori's ``trials`` and ``chosen_period``; with ``sweep``, the best period of
+    the exhaustive sweep and, per method (Cori and the baselines), its ``trials_to_best`` and its
+    slowdown after Cori's trials run (``slowdown_at_cori_trials``) and after Cori's trials to
+    best (``slowdown_at_cori_trials_to_best``, 003's budget).
     :func:`tune_trials` makes the trials a DataFrame."""
     from . import cori
 
@@ -656,7 +659,7 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
             raise _core.TierkitError(f"{key}: {v!r} must be a whole number >= {low}")
     # the capacity as the command line gives it (a string), so that both record the same
     return cori.tune(trace, scheduler, platform, _cap(fast_capacity), timing, bucket, grid, patience, within, seed, sweep,
-                     format, cache, progress)
+                     format, cache, progress, compat=compat, bins=bins)
 
 
 def tune_trials(result: Mapping[str, Any]) -> pd.DataFrame:

@@ -673,6 +673,8 @@ def tune_cmd(
     within: Annotated[float, typer.Option("--within", help="a method has found the best period when within this fraction of it")] = 0.03,
     seed: Annotated[int, typer.Option("--seed", help="seed of base-random's order")] = 0,
     sweep: Annotated[bool, typer.Option("--sweep/--no-sweep", help="also run every period of the grid and the candidates, to compare with the best")] = True,
+    compat: Annotated[str, typer.Option("--compat", help="the scheduler's compat parameter: none, cori-sim or cori-sim-raw (tierkit policies)")] = "none",
+    bins: Annotated[Optional[int], typer.Option("--bins", help="the scheduler's bins parameter: log2 count classes, 0-32 (default: the scheduler's, 16)")] = None,
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -683,11 +685,13 @@ def tune_cmd(
     from . import cori
 
     r = cori.tune(trace, scheduler, platform, fast_capacity, timing, bucket, grid, patience, within, seed, sweep,
-                  format, cache, _progress(quiet))
+                  format, cache, _progress(quiet), compat=compat, bins=bins)
     if json_out:
         print(json.dumps(r))
         return
-    print(f"trace {trace}: {r['accesses']:,} accesses, {r['pages']:,} pages; {scheduler} on {platform}, fast capacity {fast_capacity}")
+    pp = ", ".join(f"{k}={v}" for k, v in r["policy_params"].items() if v is not None)
+    print(f"trace {trace}: {r['accesses']:,} accesses, {r['pages']:,} pages; {scheduler} ({pp}) on {platform}, "
+          f"fast capacity {fast_capacity}")
     print(f"dominant reuse period: {r['dominant_reuse']:,} accesses ({r['reuse']['kept_buckets']} reuse buckets kept)")
     print(f"candidates ({len(r['candidates'])}): " + ", ".join(f"{c:,}" for c in r["candidates"][:12]) +
           (" ..." if len(r["candidates"]) > 12 else ""))
@@ -698,11 +702,17 @@ def tune_cmd(
     print(f"Cori chose period {r['chosen_period']:,} after {len(r['trials'])} trial(s)")
     if "methods" in r:
         print(f"exhaustive sweep ({len(r['sweep'])} periods): best period {r['best_period']:,}, runtime {_ms(r['best_runtime_ns'])}")
-        print(f"{'method':<12} {'trials':>6} {'chosen':>12} {'slowdown':>9} {'trials to best':>15}")
+        n_run, n_best = r["budget_cori_trials"], r["budget_cori_trials_to_best"]
+        print(f"{'':<12} {'after ' + str(n_best) + ' trials (003)':>26} {'after ' + str(n_run) + ' trials':>26}")
+        print(f"{'method':<12} {'period':>12} {'slowdown':>13} {'period':>12} {'slowdown':>13} {'trials to best':>15}")
         for name, m in r["methods"].items():
             ttb = "never" if m["trials_to_best"] is None else f"{m['trials_to_best']} of {m['explored']}"
-            print(f"{name:<12} {m['trials']:>6} {m['chosen_period']:>12,} {100 * m['slowdown_vs_best']:>8.1f}% {ttb:>15}")
-        print(f"(slowdown after Cori's {len(r['trials'])} trials; trials to best: to come within {100 * within:g}% of the best)")
+            print(f"{name:<12} {m['period_at_cori_trials_to_best']:>12,} {100 * m['slowdown_at_cori_trials_to_best']:>12.1f}% "
+                  f"{m['period_at_cori_trials']:>12,} {100 * m['slowdown_at_cori_trials']:>12.1f}% {ttb:>15}")
+        print(f"(budgets: Cori's trials to best, {n_best}, as 003 Fig. 3.6 gives the baselines, and the {n_run} trials Cori "
+              f"ran; trials to best: each method's own order run to the end, to come within {100 * within:g}% of the best)")
+        for w in r.get("warnings", []):
+            print(f"warning: {w}")
 
 
 def _print_study(r: dict) -> None:

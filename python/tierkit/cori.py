@@ -15,10 +15,16 @@
 
 The insight-less baselines of 003 §3.3.3 explore a grid of periods a constant step apart
 (``grid`` points up to half the trace): ``base-left`` from the longest period down,
-``base-right`` from the shortest up, ``base-random`` in a seeded random order. Each is
-given Cori's trial budget; an exhaustive sweep over the grid and the candidates gives the
-best period found, against which every method's slowdown and trials-to-best (the trials a
-method needs, in its own order, to come within ``within`` of that best) are reported.
+``base-right`` from the shortest up, ``base-random`` in a seeded random order. An exhaustive
+sweep over the grid and the candidates gives the best period found. Against it every method
+(Cori included) gets, counted alike (:func:`compare_methods`):
+
+* ``trials_to_best``: the trials it needs, in its own order run to the end, to come within
+  ``within`` of the best (None if it never does);
+* its slowdown at two budgets: ``slowdown_at_cori_trials``, after the trials Cori ran until
+  its stopping rule, and ``slowdown_at_cori_trials_to_best``, after Cori's trials to best,
+  the budget of 003 §3.3.3 (Fig. 3.6: "the same number of tuning trials that Cori requires
+  to find best performance"; Fig. 3.7 compares trials to best).
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: Schedulers Cori can tune (periodic page schedulers whose period is in accesses).
 SCHEDULERS = ("history", "oracle")
 METHODS = ("cori", "base-left", "base-right", "base-random")
+#: The scheduler's ``compat`` values (docs/policies.md, ``history``).
+COMPAT = ("none", "cori-sim", "cori-sim-raw")
 
 
 def reuse_profile(trace: PathLike, bucket: int = 1000, format: Optional[str] = None, cache: Optional[str] = None,
@@ -120,6 +128,45 @@ def tuner_trials(runtimes: Sequence[float], patience: int = 1, min_gain: float =
     return _stop_at(runtimes, patience, min_gain) or len(runtimes)
 
 
+def trials_to_best(runtimes: Sequence[float], best: float, within: float) -> Optional[int]:
+    """Trials (1-based) a method needs, running ``runtimes`` in order to the end, to come
+    within ``within`` (a fraction) of ``best``; None if it never does."""
+    for i, r in enumerate(runtimes):
+        if r <= best * (1 + within):
+            return i + 1
+    return None
+
+
+def best_within(runtimes: Sequence[float], budget: int) -> int:
+    """Index of the fastest of the first ``budget`` trials (all of them if fewer; the first
+    of equals)."""
+    return int(np.argmin(runtimes[:max(1, budget)]))
+
+
+def compare_methods(orders: dict[str, list[int]], runtime: dict[int, float], cori_trials: int,
+                    within: float) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Every method counted alike against the best runtime of ``runtime`` (period → ns).
+
+    Returns the two budgets, ``cori_trials`` (the trials Cori ran) and ``cori_trials_to_best``
+    (the trials Cori needs, its candidates run to the end, to come within ``within`` of the
+    best; all its candidates if it never does), and per method its ``trials_to_best`` and the
+    period it chooses and its slowdown after each budget."""
+    best = min(runtime.values())
+    ttb = {name: trials_to_best([runtime[p] for p in order], best, within) for name, order in orders.items()}
+    budgets = {"cori_trials": cori_trials,
+               "cori_trials_to_best": ttb["cori"] if ttb["cori"] is not None else len(orders["cori"])}
+    methods: dict[str, dict[str, Any]] = {}
+    for name, order in orders.items():
+        rts = [runtime[p] for p in order]
+        m: dict[str, Any] = {"trials_to_best": ttb[name], "explored": len(order)}
+        for key, budget in budgets.items():
+            chosen = order[best_within(rts, budget)]
+            m[f"period_at_{key}"] = chosen
+            m[f"slowdown_at_{key}"] = runtime[chosen] / best - 1
+        methods[name] = m
+    return budgets, methods
+
+
 def _orders(cands: list[int], g: list[int], seed: int) -> dict[str, list[int]]:
     rng = np.random.default_rng(seed)
     return {"cori": cands, "base-left": g[::-1], "base-right": list(g), "base-random": [g[i] for i in rng.permutation(len(g))]}
@@ -130,18 +177,25 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
          grid_points: int = 50, patience: int = 1, within: float = 0.03, seed: int = 0,
          exhaustive: bool = True, format: Optional[str] = None, cache: Optional[str] = None,
          progress: Optional[bool] = None, workers: Optional[int] = None,
-         extra: str = "") -> dict[str, Any]:
+         extra: str = "", compat: str = "none", bins: Optional[int] = None) -> dict[str, Any]:
     """Tune ``scheduler``'s period on ``trace`` with Cori and the baselines.
 
-    Returns the reuse profile summary, the candidates, Cori's trials and chosen period, and,
-    with ``exhaustive``, the best period of the sweep and per method its slowdown after
-    Cori's trial budget and its trials to come within ``within`` of the best."""
+    ``compat`` and ``bins`` are the scheduler's parameters of those names (``bins=None``: its
+    default). Returns the reuse profile summary, the candidates, Cori's trials and chosen
+    period, and, with ``exhaustive``, the best period of the sweep, the two budgets
+    (``budget_cori_trials``, ``budget_cori_trials_to_best``) and per method its trials to
+    best and its slowdown after each budget (:func:`compare_methods`)."""
     from ._engine import run
 
     if scheduler not in SCHEDULERS:
         raise _core.TierkitError(f"--scheduler: unknown scheduler '{scheduler}' (known: {', '.join(SCHEDULERS)})")
     if patience < 1 or grid_points < 1:
         raise _core.TierkitError("--patience and --grid must be at least 1")
+    if compat not in COMPAT:
+        raise _core.TierkitError(f"--compat: unknown value '{compat}' (known: {', '.join(COMPAT)})")
+    if bins is not None and (isinstance(bins, bool) or not isinstance(bins, int) or not 0 <= bins <= 32):
+        raise _core.TierkitError(f"--bins: {bins!r} must be a whole number in [0, 32] (log2 count classes)")
+    params = [f"compat={compat}"] + ([f"bins={bins}"] if bins is not None else []) + ([extra] if extra else [])
     prof = reuse_profile(trace, bucket, format, cache, progress)
     accesses = int(prof["accesses"])
     if accesses < 2:
@@ -152,7 +206,7 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
     results: dict[int, dict] = {}
 
     def sim(period: int) -> dict:
-        pol = f"{scheduler}:period={period}" + (f",{extra}" if extra else "")
+        pol = f"{scheduler}:period={period}," + ",".join(params)
         r = run(trace, platform, pol, fast_capacity, None, timing, format, cache, False)
         return {"period": period, "runtime_ns": r["runtime_ns"], "migrations": r["migrations"],
                 "fast_hit_ratio": r["fast_hit_ratio"]}
@@ -182,6 +236,7 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
         "fast_capacity": fast_capacity, "timing": timing,
         "accesses": accesses, "pages": prof["pages"],
         "reuse": {"bucket": bucket, "kept_buckets": len(prof["kept"]["distance"]), "mean_reuse": prof["mean_reuse"]},
+        "policy_params": {"compat": compat, "bins": bins},
         "dominant_reuse": dom, "candidates": cands, "patience": patience,
         "trials": trials, "chosen_period": best_trial["period"], "chosen_runtime_ns": best_trial["runtime_ns"],
     }
@@ -194,20 +249,13 @@ def tune(trace: PathLike, scheduler: str = "history", platform: str = "dram-pmem
     out["sweep"] = sweep
     out["best_period"] = best["period"]
     out["best_runtime_ns"] = best["runtime_ns"]
-    methods: dict[str, Any] = {}
-    for name, order in _orders(cands, g, seed).items():
-        rts = [results[p]["runtime_ns"] for p in order]
-        budget = n_cori
-        seen = rts[:budget]
-        chosen = order[int(np.argmin(seen))]
-        close = [i for i, r in enumerate(rts) if r <= best["runtime_ns"] * (1 + within)]
-        methods[name] = {
-            "trials": budget,
-            "chosen_period": chosen,
-            "slowdown_vs_best": results[chosen]["runtime_ns"] / best["runtime_ns"] - 1,
-            "trials_to_best": close[0] + 1 if close else None,
-            "explored": len(order),
-        }
+    budgets, methods = compare_methods(_orders(cands, g, seed), {p: r["runtime_ns"] for p, r in results.items()},
+                                       n_cori, within)
+    out["budget_cori_trials"] = budgets["cori_trials"]
+    out["budget_cori_trials_to_best"] = budgets["cori_trials_to_best"]
     out["methods"] = methods
     out["within"] = within
+    out["warnings"] = [] if methods["cori"]["trials_to_best"] is not None else [
+        f"Cori's candidates never come within {100 * within:g}% of the best period ({best['period']:,}); "
+        f"the baselines' budget budget_cori_trials_to_best is all {len(cands)} candidates"]
     return out

@@ -17,8 +17,10 @@ GROUP = ["grid", "trace", "platform", "fast_capacity", "timing", "repeat", "time
 #: The columns an analysis' table shows (those its rows have), by task.
 ANALYSIS_COLUMNS = {
     "tune": ["grid", "trace", "platform", "fast_capacity", "policy", "accesses", "dominant_reuse", "trials_count",
-             "chosen_period", "best_period", "cori_slowdown_vs_best", "cori_trials_to_best",
-             "base-left_trials_to_best", "base-right_trials_to_best", "base-random_trials_to_best"],
+             "chosen_period", "best_period", "cori_trials_to_best", "cori_slowdown_at_cori_trials",
+             "base-left_trials_to_best", "base-right_trials_to_best", "base-random_trials_to_best",
+             "base-left_slowdown_at_cori_trials_to_best", "base-right_slowdown_at_cori_trials_to_best",
+             "base-random_slowdown_at_cori_trials_to_best"],
     "kleio": ["grid", "trace", "platform", "fast_capacity", "policy", "period", "periods", "pages_fraction",
               "pages_selected", "models", "train_seconds", "accuracy", "history_accuracy", "fallback_pages",
               "gap_bridged_no_fallback_pct", "gap_bridged_pct"],
