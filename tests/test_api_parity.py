@@ -63,17 +63,19 @@ def test_tune_equals_the_command(cli, alternating):
 
 def test_learned_schedulers_return_their_rows(cli, alternating):
     pytest.importorskip("torch")
-    args = dict(pages=[1.0], period=40, history=4, epochs=20, fast_capacity=0.5, progress=False)
+    args = dict(pages=[1.0], period=40, history=4, epochs=20, fast_capacity=0.5, progress=False, infer_ns=2000)
     k = tierkit.kleio(alternating, **args)
     assert isinstance(k, pd.DataFrame) and len(k) == 1
     r = _cli_json(cli, "kleio", alternating, "--pages", "1", "--period", "40", "--history", "4", "--epochs", "20",
-                  "-c", "0.5")
+                  "-c", "0.5", "--infer-ns", "2000")
     timing = ("train_seconds", "inference_per_period_ms")  # wall-clock times differ run to run
     assert {c: v for c, v in k.iloc[0].items() if c not in timing} == \
         {c: v for c, v in r["rows"][0].items() if c not in timing}
     study = k.attrs["study"]
     assert study["history_runtime_ns"] == r["history_runtime_ns"] and study["periods"] == 60
-    assert k["gap_bridged_pct"].item() > 40  # out of sample: about half of the gap (test_learned_sched.py)
+    # out of sample and trusted after 8 held-out periods: about a third of the gap
+    # (test_learned_sched.py) before inference; 8 models x 2 us a boundary cost more
+    assert k["gap_bridged_free_inference_pct"].item() > 30 and k["gap_bridged_pct"].item() < 0
     g = tierkit.kleoniki(alternating, tol=0, **args)
     assert g["models"].item() == 2 and g["pages_per_model"].item() == 4.0  # two patterns, eight pages
     assert g.attrs["study"]["cori_period"] is None  # the period was given

@@ -238,31 +238,34 @@ def test_kleio_learns_what_history_misses(alternating_trace, cli):
     pytest.importorskip("torch")
     h = _runtime(cli, alternating_trace, "history:period=40")
     o = _runtime(cli, alternating_trace, "oracle:period=40")
-    k = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,holdout=0")
+    k = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,holdout=0,infer_ns=0")
     assert h["runtime_ns"] > o["runtime_ns"]
     gap = kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"])
-    assert gap >= 90, gap
+    # predictions from period K = 4 on, used once they have beaten history over the 8 scored
+    # periods before (the online fallback): history schedules periods 0-11, the models 12-59
+    assert 78 <= gap < 90, gap
     m = k["config"]["models"]
     assert m["models"] == 8 and m["pages_selected"] == 8 and m["accuracy"] > 0.95
     assert m["history_accuracy"] < 0.05  # last period's class is always wrong here
-    # out of sample (the default): trained on periods 0-29, predicting only 30-59, so the
-    # first half follows history and about half of the gap is left
-    ko = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")
-    assert 45 <= kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], ko["runtime_ns"]) < 60
+    # out of sample (the default): trained on periods 0-29, predicting only 30-59, trusted
+    # from period 38 on (8 scored periods of evidence): 22 of 60 periods scheduled by the models
+    ko = _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,infer_ns=0")
+    assert 30 <= kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], ko["runtime_ns"]) < 45
     assert ko["config"]["models"]["accuracy"] > 0.95 and ko["config"]["models"]["out_of_sample"]
     # same inputs and seed, same result
-    assert _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4")["runtime_ns"] == ko["runtime_ns"]
+    assert _runtime(cli, alternating_trace, "kleio:pages=1,period=40,history=4,infer_ns=0")["runtime_ns"] == ko["runtime_ns"]
 
 
 def test_kleoniki_groups_identical_patterns(alternating_trace, cli):
     pytest.importorskip("torch")
-    k = _runtime(cli, alternating_trace, "kleoniki:pages=1,period=40,history=4,tol=0,holdout=0")
+    k = _runtime(cli, alternating_trace, "kleoniki:pages=1,period=40,history=4,tol=0,holdout=0,infer_ns=0")
     m = k["config"]["models"]
     # the four pages of each set share one pattern: two models for eight pages
     assert m["models"] == 2 and m["pages_per_model"] == 4.0 and m["distinct_patterns"] == 2
     o = _runtime(cli, alternating_trace, "oracle:period=40")
     h = _runtime(cli, alternating_trace, "history:period=40")
-    assert kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"]) >= 90
+    # (the online fallback: history schedules periods 0-11, the models 12-59)
+    assert 78 <= kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"]) < 90
 
 
 def test_learned_policy_errors_are_one_line(alternating_trace, cli):
@@ -297,9 +300,12 @@ def test_simulate_shows_what_the_front_end_made(alternating_trace, cli):
     line = next(l for l in out.splitlines() if l.startswith("policy"))
     # the user's spec, then every parameter, the training ones included (they used to be
     # recorded blank), and the predictions it read; no empty keys
-    assert ("kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,epochs=60,fallback=on,hidden=16,"
-            "history=4,holdout=0.5,pages=1.0,period=40,predictions=") in line
-    assert ",seed=0,threads=1,tol=0.0,weight=none" in line
+    assert ("kleoniki:pages=1,period=40,history=4,tol=0  ->  kleoniki:bins=16,device=auto,epochs=60,fallback=online,"
+            "hidden=16,history=4,holdout=0.5,infer_ns=") in line
+    # the inference cost measured with the trained models, charged by the scheduler
+    assert float(line.split("infer_ns=")[1].split(",")[0]) > 0
+    assert ",pages=1.0,period=40,predictions=" in line
+    assert ",predictor=lstm,seed=0,threads=1,tol=0.0,trust=8,weight=none" in line
     assert "=," not in line
 
 
@@ -311,7 +317,7 @@ def test_models_trained_on_another_run_apply_by_address(alternating_trace, cli, 
     other = pages_trace(tmp_path / "other.tkt", seq[:-1])
     h = _runtime(cli, other, "history:period=40")
     o = _runtime(cli, other, "oracle:period=40")
-    k = _runtime(cli, other, f"kleio:pages=1,period=40,history=4,train={alternating_trace}")
+    k = _runtime(cli, other, f"kleio:pages=1,period=40,history=4,train={alternating_trace},infer_ns=0")
     m = k["config"]["models"]
     assert m["train_trace"] == str(alternating_trace) and m["models"] == 8 and m["pages_predicted"] == 8
     assert kleio.gap_bridged(h["runtime_ns"], o["runtime_ns"], k["runtime_ns"]) >= 80
@@ -395,8 +401,10 @@ def test_models_are_scored_out_of_sample_and_lose_to_history_fall_back(alternati
     m = made.info
     assert m["train_periods"] == 30 and m["eval_start_period"] == 30 and m["eval_periods"] == 30 and m["out_of_sample"]
     rows = json.loads(open(made.path).read())["rows"]
-    # no prediction in the training periods: the scheduler follows history there
-    assert all(r[:30] == "-" * 30 and "-" not in r[30:] for r in rows.values())
+    # no prediction in the training periods, nor in the first 8 held-out ones (no evidence
+    # yet that the model beats history): the scheduler follows history there
+    assert all(r[:38] == "-" * 38 and "-" not in r[38:] for r in rows.values())
+    assert m["fallback"] == "online" and m["trust"] == 8 and not m["future_knowledge"]
     assert m["accuracy"] > 0.95 and m["fallback_pages"] == 0
     # in sample (holdout=0): predictions from period K on
     ins = kleio.predictions(alternating_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, holdout=0,
@@ -405,8 +413,8 @@ def test_models_are_scored_out_of_sample_and_lose_to_history_fall_back(alternati
     # the pattern changes in the held-out periods: the models of pages 4-7 keep predicting
     # the alternation, lose to history, and fall back
     d = kleio.predictions(drift_trace, "kleio", pages=1, period=40, history=4, fast_capacity=0.5, holdout=1 / 3,
-                          progress=False, also_without_fallback=True)
-    assert d.info["pages_losing_to_history"] == d.info["fallback_pages"] > 0
+                          progress=False, also_without_fallback=True, fallback="future")
+    assert d.info["pages_losing_to_history"] == d.info["fallback_pages"] > 0 and d.info["future_knowledge"]
     doc = json.loads(open(d.path).read())
     fell = [p for p, r in doc["rows"].items() if set(r) == {"-"}]
     assert len(fell) == d.info["fallback_pages"]
@@ -427,7 +435,7 @@ def test_kleio_fallback_is_never_worse_than_history_on_a_real_trace(cli):
     assert x["accessed_recall"] is not None and x["history_accessed_recall"] is not None
     assert x["fallback_pages"] > 0
     # balanced weighting makes models worse than history here; the fallback undoes that
-    assert x["gap_bridged_no_fallback_pct"] < 0 <= x["gap_bridged_pct"] + 0.5
+    assert x["gap_bridged_no_fallback_pct"] < 0 <= x["gap_bridged_free_inference_pct"] + 0.5
 
 
 def test_kleio_cli_reports_recall_and_fallbacks(alternating_trace, cli):
@@ -435,9 +443,32 @@ def test_kleio_cli_reports_recall_and_fallbacks(alternating_trace, cli):
     rc, out, err = cli("kleio", alternating_trace, "--pages", "1", "--period", "40", "--history", "4",
                        "-c", "0.5", "-q")
     assert rc == 0, err
-    assert "acc. recall" in out and "fallbacks" in out and "held-out periods 30..59" in out
-    rc, _, err = cli("kleio", alternating_trace, "--period", "40", "--holdout", "1.5", "-q")
-    assert rc == 2 and "--holdout" in err and err.count("\n") == 1
+    assert "acc. recall" in out and "used" in out and "held-out periods 30..59" in out
+    assert "break-even" in out and "untrained" in out and "FUTURE KNOWLEDGE" in out
+    for bad in (("--holdout", "1.5"), ("--infer-ns", "fast")):
+        rc, _, err = cli("kleio", alternating_trace, "--period", "40", *bad, "-q")
+        assert rc == 2 and bad[0] in err and err.count("\n") == 1
+
+
+def test_kleio_study_json_replays(alternating_trace, cli, tmp_path):
+    """`tierkit kleio --json` carries every run of the study with the predictions it read:
+    `tierkit replay` runs each again and gets the same figures."""
+    pytest.importorskip("torch")
+    rc, out, err = cli("kleio", alternating_trace, "--pages", "1", "--period", "40", "--history", "4", "--epochs", "10",
+                       "-c", "0.5", "--json", "-q")
+    assert rc == 0, err
+    s = json.loads(out)
+    # history, oracle, and per fraction: 3 fallbacks, the charged headline, hybrid, 2 controls
+    assert len(s["results"]) == 2 + 7 and all("inputs" in r["config"] for r in s["results"][2:])
+    f = tmp_path / "study.json"
+    f.write_text(out)
+    rc, out, err = cli("replay", f, "-q")
+    assert rc == 0, err
+    assert out.count("same figures, bit for bit") == 9
+    del s["results"]
+    f.write_text(json.dumps(s))
+    rc, _, err = cli("replay", f, "-q")
+    assert rc == 2 and "results" in err and err.count("\n") == 1
 
 
 def test_kleio_result_replays_bit_for_bit(alternating_trace, cli, tmp_path):
@@ -451,7 +482,7 @@ def test_kleio_result_replays_bit_for_bit(alternating_trace, cli, tmp_path):
     cfg = r["config"]
     # the training parameters are recorded, not blank
     assert "history=4" in cfg["policy"] and "epochs=30" in cfg["policy"] and "pages=1" in cfg["policy"]
-    assert "holdout=0.5" in cfg["policy"] and "fallback=on" in cfg["policy"]
+    assert "holdout=0.5" in cfg["policy"] and "fallback=online" in cfg["policy"]
     emb = cfg["inputs"]["predictions"]
     assert emb["sha256"] == cfg["models"]["predictions_sha256"]
     assert not os.path.exists(emb["path"])  # the CLI process that made it has exited

@@ -251,11 +251,12 @@ grids:
   - name: cori
     tune: {{scheduler: [history, oracle], grid: 10}}
   - name: aligned
-    kleio: {{pages: [0.05, 0.2], period: aligned, epochs: 2}}
+    kleio: {{pages: [0.05, 0.2], period: aligned, epochs: 2, infer_ns: 1000}}
 """)
     s = sw.load_study(f)
     assert [t.label for g in s.grids for t in g.tasks] == [
-        "tune:scheduler=history,grid=10", "tune:scheduler=oracle,grid=10", "kleio:pages=0.05/0.2,period=aligned,epochs=2"]
+        "tune:scheduler=history,grid=10", "tune:scheduler=oracle,grid=10",
+        "kleio:pages=0.05/0.2,period=aligned,epochs=2,infer_ns=1000"]
     import importlib.util
 
     torch = importlib.util.find_spec("torch") is not None
@@ -278,7 +279,7 @@ grids:
         k = df[df["task"] == "kleio"]
         period = learned.aligned_period(small_trace)
         assert list(k["pages_fraction"]) == [0.05, 0.2] and (k["period"] == period).all()
-        want = tierkit.kleio(small_trace, pages=[0.05, 0.2], period=period, epochs=2, progress=False)
+        want = tierkit.kleio(small_trace, pages=[0.05, 0.2], period=period, epochs=2, progress=False, infer_ns=1000)
         assert list(k["gap_bridged_pct"]) == list(want["gap_bridged_pct"])
 
 

@@ -254,7 +254,11 @@ def run(trace: Union[PathLike, Sequence[PathLike]], platform: Union[str, Mapping
         r["config"]["policy"] = _engine.with_args(str(r["config"]["policy"]), {
             "pages": t["pages"], "history": t["history"], "hidden": t["hidden"], "epochs": t["epochs"],
             "seed": t["seed"], "tol": t["tol"], "train": t["train_trace"], "holdout": t["holdout"],
-            "fallback": "on" if t["fallback"] else "off", "weight": t["class_weight"], "threads": learned["threads"]})
+            "fallback": t["fallback"], "trust": t["trust"], "predictor": t["predictor"], "weight": t["class_weight"],
+            "threads": learned["threads"], "device": t["device"], "model": learned.get("model_file"),
+            "save": learned.get("saved_to")})
+        # the models' own warnings (collapsed models) beside the engine's
+        r.setdefault("warnings", []).extend(learned.get("warnings") or [])
     return r
 
 def replay(result: Mapping[str, Any], trace: Optional[PathLike] = None, progress: Optional[bool] = None) -> dict:
@@ -676,12 +680,13 @@ def _study_frame(r: dict) -> pd.DataFrame:
     import pandas as pd
 
     df = pd.DataFrame(r["rows"])
-    df.attrs["study"] = {k: v for k, v in r.items() if k != "rows"}
+    # (the runs themselves, with their inputs, stay out: large, and copied with the frame)
+    df.attrs["study"] = {k: v for k, v in r.items() if k not in ("rows", "results")}
     return df
 
 
 def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacity, timing, history, hidden, epochs,
-             tol, seed, train, holdout, weight, threads, format, cache, progress) -> dict:
+             tol, seed, train, holdout, weight, threads, format, cache, progress, infer_ns="measure") -> dict:
     """The study behind ``tierkit kleio`` and :func:`kleio` (and Kleoniki's at a given period),
     as the dict ``--json`` prints."""
     from . import learned
@@ -696,7 +701,7 @@ def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacit
         raise _core.TierkitError(f"--period: {period} must be at least 1 access")
     return learned.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
                          epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
-                         progress=progress, holdout=holdout, class_weight=weight, threads=threads)
+                         progress=progress, holdout=holdout, class_weight=weight, threads=threads, infer_ns=infer_ns)
 
 
 def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.02, 0.05, 0.1, 0.2),
@@ -704,14 +709,15 @@ def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.
           timing: str = "simple", history: int = 8, hidden: int = 16, epochs: int = 60, seed: int = 0,
           train: Optional[PathLike] = None, holdout: float = 0.5, weight: str = "none",
           threads: Optional[int] = None, format: Optional[str] = None, cache: Optional[str] = None,
-          progress: Optional[bool] = None) -> pd.DataFrame:
+          progress: Optional[bool] = None, infer_ns: Union[str, float] = "measure") -> pd.DataFrame:
     """Kleio (``tierkit kleio``, 003 §3.2): per-page LSTMs for the pages history misplaces,
     for each fraction of the pages in ``pages``. One row per fraction (models, training time,
     scores, ``runtime_ns``, ``gap_bridged_pct``, ...); ``df.attrs['study']`` holds the rest
-    (history's and the oracle's runtimes, the period, the trace's pages and periods). Needs
-    PyTorch (``pip install 'tierkit[ml]'``)."""
+    (history's and the oracle's runtimes, the period, the trace's pages and periods).
+    ``infer_ns``: one model's inference per boundary, ns, charged in ``gap_bridged_pct``
+    ("measure": measured here). Needs PyTorch (``pip install 'tierkit[ml]'``)."""
     return _study_frame(_learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden,
-                                 epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress))
+                                 epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress, infer_ns))
 
 
 def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05, 0.1, 0.2),
@@ -719,17 +725,18 @@ def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05,
              fast_capacity: float = 0.2, timing: str = "simple", history: int = 8, hidden: int = 16,
              epochs: int = 60, seed: int = 0, train: Optional[PathLike] = None, holdout: float = 0.5,
              weight: str = "none", threads: Optional[int] = None, format: Optional[str] = None,
-             cache: Optional[str] = None, progress: Optional[bool] = None) -> pd.DataFrame:
+             cache: Optional[str] = None, progress: Optional[bool] = None,
+             infer_ns: Union[str, float] = "measure") -> pd.DataFrame:
     """Kleoniki (``tierkit kleoniki``, 003 §4): Kleio with one model per group of pages with
     the same per-period pattern, at Cori's period unless ``period`` is given. Rows and
     ``df.attrs['study']`` as :func:`kleio`'s, with ``cori_period`` and ``period_chosen`` (how
     the period was chosen) in the study. Needs PyTorch (``pip install 'tierkit[ml]'``)."""
     return _study_frame(_kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs,
-                                  seed, train, holdout, weight, threads, format, cache, progress))
+                                  seed, train, holdout, weight, threads, format, cache, progress, infer_ns))
 
 
 def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed,
-              train, holdout, weight, threads, format, cache, progress) -> dict:
+              train, holdout, weight, threads, format, cache, progress, infer_ns="measure") -> dict:
     """Kleoniki's study at Cori's period unless ``period`` is given (``tierkit kleoniki``,
     :func:`kleoniki`), as the dict ``--json`` prints."""
     from . import cori, learned
@@ -742,7 +749,7 @@ def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timi
         chosen = t["chosen_period"]
         period, note = learned.learned_period(int(t["accesses"]), chosen, history)
     r = _learned("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol, seed,
-                 train, holdout, weight, threads, format, cache, progress)
+                 train, holdout, weight, threads, format, cache, progress, infer_ns)
     r["cori_period"] = chosen
     r["period_chosen"] = note
     return r

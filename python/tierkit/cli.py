@@ -232,10 +232,28 @@ def _models_lines(r: dict) -> list:
     where = (f"held-out periods {m['eval_start_period']:,}.. (trained on 0..{m['train_periods'] - 1:,})"
              if m.get("holdout") is not None or m["training"].get("holdout") else
              "every period" + ("" if m["out_of_sample"] else ", in sample"))
-    out.append(("models", f"{m['models']:,} for {m['pages_predicted']:,} pages; {m['fallback_pages']:,} pages fell back "
-                          f"to history (their model lost to it on the held-out periods)"))
+    fb = {"online": f"used once they beat history and a constant over the {m.get('trust')} periods before",
+          "future": "fallback judged on the periods it is applied to: FUTURE KNOWLEDGE",
+          "off": "every prediction used"}.get(m["fallback"], m["fallback"])
+    used = (f"{m['predicted_periods_used']:,} of {m['predicted_periods']:,} page-periods"
+            if m.get("predicted_periods") is not None else "-")
+    what = {"hybrid": "perfect classes for the selected pages (hybrid): FUTURE KNOWLEDGE",
+            "idle": "'no access' always (a constant control)"}.get(m.get("predictor", "lstm"))
+    out.append(("models", (what + f" for {m['pages_predicted']:,} pages" if what else
+                           f"{m['models']:,} for {m['pages_predicted']:,} pages") +
+                f"; predictions {fb}: {used}; {m['fallback_pages']:,} pages never used theirs"))
     out.append(("  scores", f"on {where}: accuracy {pc(m['accuracy'])} (history {pc(m['history_accuracy'])}), "
                             f"accessed recall {pc(m['accessed_recall'])} (history {pc(m['history_accessed_recall'])})"))
+    cr = m.get("class_recall") or {}
+    if cr:
+        out.append(("  class recall", ", ".join(f"{c}: {pc(v)} ({pc((m.get('history_class_recall') or {}).get(c))})"
+                                                for c, v in sorted(cr.items(), key=lambda kv: int(kv[0])))
+                    + " (history)"))
+    inf = m.get("inference") or {}
+    if inf.get("models"):
+        out.append(("  inference", f"{inf['ns_per_model'] / 1e3:,.1f} us per model, {inf['ns_per_boundary'] / 1e6:,.3f} ms "
+                                   f"per boundary ({'measured here' if inf.get('measured') else 'given'}), charged from "
+                                   f"period {inf.get('from_period', 0):,} on"))
     return out
 
 
@@ -719,7 +737,7 @@ def _print_study(r: dict) -> None:
     print(f"trace {r['trace']}: {r['pages']:,} pages, {r['periods']:,} periods of {r['period']:,} accesses; "
           f"{r['platform']}, fast capacity {r['fast_capacity']}")
     print(f"history {_ms(r['history_runtime_ns'])} ({100 * r['history_fast_hit_ratio']:.1f}% fast hits), "
-          f"oracle {_ms(r['oracle_runtime_ns'])} ({100 * r['oracle_fast_hit_ratio']:.1f}%)")
+          f"oracle {_ms(r['oracle_runtime_ns'])} ({100 * r['oracle_fast_hit_ratio']:.1f}%, FUTURE KNOWLEDGE)")
     x0 = r["rows"][0] if r["rows"] else None
     if x0 is not None:
         where = (f"held-out periods {x0['eval_start_period']:,}..{r['periods'] - 1:,} (models trained on periods "
@@ -727,18 +745,35 @@ def _print_study(r: dict) -> None:
                  "every period of this trace (trained on another run)" if x0["out_of_sample"] else
                  "every period: IN SAMPLE (--holdout 0)")
         print(f"scores on {where}; accessed recall: share of the periods in which a page is accessed that are "
-              f"predicted accessed; fallback: pages whose model loses to history there follow history")
-    print(f"{'pages':>7} {'with models':>11} {'models':>7} {'pages/model':>11} {'train s':>8} {'accuracy':>8} "
-          f"{'(history)':>9} {'acc. recall':>11} {'(history)':>9} {'fallbacks':>9} {'runtime':>14} {'gap bridged':>11} "
-          f"{'(no fallback)':>13}")
+              f"predicted accessed; a model is used in a period once it has beaten history and a constant over the "
+              f"{r['trust']} periods before (online fallback)")
     pc = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
-    gp = lambda v: "no gap" if v is None else f"{v:.1f}%"  # noqa: E731
+    gp = lambda v: "no gap" if v is None else f"{v:+.1f}%"  # noqa: E731
+    print(f"{'pages':>7} {'with models':>11} {'models':>7} {'pages/model':>11} {'train s':>8} {'accuracy':>8} "
+          f"{'(history)':>9} {'acc. recall':>11} {'(history)':>9} {'used':>7} {'infer/boundary':>14} {'break-even':>12}")
     for x in r["rows"]:
         ppm = "-" if x["pages_per_model"] is None else f"{x['pages_per_model']:.2f}"
+        used = pc(x["predicted_periods_used"] / x["predicted_periods"]) if x["predicted_periods"] else "-"
+        be = "never" if x["break_even_period"] is None else f"{x['break_even_period']:,}"
         print(f"{100 * x['pages_fraction']:>6.1f}% {x['pages_selected']:>11,} {x['models']:>7,} {ppm:>11} "
               f"{x['train_seconds']:>8.2f} {pc(x['accuracy']):>8} {pc(x['history_accuracy']):>9} "
-              f"{pc(x['accessed_recall']):>11} {pc(x['history_accessed_recall']):>9} {x['fallback_pages']:>9,} "
-              f"{_ms(x['runtime_ns']):>14} {gp(x['gap_bridged_pct']):>11} {gp(x['gap_bridged_no_fallback_pct']):>13}")
+              f"{pc(x['accessed_recall']):>11} {pc(x['history_accessed_recall']):>9} {used:>7} "
+              f"{_ms(x['inference_ns_per_boundary']):>14} {be:>12}")
+    print("gap bridged (history 0%, oracle 100%):")
+    print(f"{'pages':>7} {'runtime':>14} {'Kleio':>9} {'no infer.':>9} {'no fallb.':>9} {'future fb':>9} "
+          f"{'hybrid':>9} {'untrained':>9} {'idle':>9}")
+    for x in r["rows"]:
+        print(f"{100 * x['pages_fraction']:>6.1f}% {_ms(x['runtime_ns']):>14} {gp(x['gap_bridged_pct']):>9} "
+              f"{gp(x['gap_bridged_free_inference_pct']):>9} {gp(x['gap_bridged_no_fallback_pct']):>9} "
+              f"{gp(x['gap_bridged_future_fallback_pct']):>9} {gp(x['gap_bridged_future_hybrid_pct']):>9} "
+              f"{gp(x['gap_bridged_untrained_pct']):>9} {gp(x['gap_bridged_idle_pct']):>9}")
+    print("Kleio: online fallback, inference charged; the other columns without inference: no infer. (the same "
+          "predictions), no fallb. (every prediction), future fb (fallback judged on the scored periods: FUTURE "
+          "KNOWLEDGE), hybrid (selected pages given their true classes: FUTURE KNOWLEDGE), controls with the online "
+          "fallback: untrained models, idle ('no access' always). used: predictions used, of the scored page-periods; "
+          "break-even: the period at which the gain pays for the inference")
+    for w in sorted({w for x in r["rows"] for w in x.get("warnings") or []}):
+        print(f"warning: {w}")
 
 
 LearnOpts = dict(
@@ -750,7 +785,21 @@ LearnOpts = dict(
     holdout=typer.Option("--holdout", help="share of the last periods held out: models train on the periods before and are scored and used on these only (0: in sample)"),
     weight=typer.Option("--weight", help="class weighting of training windows: none, sqrt or balanced (idle vs accessed targets)"),
     threads=typer.Option("--threads", help="PyTorch threads [default: $TIERKIT_TORCH_THREADS, else 1]"),
+    infer_ns=typer.Option("--infer-ns", help="one model's inference at one boundary, ns, charged in the headline gap: 'measure' (with the trained models, here) or a number"),
 )
+
+
+def _infer(v: str) -> Union[str, float]:
+    """--infer-ns: 'measure' or a number of ns >= 0."""
+    if v == "measure":
+        return v
+    try:
+        x = float(v)
+    except ValueError:
+        x = -1.0
+    if not (x >= 0 and x < float("inf")):
+        raise TierkitError(f"--infer-ns: '{v}' is not 'measure' or a number of ns >= 0")
+    return x
 
 
 @app.command("kleio")
@@ -769,15 +818,17 @@ def kleio_cmd(
     holdout: Annotated[float, LearnOpts["holdout"]] = 0.5,
     weight: Annotated[str, LearnOpts["weight"]] = "none",
     threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
+    infer_ns: Annotated[str, LearnOpts["infer_ns"]] = "measure",
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Kleio: per-page LSTMs for the pages history misplaces (003 §3.2). Prints the share of
-    the history-to-oracle gap bridged against the share of pages given models."""
+    the history-to-oracle gap bridged against the share of pages given models, with the
+    fallbacks, perfect classes and controls beside it. --json output replays (tierkit replay)."""
     r = api._learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5, seed,
-                     train, holdout, weight, threads, format, cache, _progress(quiet))
+                     train, holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns))
     if json_out:
         print(json.dumps(r))
         return
@@ -801,6 +852,7 @@ def kleoniki_cmd(
     holdout: Annotated[float, LearnOpts["holdout"]] = 0.5,
     weight: Annotated[str, LearnOpts["weight"]] = "none",
     threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
+    infer_ns: Annotated[str, LearnOpts["infer_ns"]] = "measure",
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -809,7 +861,7 @@ def kleoniki_cmd(
     """Kleoniki: Kleio with one model per group of pages with the same per-period pattern,
     at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
     r = api._kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed, train,
-                      holdout, weight, threads, format, cache, _progress(quiet))
+                      holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns))
     note = r["period_chosen"]
     if json_out:
         print(json.dumps(r))

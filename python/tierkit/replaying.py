@@ -65,6 +65,12 @@ def load(source: Union[str, os.PathLike, Mapping[str, Any]]) -> list[dict]:
         doc = json.loads(text, parse_constant=untrusted._no_constants)
         docs = doc if isinstance(doc, list) else [doc]
         untrusted.check_depth(docs, path)
+        # a study (tierkit kleio/kleoniki --json) carries its runs
+        if isinstance(doc, dict) and "rows" in doc and "config" not in doc:
+            if not isinstance(doc.get("results"), list):
+                raise untrusted.fail(path, "results", "missing: a study from a tierkit that did not keep its runs "
+                                                      "(run it again)")
+            docs = doc["results"]
     except (ValueError, RecursionError):
         # JSON lines: each line a result
         docs = [d for _, d in untrusted.json_lines(text, path)]

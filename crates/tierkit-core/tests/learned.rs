@@ -176,3 +176,24 @@ fn bad_infer_from_period_is_named() {
     let e = err(&input, &format!("kleio:period=40,predictions={pred},infer_ns=-1"));
     assert!(e.contains("infer_ns"), "{e}");
 }
+
+#[test]
+fn predictions_that_use_the_future_say_so() {
+    // the future-knowledge fallback and perfect classes (hybrid) mark their file; the result
+    // carries it as the oracle's does
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_pages(dir.path(), &alternating(), None);
+    let rows = true_classes(&input, 40, 16);
+    for (extra, want) in
+        [(serde_json::json!({}), false), (serde_json::json!({ "future_knowledge": false }), false), (serde_json::json!({ "future_knowledge": true }), true)]
+    {
+        let pred = write_predictions_with(dir.path(), &rows, extra);
+        let r = run(&input, "dram-pmem", &HALF, &format!("kleio:period=40,predictions={pred}"));
+        assert_eq!(r.stats.policy["future_knowledge"].as_bool(), Some(want));
+    }
+    for bad in [serde_json::json!(1), serde_json::json!("yes")] {
+        let pred = write_predictions_with(dir.path(), &rows, serde_json::json!({ "future_knowledge": bad }));
+        let e = err(&input, &format!("kleio:period=40,predictions={pred}"));
+        assert!(e.contains("future_knowledge") && e.contains("pred.json"), "{e}");
+    }
+}

@@ -35,8 +35,8 @@ GRID_KEYS = ("name", "traces", "platforms", "capacities", "timing", "policies", 
 #: The analyses a cell may run besides a simulation, and their parameters (docs/sweep.md).
 ANALYSES = {
     "tune": ("scheduler", "bucket", "grid", "patience", "within", "seed", "sweep"),
-    "kleio": ("pages", "period", "history", "hidden", "epochs", "seed", "holdout", "weight"),
-    "kleoniki": ("pages", "period", "tol", "history", "hidden", "epochs", "seed", "holdout", "weight"),
+    "kleio": ("pages", "period", "history", "hidden", "epochs", "seed", "holdout", "weight", "infer_ns"),
+    "kleoniki": ("pages", "period", "tol", "history", "hidden", "epochs", "seed", "holdout", "weight", "infer_ns"),
 }
 TRACE_KINDS = ("file", "workload", "synth", "mix")
 MIX_KEYS = ("mix", "name", "quantum")
@@ -680,10 +680,14 @@ def _run_task(cell: Cell) -> dict:
     kw = dict(pages=list(p.pop("pages", (0.01, 0.02, 0.05, 0.1, 0.2) if cell.task == "kleio" else (0.05, 0.1, 0.2))),
               period=period, history=p.pop("history", 8), hidden=p.pop("hidden", 16), epochs=p.pop("epochs", 60),
               seed=p.pop("seed", 0), train=None, holdout=p.pop("holdout", 0.5), weight=p.pop("weight", "none"),
-              threads=None, fast_capacity=cap, **common)
+              threads=None, fast_capacity=cap, infer_ns=p.pop("infer_ns", "measure"), **common)
     if cell.task == "kleio":
-        return api._learned("kleio", cell.path, tol=0.5, **kw)
-    return api._kleoniki(cell.path, tol=p.pop("tol", 0.5), **kw)
+        r = api._learned("kleio", cell.path, tol=0.5, **kw)
+    else:
+        r = api._kleoniki(cell.path, tol=p.pop("tol", 0.5), **kw)
+    # a cell keeps the study's figures, not its runs with their inputs (tierkit kleio --json does)
+    r.pop("results", None)
+    return r
 
 
 # --- the store -------------------------------------------------------------------------------

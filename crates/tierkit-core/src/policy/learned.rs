@@ -63,6 +63,9 @@ pub struct Predictions {
     pub policy: String,
     /// The first period index at which the models run (key `infer_from_period`; 0 if absent).
     pub infer_from_period: u64,
+    /// The predictions use what a running system could not know (key `future_knowledge`,
+    /// false if absent): the future-knowledge fallback, or perfect classes (`hybrid`).
+    pub future_knowledge: bool,
     /// The file, and the digest of the trace it was made from (its `trace_digest` key; absent
     /// in hand-made files): checked against the simulated trace, since predictions are only
     /// valid for the trace they were made from.
@@ -121,9 +124,15 @@ impl Predictions {
             None | Some(serde_json::Value::Null) => 0,
             Some(x) => x.as_u64().ok_or_else(|| bad(format!("key 'infer_from_period' must be a whole number of periods >= 0, not {x}")))?,
         };
+        let future_knowledge = match v.get("future_knowledge") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(x) => return Err(bad(format!("key 'future_knowledge' must be true or false, not {x}"))),
+        };
         let mut pr = Predictions::from_pairs(pairs, period, bins as u32, models, policy);
         pr.made_for = made_for;
         pr.infer_from_period = infer_from_period;
+        pr.future_knowledge = future_knowledge;
         Ok(pr)
     }
 
@@ -143,7 +152,7 @@ impl Predictions {
             pages.push(p);
             classes.push(c);
         }
-        Predictions { pages, row_of, classes, period, bins, models, policy, infer_from_period: 0, made_for: None }
+        Predictions { pages, row_of, classes, period, bins, models, policy, infer_from_period: 0, future_knowledge: false, made_for: None }
     }
 
     /// The pages with a model, in id order.
@@ -246,7 +255,12 @@ const KLEIO_PARAMS: &[ParamSpec] = &[
     text_param!("train", "trace", "003 §3.2 (models trained offline)", "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
     text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "on|off", "tierkit (never worse than history; docs/learned.md)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("fallback", "online|future|off", "tierkit (judged only on periods already scored; docs/learned.md)", "with the Python front end: online (default; on): a page's prediction is used once the model has beaten history and a constant over its last trust periods; future: per page, judged on the periods it is applied to (FUTURE KNOWLEDGE); off: every prediction"),
+    text_param!("trust", "periods", "tierkit (docs/learned.md, the fallback)", "with the Python front end: scored periods of evidence the online fallback looks back on (default 8)"),
+    text_param!("predictor", "lstm|hybrid|idle", "003 §3.2; GTkernel/cori-sim's hybrid", "with the Python front end: lstm (default) trains the models; hybrid gives the selected pages their actual classes (FUTURE KNOWLEDGE: the selection's headroom); idle predicts no access (a constant control)"),
+    text_param!("model", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: use models saved with save= instead of training (pages matched by address)"),
+    text_param!("save", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: write the trained models to this file (refused if it exists)"),
+    text_param!("device", "auto|cpu|cuda", "tierkit", "with the Python front end: where the models train and run (default auto: cuda if PyTorch sees one)"),
     text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
     text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];
@@ -264,7 +278,12 @@ const KLEONIKI_PARAMS: &[ParamSpec] = &[
     text_param!("train", "trace", "003 §3.2", "with the Python front end: train on this trace of the same program; default the simulated trace"),
     text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
     text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "on|off", "tierkit (never worse than history; docs/learned.md)", "with the Python front end: a page whose model predicts the held-out periods worse than history follows history (default on)"),
+    text_param!("fallback", "online|future|off", "tierkit (judged only on periods already scored; docs/learned.md)", "with the Python front end: online (default; on): a page's prediction is used once the model has beaten history and a constant over its last trust periods; future: per page, judged on the periods it is applied to (FUTURE KNOWLEDGE); off: every prediction"),
+    text_param!("trust", "periods", "tierkit (docs/learned.md, the fallback)", "with the Python front end: scored periods of evidence the online fallback looks back on (default 8)"),
+    text_param!("predictor", "lstm|hybrid|idle", "003 §3.2; GTkernel/cori-sim's hybrid", "with the Python front end: lstm (default) trains the models; hybrid gives the selected pages their actual classes (FUTURE KNOWLEDGE: the selection's headroom); idle predicts no access (a constant control)"),
+    text_param!("model", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: use models saved with save= instead of training (pages matched by address)"),
+    text_param!("save", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: write the trained models to this file (refused if it exists)"),
+    text_param!("device", "auto|cpu|cuda", "tierkit", "with the Python front end: where the models train and run (default auto: cuda if PyTorch sees one)"),
     text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
     text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
 ];

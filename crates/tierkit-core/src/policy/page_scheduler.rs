@@ -944,7 +944,7 @@ impl Policy for PageScheduler {
     fn report(&self) -> serde_json::Value {
         json!({
             "name": self.source.name(),
-            "future_knowledge": self.source == Source::Oracle,
+            "future_knowledge": self.source == Source::Oracle || self.pred.as_ref().is_some_and(|p| p.future_knowledge),
             "period": self.period.describe(),
             "bins": if self.compat == CoriMode::Off { self.bins } else { 0 },
             "bin_step": if self.compat == CoriMode::Binned { Some(CORI_BIN) } else { None },
