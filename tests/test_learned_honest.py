@@ -178,3 +178,25 @@ def test_saved_models_are_reused(alternating_trace, tmp_path, cli):
     rc, _, err = cli("simulate", alternating_trace, "--policy", f"kleio:pages=1,period=20,history=4,model={f}", "-c",
                      "0.5", "-q")
     assert rc == 2 and "m.npz" in err and "meta.period" in err and err.count("\n") == 1
+
+
+def test_the_period_search_uses_the_training_periods_only(tmp_path):
+    """Kleio's default period is searched on the training periods (fit on two thirds, validate
+    on the last third): two traces that differ only in their held-out half get the same
+    period and the same scores."""
+    pytest.importorskip("torch")
+    first = [(0 if t % 2 == 0 else 4) + i % 4 for t in range(60) for i in range(40)]
+    rng = np.random.default_rng(5)
+    other = first[:1200] + [int(x) for x in rng.integers(0, 8, size=1200)]
+    a = pages_trace(tmp_path / "a.tkt", first)
+    b = pages_trace(tmp_path / "b.tkt", other)
+    kw = dict(pages=1.0, fast_capacity=0.5, history=4, epochs=20, progress=False)
+    pa, note, tried = kleio.search_period(a, **kw)
+    pb, _, tried_b = kleio.search_period(b, **kw)
+    assert (pa, tried) == (pb, tried_b)
+    assert pa in [r["period"] for r in tried] and "searched on the training periods" in note
+    assert all(r["fit_periods"] + r["validate_periods"] <= r["periods"] // 2 + 1 for r in tried)
+    # the result says how its period was chosen
+    r = tierkit.run(a, "dram-pmem", "kleio:pages=1,history=4,epochs=20,infer_ns=0", fast_capacity=0.5, progress=False)
+    m = r["config"]["models"]
+    assert m["period"] == pa and m["period_chosen"] == note and m["period_search"] == tried

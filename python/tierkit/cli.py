@@ -806,7 +806,7 @@ def _infer(v: str) -> Union[str, float]:
 def kleio_cmd(
     trace: Annotated[Path, typer.Argument(help="trace file")],
     pages: Annotated[str, typer.Option("--pages", help="fractions of the trace's pages given models, comma-separated")] = "0.01,0.02,0.05,0.1,0.2",
-    period: Annotated[Optional[int], typer.Option("--period", help="scheduling period in accesses [default: about 400 periods over the trace]")] = None,
+    period: Annotated[Optional[int], typer.Option("--period", help="scheduling period in accesses [default: searched on the training periods among about 400, 160 and 80 periods over the trace]")] = None,
     platform: PlatformOpt = "dram-pmem",
     fast_capacity: Annotated[str, typer.Option("--fast-capacity", "-c", help="fast tier's share of the footprint")] = "0.2",
     timing: TimingOpt = "simple",
@@ -832,6 +832,8 @@ def kleio_cmd(
     if json_out:
         print(json.dumps(r))
         return
+    if r.get("period_chosen"):
+        print(f"period: {r['period_chosen']}")
     _print_study(r)
 
 

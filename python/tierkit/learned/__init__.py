@@ -72,6 +72,15 @@ class Counts:
         out[pos[self.page[sel]], self.period_of[sel]] = count_class(self.count[sel], bins)
         return out
 
+    def dense_counts(self, rows: np.ndarray) -> np.ndarray:
+        """Access counts [len(rows), periods] of the given page ids."""
+        pos = np.full(self.pages, -1, dtype=np.int64)
+        pos[rows] = np.arange(len(rows))
+        out = np.zeros((len(rows), self.periods), dtype=np.int64)
+        sel = pos[self.page] >= 0
+        out[pos[self.page[sel]], self.period_of[sel]] = self.count[sel]
+        return out
+
 
 _counts_cache: dict = {}
 
@@ -710,6 +719,76 @@ def learned_period(accesses: int, cori_period: int, history: int = 8) -> tuple[i
                f"({accesses // p:,} periods, at least {need} = {MIN_PERIODS_PER_INPUT} x (history + 1))")
 
 
+#: the periods :func:`search_period` tries: about this many periods over the trace
+SEARCH_PERIODS = (400, 160, 80)
+
+
+def search_period(trace: PathLike, pages: float = 0.1, bins: int = 16, fast_capacity: float = 0.2, history: int = 8,
+                  hidden: int = 16, epochs: int = 60, seed: int = 0, holdout: float = HOLDOUT, trust: int = TRUST,
+                  class_weight: str = "none", format: Optional[str] = None, cache: Optional[str] = None,
+                  progress: Optional[bool] = None) -> tuple[int, str, list[dict]]:
+    """Kleio's period, chosen from the training periods only (what a system deploying the
+    models has): for each candidate (1-2-5 periods giving about 400, 160 and 80 periods over
+    the trace, at least 1,000 accesses, each with at least MIN_PERIODS_PER_INPUT (K + 1) periods,
+    else the longest 1-2-5 period that makes that many), the training periods
+    are split again, two thirds to fit and the last third to validate; pages are selected and
+    models trained on the fit part, and on the validation part the online fallback decides
+    which predictions are used. A candidate scores the accesses its used predictions bring to
+    the fast tier that history left in the slow one (predicted accessed where history predicted
+    idle), minus those they send away that history kept (predicted idle where history predicted
+    accessed), over all accesses of the validation periods. The best positive score wins;
+    with none, the coarsest candidate (the models gain nothing at any of them, and it has the
+    fewest boundaries to pay inference at). Returns the period, a sentence saying how it was picked, and each candidate's
+    figures."""
+    from . import lstm as learn
+    from .._engine import trace_info
+
+    n = int(trace_info(trace, format, cache)["summary"]["accesses"])
+    need = MIN_PERIODS_PER_INPUT * (history + 1)
+    cands = sorted({_nice_floor(max(1000, n // k)) for k in SEARCH_PERIODS})
+    cands = [p for p in cands if n // p >= need] or [_nice_floor(max(1, n // need))]
+    tried: list[dict] = []
+    for period in cands:
+        c = counts(trace, period, format, cache, progress)
+        train_end = c.periods - int(holdout * c.periods)
+        fit_end = train_end - train_end // 3
+        row: dict = {"period": period, "periods": int(c.periods), "fit_periods": int(fit_end),
+                     "validate_periods": int(train_end - fit_end), "score": None, "models": 0, "used": 0}
+        tried.append(row)
+        if fit_end <= history + 1 or train_end - fit_end <= trust:
+            continue
+        sel = select_pages(_truncate(c, fit_end), fast_pages(c, fast_capacity))[0]
+        sel = sel[:min(len(sel), max(1, int(round(pages * c.pages))))]
+        if not len(sel):
+            continue
+        classes = c.dense(sel, bins)
+        cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed,
+                                class_weight=class_weight)
+        with Bar(f"period {period:,}: training", progress, unit="model") as bar:
+            models = learn.train(classes[:, :fit_end], cfg, progress=bar.callback)
+        pred = learn.predict(models, classes[:, :train_end])[:, fit_end:train_end].astype(np.int64)
+        act = classes[:, fit_end:train_end].astype(np.int64)
+        prev = classes[:, fit_end - 1:train_end - 1].astype(np.int64)
+        use = online_fallback(pred, prev, act, trust)
+        acc = c.dense_counts(sel)[:, fit_end:train_end]
+        gained = acc[use & (pred > 0) & (prev == 0)].sum()
+        lost = acc[use & (pred == 0) & (prev > 0)].sum()
+        total = int(c.count[c.starts[fit_end]:c.starts[train_end]].sum())
+        row.update(models=int(models.count), used=int(use.sum()), score=float((gained - lost) / max(1, total)))
+    scored = [r for r in tried if r["score"] is not None]
+    names = ", ".join(f"{r['period']:,}" for r in tried)
+    best = max(scored, key=lambda r: (r["score"], -r["period"])) if scored else None
+    if best is not None and best["score"] > 0:
+        return int(best["period"]), (
+            f"searched on the training periods ({names} accesses): "
+            f"{best['period']:,} scored best, its used predictions bringing {100 * best['score']:.2f}% of the "
+            f"validation periods' accesses to the fast tier beyond history"), tried
+    p = cands[-1]
+    return int(p), (f"searched on the training periods ({names} accesses): no "
+                    f"candidate's used predictions beat history there; the coarsest, {p:,} (fewest boundaries "
+                    f"to pay inference at)"), tried
+
+
 def on_off(name: str, key: str, v: str) -> bool:
     if v in ("on", "true", "1", "yes"):
         return True
@@ -722,7 +801,8 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
            progress: Optional[bool], platform: Any = "dram-pmem", timing: str = "simple") -> tuple[str, dict]:
     """``kleio:pages=F,...`` / ``kleoniki:...`` → trained predictions and the spec that reads them.
 
-    Kleio's period defaults to ``history``'s (1,000 accesses); Kleoniki's to Cori's choice
+    Kleio's period, when not given (or ``period=search``), is searched on the training periods
+    (:func:`search_period`); Kleoniki's defaults to Cori's choice
     for ``history`` on the same platform and capacity, shortened when it leaves too few
     periods (:func:`learned_period`)."""
     name = spec["name"]
@@ -744,6 +824,7 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     history = num("history", 8, int)
     cori_period = None
     period_note = None
+    searched: Optional[list] = None
     if name == "kleoniki" and "period" not in args:
         from ..cori import tune
 
@@ -751,6 +832,11 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
                  progress=progress)
         cori_period = t["chosen_period"]
         period, period_note = learned_period(int(t["accesses"]), cori_period, history)
+    elif args.get("period") == "search" or (name == "kleio" and "period" not in args):
+        period, period_note, searched = search_period(
+            trace, num("pages", 0.1), num("bins", 16, int), cap, history, num("hidden", 16, int), num("epochs", 60, int),
+            num("seed", 0, int), num("holdout", HOLDOUT), num("trust", TRUST, int), args.get("weight", "none"),
+            format, cache, progress)
     else:
         period = num("period", 1000, int)
     made = predictions(trace, name, pages=num("pages", 0.1 if name == "kleio" else 0.2), period=period,
@@ -766,13 +852,13 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
                        threads=num("threads", None, int) if "threads" in args else None,
                        infer_ns=args.get("infer_ns", "measure"), model=args.get("model") or None,
                        save=args.get("save") or None, device=args.get("device", "auto"))
-    rest = [f"{k}={v}" for k, v in spec["args"] if k not in TRAIN_KEYS]
+    rest = [f"{k}={v}" for k, v in spec["args"] if k not in TRAIN_KEYS and not (k == "period" and v == "search")]
     # the inference the scheduler charges: measured with these models, or as given
     rest.append(f"infer_ns={made.info['inference']['ns_per_model']!r}")
-    if "period" not in args:
+    if "period" not in args or args["period"] == "search":
         rest.append(f"period={period}")
     return f"{name}:" + ",".join([f"predictions={made.path}", *rest]), {
-        **made.info, "cori_period": cori_period, "period_chosen": period_note}
+        **made.info, "cori_period": cori_period, "period_chosen": period_note, "period_search": searched}
 
 
 def gap_bridged(history_ns: float, oracle_ns: float, x_ns: float) -> Optional[float]:
@@ -800,7 +886,11 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     (``gap_bridged_untrained_pct``) and "no access" always (``gap_bridged_idle_pct``)."""
     from .._engine import run
 
-    if period is None:
+    chosen = searched = None
+    if period is None and policy == "kleio":
+        period, chosen, searched = search_period(trace, max(fractions), bins, fast_capacity, history, hidden, epochs, seed,
+                                                 holdout, trust, class_weight, format, cache, progress)
+    elif period is None:
         period = default_period(trace, format, cache, progress)
     base = {}
     for name in ("history", "oracle"):
@@ -874,7 +964,8 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
                      "runtime_future_hybrid_ns": hyb["runtime_ns"], "gap_bridged_future_hybrid_pct": g(hyb),
                      "gap_bridged_untrained_pct": g(untrained), "gap_bridged_idle_pct": g(idle)})
     return {"trace": os.fspath(trace), "policy": policy, "platform": platform, "fast_capacity": fast_capacity,
-            "timing": timing, "period": period, "bins": bins, "history_periods": history,
+            "timing": timing, "period": period, "period_chosen": chosen, "period_search": searched, "bins": bins,
+            "history_periods": history,
             "holdout": holdout if train_trace is None else None, "class_weight": class_weight,
             "pages": int(c.pages), "periods": int(c.periods),
             "history_runtime_ns": hist_ns, "oracle_runtime_ns": orc_ns,
