@@ -458,13 +458,13 @@ def test_kleio_study_json_replays(alternating_trace, cli, tmp_path):
                        "-c", "0.5", "--json", "-q")
     assert rc == 0, err
     s = json.loads(out)
-    # history, oracle, and per fraction: 3 fallbacks, the charged headline, hybrid, 2 controls
-    assert len(s["results"]) == 2 + 7 and all("inputs" in r["config"] for r in s["results"][2:])
+    # history, oracle, and per fraction: 3 fallbacks, the charged headline, hybrid, 3 controls
+    assert len(s["results"]) == 2 + 8 and all("inputs" in r["config"] for r in s["results"][2:])
     f = tmp_path / "study.json"
     f.write_text(out)
     rc, out, err = cli("replay", f, "-q")
     assert rc == 0, err
-    assert out.count("same figures, bit for bit") == 9
+    assert out.count("same figures, bit for bit") == 10
     del s["results"]
     f.write_text(json.dumps(s))
     rc, _, err = cli("replay", f, "-q")

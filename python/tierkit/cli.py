@@ -761,16 +761,17 @@ def _print_study(r: dict) -> None:
               f"{_ms(x['inference_ns_per_boundary']):>14} {be:>12}")
     print("gap bridged (history 0%, oracle 100%):")
     print(f"{'pages':>7} {'runtime':>14} {'Kleio':>9} {'no infer.':>9} {'no fallb.':>9} {'future fb':>9} "
-          f"{'hybrid':>9} {'untrained':>9} {'idle':>9}")
+          f"{'hybrid':>9} {'untrained':>9} {'idle':>9} {'idle, no fb':>11}")
     for x in r["rows"]:
         print(f"{100 * x['pages_fraction']:>6.1f}% {_ms(x['runtime_ns']):>14} {gp(x['gap_bridged_pct']):>9} "
               f"{gp(x['gap_bridged_free_inference_pct']):>9} {gp(x['gap_bridged_no_fallback_pct']):>9} "
               f"{gp(x['gap_bridged_future_fallback_pct']):>9} {gp(x['gap_bridged_future_hybrid_pct']):>9} "
-              f"{gp(x['gap_bridged_untrained_pct']):>9} {gp(x['gap_bridged_idle_pct']):>9}")
+              f"{gp(x['gap_bridged_untrained_pct']):>9} {gp(x['gap_bridged_idle_pct']):>9} "
+              f"{gp(x['gap_bridged_idle_no_fallback_pct']):>11}")
     print("Kleio: online fallback, inference charged; the other columns without inference: no infer. (the same "
           "predictions), no fallb. (every prediction), future fb (fallback judged on the scored periods: FUTURE "
           "KNOWLEDGE), hybrid (selected pages given their true classes: FUTURE KNOWLEDGE), controls with the online "
-          "fallback: untrained models, idle ('no access' always). used: predictions used, of the scored page-periods; "
+          "fallback: untrained models, idle ('no access' always), and idle without the fallback (the control of no fallb.). used: predictions used, of the scored page-periods; "
           "break-even: the period at which the gain pays for the inference")
     for w in sorted({w for x in r["rows"] for w in x.get("warnings") or []}):
         print(f"warning: {w}")

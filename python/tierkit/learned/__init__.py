@@ -883,7 +883,9 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     and with the future-knowledge fallback (``gap_bridged_future_fallback_pct``); beside them
     the selected pages with perfect classes (``gap_bridged_future_hybrid_pct``, cori-sim's
     hybrid) and two controls with the online fallback that must not gain: untrained models
-    (``gap_bridged_untrained_pct``) and "no access" always (``gap_bridged_idle_pct``)."""
+    (``gap_bridged_untrained_pct``) and "no access" always (``gap_bridged_idle_pct``); and
+    "no access" always without the fallback (``gap_bridged_idle_no_fallback_pct``), the control
+    of the no-fallback column."""
     from .._engine import run
 
     chosen = searched = None
@@ -931,8 +933,10 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
         # same (online) fallback
         untrained = sim(predictions(trace, policy, pages=f, epochs=0, trust=trust, **common).path,  # type: ignore[arg-type]
                         what=f"pages={f}: untrained models (control)")
-        idle = sim(predictions(trace, policy, pages=f, epochs=epochs, predictor="idle", trust=trust,
-                               **common).path, what=f"pages={f}: 'no access' always (control)")  # type: ignore[arg-type]
+        idle_made = predictions(trace, policy, pages=f, epochs=epochs, predictor="idle", trust=trust,
+                                variants=("off",), **common)  # type: ignore[arg-type]
+        idle = sim(idle_made.path, what=f"pages={f}: 'no access' always (control)")
+        idle_off = sim(idle_made.info["variant_paths"]["off"], what=f"pages={f}: 'no access' always, no fallback (control)")
         r, r0, rf = runs["online"], runs["off"], runs["future"]
 
         def g(x: dict) -> Optional[float]:
@@ -962,7 +966,9 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
                      "runtime_no_fallback_ns": r0["runtime_ns"], "gap_bridged_no_fallback_pct": g(r0),
                      "runtime_future_fallback_ns": rf["runtime_ns"], "gap_bridged_future_fallback_pct": g(rf),
                      "runtime_future_hybrid_ns": hyb["runtime_ns"], "gap_bridged_future_hybrid_pct": g(hyb),
-                     "gap_bridged_untrained_pct": g(untrained), "gap_bridged_idle_pct": g(idle)})
+                     "gap_bridged_untrained_pct": g(untrained), "gap_bridged_idle_pct": g(idle),
+                     # the control of the no-fallback column: what ranking the selected pages last gives
+                     "gap_bridged_idle_no_fallback_pct": g(idle_off)})
     return {"trace": os.fspath(trace), "policy": policy, "platform": platform, "fast_capacity": fast_capacity,
             "timing": timing, "period": period, "period_chosen": chosen, "period_search": searched, "bins": bins,
             "history_periods": history,

@@ -25,7 +25,8 @@ ANALYSIS_COLUMNS = {
               "pages_selected", "models", "train_seconds", "accuracy", "history_accuracy", "accessed_recall",
               "history_accessed_recall", "inference_ns_per_boundary", "break_even_period",
               "gap_bridged_no_fallback_pct", "gap_bridged_future_fallback_pct", "gap_bridged_future_hybrid_pct",
-              "gap_bridged_untrained_pct", "gap_bridged_idle_pct", "gap_bridged_free_inference_pct", "gap_bridged_pct"],
+              "gap_bridged_untrained_pct", "gap_bridged_idle_pct", "gap_bridged_idle_no_fallback_pct",
+              "gap_bridged_free_inference_pct", "gap_bridged_pct"],
 }
 ANALYSIS_COLUMNS["kleoniki"] = ANALYSIS_COLUMNS["kleio"][:9] + ["pages_per_model", "distinct_patterns", "cori_period",
                                                                 "gap_bridged_pct"]
