@@ -200,3 +200,19 @@ def test_the_period_search_uses_the_training_periods_only(tmp_path):
     r = tierkit.run(a, "dram-pmem", "kleio:pages=1,history=4,epochs=20,infer_ns=0", fast_capacity=0.5, progress=False)
     m = r["config"]["models"]
     assert m["period"] == pa and m["period_chosen"] == note and m["period_search"] == tried
+
+
+def test_device_option(alternating_trace, cli):
+    """The models train and run where asked: cpu works everywhere; cuda without a GPU, or an
+    unknown device, is one error line."""
+    pytest.importorskip("torch")
+    import torch
+
+    r = tierkit.run(alternating_trace, "dram-pmem", "kleio:pages=1,period=40,history=4,epochs=5,device=cpu,infer_ns=0",
+                    fast_capacity=0.5, progress=False)
+    assert r["config"]["models"]["train_device"] == "cpu" and "device=cpu" in r["config"]["policy"]
+    bad = ["tpu"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for d in bad:
+        rc, _, err = cli("kleio", alternating_trace, "--pages", "1", "--period", "40", "--history", "4", "-c", "0.5",
+                         "--device", d, "-q")
+        assert rc == 2 and "device" in err and err.count("\n") == 1, (d, err)

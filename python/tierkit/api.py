@@ -686,7 +686,8 @@ def _study_frame(r: dict) -> pd.DataFrame:
 
 
 def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacity, timing, history, hidden, epochs,
-             tol, seed, train, holdout, weight, threads, format, cache, progress, infer_ns="measure") -> dict:
+             tol, seed, train, holdout, weight, threads, format, cache, progress, infer_ns="measure",
+             device="auto") -> dict:
     """The study behind ``tierkit kleio`` and :func:`kleio` (and Kleoniki's at a given period),
     as the dict ``--json`` prints."""
     from . import learned
@@ -701,7 +702,8 @@ def _learned(policy: str, trace: PathLike, pages, period, platform, fast_capacit
         raise _core.TierkitError(f"--period: {period} must be at least 1 access")
     return learned.study(trace, policy, fractions, period, platform, cap, timing, history=history, hidden=hidden,
                          epochs=epochs, tol=tol, seed=seed, train_trace=train, format=format, cache=cache,
-                         progress=progress, holdout=holdout, class_weight=weight, threads=threads, infer_ns=infer_ns)
+                         progress=progress, holdout=holdout, class_weight=weight, threads=threads, infer_ns=infer_ns,
+                         device=device)
 
 
 def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.02, 0.05, 0.1, 0.2),
@@ -709,15 +711,18 @@ def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.
           timing: str = "simple", history: int = 8, hidden: int = 16, epochs: int = 60, seed: int = 0,
           train: Optional[PathLike] = None, holdout: float = 0.5, weight: str = "none",
           threads: Optional[int] = None, format: Optional[str] = None, cache: Optional[str] = None,
-          progress: Optional[bool] = None, infer_ns: Union[str, float] = "measure") -> pd.DataFrame:
+          progress: Optional[bool] = None, infer_ns: Union[str, float] = "measure",
+          device: str = "auto") -> pd.DataFrame:
     """Kleio (``tierkit kleio``, 003 §3.2): per-page LSTMs for the pages history misplaces,
     for each fraction of the pages in ``pages``. One row per fraction (models, training time,
     scores, ``runtime_ns``, ``gap_bridged_pct``, ...); ``df.attrs['study']`` holds the rest
     (history's and the oracle's runtimes, the period, the trace's pages and periods).
     ``infer_ns``: one model's inference per boundary, ns, charged in ``gap_bridged_pct``
-    ("measure": measured here). Needs PyTorch (``pip install 'tierkit[ml]'``)."""
+    ("measure": measured here); ``device``: where the models train and run (auto, cpu, cuda).
+    Needs PyTorch (``pip install 'tierkit[ml]'``)."""
     return _study_frame(_learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden,
-                                 epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress, infer_ns))
+                                 epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress, infer_ns,
+                                 device))
 
 
 def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05, 0.1, 0.2),
@@ -726,17 +731,17 @@ def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05,
              epochs: int = 60, seed: int = 0, train: Optional[PathLike] = None, holdout: float = 0.5,
              weight: str = "none", threads: Optional[int] = None, format: Optional[str] = None,
              cache: Optional[str] = None, progress: Optional[bool] = None,
-             infer_ns: Union[str, float] = "measure") -> pd.DataFrame:
+             infer_ns: Union[str, float] = "measure", device: str = "auto") -> pd.DataFrame:
     """Kleoniki (``tierkit kleoniki``, 003 §4): Kleio with one model per group of pages with
     the same per-period pattern, at Cori's period unless ``period`` is given. Rows and
     ``df.attrs['study']`` as :func:`kleio`'s, with ``cori_period`` and ``period_chosen`` (how
     the period was chosen) in the study. Needs PyTorch (``pip install 'tierkit[ml]'``)."""
     return _study_frame(_kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs,
-                                  seed, train, holdout, weight, threads, format, cache, progress, infer_ns))
+                                  seed, train, holdout, weight, threads, format, cache, progress, infer_ns, device))
 
 
 def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed,
-              train, holdout, weight, threads, format, cache, progress, infer_ns="measure") -> dict:
+              train, holdout, weight, threads, format, cache, progress, infer_ns="measure", device="auto") -> dict:
     """Kleoniki's study at Cori's period unless ``period`` is given (``tierkit kleoniki``,
     :func:`kleoniki`), as the dict ``--json`` prints."""
     from . import cori, learned
@@ -749,7 +754,7 @@ def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timi
         chosen = t["chosen_period"]
         period, note = learned.learned_period(int(t["accesses"]), chosen, history)
     r = _learned("kleoniki", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, tol, seed,
-                 train, holdout, weight, threads, format, cache, progress, infer_ns)
+                 train, holdout, weight, threads, format, cache, progress, infer_ns, device)
     r["cori_period"] = chosen
     r["period_chosen"] = note
     return r

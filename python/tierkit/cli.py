@@ -786,6 +786,7 @@ LearnOpts = dict(
     holdout=typer.Option("--holdout", help="share of the last periods held out: models train on the periods before and are scored and used on these only (0: in sample)"),
     weight=typer.Option("--weight", help="class weighting of training windows: none, sqrt or balanced (idle vs accessed targets)"),
     threads=typer.Option("--threads", help="PyTorch threads [default: $TIERKIT_TORCH_THREADS, else 1]"),
+    device=typer.Option("--device", help="where the models train and run: auto (cuda if PyTorch sees one), cpu or cuda"),
     infer_ns=typer.Option("--infer-ns", help="one model's inference at one boundary, ns, charged in the headline gap: 'measure' (with the trained models, here) or a number"),
 )
 
@@ -820,6 +821,7 @@ def kleio_cmd(
     weight: Annotated[str, LearnOpts["weight"]] = "none",
     threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
     infer_ns: Annotated[str, LearnOpts["infer_ns"]] = "measure",
+    device: Annotated[str, LearnOpts["device"]] = "auto",
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -829,7 +831,7 @@ def kleio_cmd(
     the history-to-oracle gap bridged against the share of pages given models, with the
     fallbacks, perfect classes and controls beside it. --json output replays (tierkit replay)."""
     r = api._learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden, epochs, 0.5, seed,
-                     train, holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns))
+                     train, holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns), device)
     if json_out:
         print(json.dumps(r))
         return
@@ -856,6 +858,7 @@ def kleoniki_cmd(
     weight: Annotated[str, LearnOpts["weight"]] = "none",
     threads: Annotated[Optional[int], LearnOpts["threads"]] = None,
     infer_ns: Annotated[str, LearnOpts["infer_ns"]] = "measure",
+    device: Annotated[str, LearnOpts["device"]] = "auto",
     format: FormatOpt = None,
     cache: CacheOpt = None,
     json_out: JsonOpt = False,
@@ -864,7 +867,7 @@ def kleoniki_cmd(
     """Kleoniki: Kleio with one model per group of pages with the same per-period pattern,
     at Cori's period (003 §4). Prints pages managed per trained model and the gap bridged."""
     r = api._kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs, seed, train,
-                      holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns))
+                      holdout, weight, threads, format, cache, _progress(quiet), _infer(infer_ns), device)
     note = r["period_chosen"]
     if json_out:
         print(json.dumps(r))

@@ -336,6 +336,10 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         raise _core.TierkitError(f"{policy}:holdout: {holdout} is not a fraction in [0, 1)")
     if class_weight not in learn.CLASS_WEIGHTS:
         raise _core.TierkitError(f"{policy}:weight: '{class_weight}' is not one of {', '.join(learn.CLASS_WEIGHTS)}")
+    try:
+        learn._device(learn._torch(), device)
+    except ValueError:
+        raise _core.TierkitError(f"{policy}:device: '{device}' is not a device (auto, cpu or cuda)") from None
     fallback = fallback_mode(policy, fallback)
     for v in variants:
         fallback_mode(policy, v)
@@ -726,7 +730,7 @@ SEARCH_PERIODS = (400, 160, 80)
 def search_period(trace: PathLike, pages: float = 0.1, bins: int = 16, fast_capacity: float = 0.2, history: int = 8,
                   hidden: int = 16, epochs: int = 60, seed: int = 0, holdout: float = HOLDOUT, trust: int = TRUST,
                   class_weight: str = "none", format: Optional[str] = None, cache: Optional[str] = None,
-                  progress: Optional[bool] = None) -> tuple[int, str, list[dict]]:
+                  progress: Optional[bool] = None, device: str = "auto") -> tuple[int, str, list[dict]]:
     """Kleio's period, chosen from the training periods only (what a system deploying the
     models has): for each candidate (1-2-5 periods giving about 400, 160 and 80 periods over
     the trace, at least 1,000 accesses, each with at least MIN_PERIODS_PER_INPUT (K + 1) periods,
@@ -763,7 +767,7 @@ def search_period(trace: PathLike, pages: float = 0.1, bins: int = 16, fast_capa
             continue
         classes = c.dense(sel, bins)
         cfg = learn.TrainConfig(history=history, hidden=hidden, epochs=epochs, bins=bins, seed=seed,
-                                class_weight=class_weight)
+                                class_weight=class_weight, device=device)
         with Bar(f"period {period:,}: training", progress, unit="model") as bar:
             models = learn.train(classes[:, :fit_end], cfg, progress=bar.callback)
         pred = learn.predict(models, classes[:, :train_end])[:, fit_end:train_end].astype(np.int64)
@@ -836,7 +840,7 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
         period, period_note, searched = search_period(
             trace, num("pages", 0.1), num("bins", 16, int), cap, history, num("hidden", 16, int), num("epochs", 60, int),
             num("seed", 0, int), num("holdout", HOLDOUT), num("trust", TRUST, int), args.get("weight", "none"),
-            format, cache, progress)
+            format, cache, progress, args.get("device", "auto"))
     else:
         period = num("period", 1000, int)
     made = predictions(trace, name, pages=num("pages", 0.1 if name == "kleio" else 0.2), period=period,
@@ -875,7 +879,7 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
           tol: float = 0.5, seed: int = 0, train_trace: Optional[PathLike] = None, format: Optional[str] = None,
           cache: Optional[str] = None, progress: Optional[bool] = None, holdout: float = HOLDOUT,
           class_weight: str = "none", threads: Optional[int] = None, trust: int = TRUST,
-          infer_ns: Union[str, float] = "measure") -> dict:
+          infer_ns: Union[str, float] = "measure", device: str = "auto") -> dict:
     """History, oracle and ``policy`` with models for each fraction of the pages: the gap
     bridged (003 Fig. 3.3) against the fraction, with models, training time and the models'
     scores on the held-out periods. Each fraction's models run with the online fallback to
@@ -891,7 +895,7 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     chosen = searched = None
     if period is None and policy == "kleio":
         period, chosen, searched = search_period(trace, max(fractions), bins, fast_capacity, history, hidden, epochs, seed,
-                                                 holdout, trust, class_weight, format, cache, progress)
+                                                 holdout, trust, class_weight, format, cache, progress, device)
     elif period is None:
         period = default_period(trace, format, cache, progress)
     base = {}
@@ -918,7 +922,7 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
 
     common = dict(period=period, bins=bins, fast_capacity=fast_capacity, history=history, hidden=hidden, tol=tol,
                   seed=seed, train_trace=train_trace, format=format, cache=cache, progress=progress, holdout=holdout,
-                  class_weight=class_weight, threads=threads)
+                  class_weight=class_weight, threads=threads, device=device)
     for f in fractions:
         made = predictions(trace, policy, pages=f, epochs=epochs, trust=trust, variants=("off", "future"),
                            infer_ns=infer_ns, **common)  # type: ignore[arg-type]
