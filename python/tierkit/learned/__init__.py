@@ -278,6 +278,29 @@ def file_digest(path: PathLike) -> str:
     return h.hexdigest()
 
 
+def check_args(policy: str, pages: float, fast_capacity: float, history: int, hidden: int, epochs: int, bins: int,
+               holdout: float, class_weight: str, device: str) -> None:
+    """The training parameters' ranges (one error line each), checked before any training."""
+    from . import lstm as learn
+
+    if policy not in ("kleio", "kleoniki"):
+        raise _core.TierkitError(f"unknown learned policy '{policy}' (kleio, kleoniki)")
+    if not 0 < pages <= 1:
+        raise _core.TierkitError(f"{policy}:pages: {pages} is not a fraction in (0, 1]")
+    if not 0 < fast_capacity <= 1:
+        raise _core.TierkitError(f"{policy}: the fast capacity {fast_capacity} is not a fraction in (0, 1]")
+    if history < 1 or hidden < 1 or epochs < 0 or not 1 <= bins <= 32:
+        raise _core.TierkitError(f"{policy}: history, hidden must be >= 1, epochs >= 0 and bins 1..32")
+    if not 0 <= holdout < 1:
+        raise _core.TierkitError(f"{policy}:holdout: {holdout} is not a fraction in [0, 1)")
+    if class_weight not in learn.CLASS_WEIGHTS:
+        raise _core.TierkitError(f"{policy}:weight: '{class_weight}' is not one of {', '.join(learn.CLASS_WEIGHTS)}")
+    try:
+        learn._device(learn._torch(), device)
+    except ValueError:
+        raise _core.TierkitError(f"{policy}:device: '{device}' is not a device (auto, cpu or cuda)") from None
+
+
 def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, period: int = 1000, bins: int = 16,
                 fast_capacity: float = 0.2, history: int = 8, hidden: int = 16, epochs: int = 60, tol: float = 0.5,
                 seed: int = 0, train_trace: Optional[PathLike] = None, out: Optional[PathLike] = None,
@@ -324,22 +347,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     Returns the file and the numbers of the run (pages, models, training time, scores, ...)."""
     from . import lstm as learn
 
-    if policy not in ("kleio", "kleoniki"):
-        raise _core.TierkitError(f"unknown learned policy '{policy}' (kleio, kleoniki)")
-    if not 0 < pages <= 1:
-        raise _core.TierkitError(f"{policy}:pages: {pages} is not a fraction in (0, 1]")
-    if not 0 < fast_capacity <= 1:
-        raise _core.TierkitError(f"{policy}: the fast capacity {fast_capacity} is not a fraction in (0, 1]")
-    if history < 1 or hidden < 1 or epochs < 0 or not 1 <= bins <= 32:
-        raise _core.TierkitError(f"{policy}: history, hidden must be >= 1, epochs >= 0 and bins 1..32")
-    if not 0 <= holdout < 1:
-        raise _core.TierkitError(f"{policy}:holdout: {holdout} is not a fraction in [0, 1)")
-    if class_weight not in learn.CLASS_WEIGHTS:
-        raise _core.TierkitError(f"{policy}:weight: '{class_weight}' is not one of {', '.join(learn.CLASS_WEIGHTS)}")
-    try:
-        learn._device(learn._torch(), device)
-    except ValueError:
-        raise _core.TierkitError(f"{policy}:device: '{device}' is not a device (auto, cpu or cuda)") from None
+    check_args(policy, pages, fast_capacity, history, hidden, epochs, bins, holdout, class_weight, device)
     fallback = fallback_mode(policy, fallback)
     for v in variants:
         fallback_mode(policy, v)
@@ -837,6 +845,8 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
         cori_period = t["chosen_period"]
         period, period_note = learned_period(int(t["accesses"]), cori_period, history)
     elif args.get("period") == "search" or (name == "kleio" and "period" not in args):
+        check_args(name, num("pages", 0.1), cap, history, num("hidden", 16, int), num("epochs", 60, int),
+                   num("bins", 16, int), num("holdout", HOLDOUT), args.get("weight", "none"), args.get("device", "auto"))
         period, period_note, searched = search_period(
             trace, num("pages", 0.1), num("bins", 16, int), cap, history, num("hidden", 16, int), num("epochs", 60, int),
             num("seed", 0, int), num("holdout", HOLDOUT), num("trust", TRUST, int), args.get("weight", "none"),
@@ -893,6 +903,8 @@ def study(trace: PathLike, policy: str = "kleio", fractions: Sequence[float] = (
     from .._engine import run
 
     chosen = searched = None
+    for f in fractions:
+        check_args(policy, f, fast_capacity, history, hidden, epochs, bins, holdout, class_weight, device)
     if period is None and policy == "kleio":
         period, chosen, searched = search_period(trace, max(fractions), bins, fast_capacity, history, hidden, epochs, seed,
                                                  holdout, trust, class_weight, format, cache, progress, device)
