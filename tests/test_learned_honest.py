@@ -178,6 +178,12 @@ def test_saved_models_are_reused(alternating_trace, tmp_path, cli):
     rc, _, err = cli("simulate", alternating_trace, "--policy", f"kleio:pages=1,period=20,history=4,model={f}", "-c",
                      "0.5", "-q")
     assert rc == 2 and "m.npz" in err and "meta.period" in err and err.count("\n") == 1
+    # every new parameter's bad value, and a models file that is not there: one line each
+    for bad, key in (("model=" + str(tmp_path / "none.npz"), "none.npz"), ("trust=0", "trust"),
+                     ("predictor=xyz", "predictor"), ("fallback=maybe", "fallback"), ("infer_ns=fast", "infer_ns")):
+        rc, _, err = cli("simulate", alternating_trace, "--policy", f"kleio:pages=1,period=40,history=4,{bad}", "-c",
+                         "0.5", "-q")
+        assert rc == 2 and key in err and err.count("\n") == 1, (bad, err)
 
 
 def test_the_period_search_uses_the_training_periods_only(tmp_path):

@@ -375,6 +375,13 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         raise _core.TierkitError(
             f"{policy}: {tr.trace}: {train_end} periods of {period} accesses to train on{held}, too few for "
             f"{history} periods of history: give a shorter period or history=")
+    if model is not None:
+        try:
+            model_digest: Optional[str] = file_digest(model)
+        except OSError as e:
+            raise _core.TierkitError(f"{os.fspath(model)}: cannot read the models file: {e.strerror}") from None
+    else:
+        model_digest = None
     n_threads = learn.threads(threads)
     # made before from the same traces and training configuration: reuse it (no file of the
     # user's: those are always made afresh)
@@ -383,7 +390,7 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
         key = _cache_key(policy=policy, pages=pages, period=int(period), bins=bins, fast_capacity=fast_capacity,
                          history=history, hidden=hidden, epochs=epochs, tol=tol, seed=seed, holdout=holdout,
                          fallback=fallback, trust=trust, predictor=predictor, class_weight=class_weight,
-                         infer_ns=infer_ns, model=None if model is None else file_digest(model),
+                         infer_ns=infer_ns, model=model_digest,
                          device=str(learn._device(learn._torch(), device)),
                          threads=n_threads, digest=ev.digest, train_digest=None if train_trace is None else tr.digest)
         hit = _cached(key)
