@@ -501,6 +501,33 @@ def train(series: np.ndarray, config: TrainConfig = TrainConfig(),
 # prediction
 
 
+def _model_of(models: Models, model_of: Optional[np.ndarray], P: int, what: str) -> np.ndarray:
+    """The model of each of P rows: ``model_of`` checked, or row p's own model when None."""
+    if model_of is None:
+        if P != models.count:
+            raise ValueError(f"{what}: {P} input rows but {models.count} models: give model_of (the model of each row)")
+        return np.arange(P)
+    model_of = np.asarray(model_of)
+    if model_of.shape != (P,) or model_of.dtype.kind not in "iu":
+        raise ValueError(f"{what}: model_of must be {P} integers (one model index per input row)")
+    if P and (model_of.min() < 0 or model_of.max() >= models.count):
+        raise ValueError(f"{what}: model_of has indexes outside 0..{models.count - 1}")
+    return model_of
+
+
+def _blocks(owner: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows of one model side by side: ``owner`` [R] (sorted) is each row's model; rows are
+    cut into blocks of L (a power of two up to 256, about the rows per model), each block one
+    model's. Returns each row's block and slot in it, each block's model, and L."""
+    R = len(owner)
+    used, first, per = np.unique(owner, return_index=True, return_counts=True)
+    L = int(min(256, 1 << int(math.ceil(math.log2(max(1.0, R / max(1, len(used))))))))
+    nblk = -(-per // L)
+    blk0 = np.concatenate([[0], np.cumsum(nblk)])
+    pos = np.arange(R) - np.repeat(first, per)
+    return np.repeat(blk0[:-1], per) + pos // L, pos % L, np.repeat(used, nblk), L
+
+
 def predict(models: Models, inputs: np.ndarray, model_of: Optional[np.ndarray] = None) -> np.ndarray:
     """Predicted classes [P, T] (int16) for inputs [P, T] of integer classes: out[p, t] is
     the class model ``model_of[p]`` (row p's own model when None) predicts for period t from
@@ -509,16 +536,7 @@ def predict(models: Models, inputs: np.ndarray, model_of: Optional[np.ndarray] =
     K, H, C = cfg.history, cfg.hidden, cfg.bins + 1
     inputs = _check_classes(inputs, cfg.bins, "predict: inputs")
     P, T = inputs.shape
-    if model_of is None:
-        if P != models.count:
-            raise ValueError(f"predict: {P} input rows but {models.count} models: give model_of (the model of each row)")
-        model_of = np.arange(P)
-    else:
-        model_of = np.asarray(model_of)
-        if model_of.shape != (P,) or model_of.dtype.kind not in "iu":
-            raise ValueError(f"predict: model_of must be {P} integers (one model index per input row)")
-        if P and (model_of.min() < 0 or model_of.max() >= models.count):
-            raise ValueError(f"predict: model_of has indexes outside 0..{models.count - 1}")
+    model_of = _model_of(models, model_of, P, "predict")
     out = np.full((P, T), -1, dtype=np.int16)
     if T <= K or P == 0:
         return out
@@ -528,14 +546,7 @@ def predict(models: Models, inputs: np.ndarray, model_of: Optional[np.ndarray] =
     R = len(owner)
     # windows of one model are contiguous; cut them into blocks of L windows, each block
     # evaluated with its model's weights (one gather per block, not per window)
-    used, first, per = np.unique(owner, return_index=True, return_counts=True)
-    L = int(min(256, 1 << int(math.ceil(math.log2(max(1.0, R / len(used)))))))
-    nblk = -(-per // L)
-    blk0 = np.concatenate([[0], np.cumsum(nblk)])
-    pos = np.arange(R) - np.repeat(first, per)
-    blk = np.repeat(blk0[:-1], per) + pos // L
-    slot = pos % L
-    blk_model = np.repeat(used, nblk)
+    blk, slot, blk_model, L = _blocks(owner)
     pred_u = np.empty(R, dtype=np.int16)
     Wg, Wog = models.state["w_gates"], models.state["w_out"]
     step = max(1, min(PREDICT_WINDOWS // L, PREDICT_BLOCKS))
@@ -576,13 +587,7 @@ def predict_last(models: Models, windows: np.ndarray, model_of: Optional[np.ndar
     P = windows.shape[0]
     if windows.shape[1] != K:
         raise ValueError(f"predict_last: windows must have K={K} periods, not {windows.shape[1]}")
-    if model_of is None:
-        if P != models.count:
-            raise ValueError(f"predict_last: {P} windows but {models.count} models: give model_of")
-        model_of = np.arange(P)
-    model_of = np.asarray(model_of)
-    if model_of.shape != (P,) or (P and (model_of.min() < 0 or model_of.max() >= models.count)):
-        raise ValueError(f"predict_last: model_of must be {P} model indexes from 0 to {models.count - 1}")
+    model_of = _model_of(models, model_of, P, "predict_last")
     if P == 0:
         return np.empty(0, dtype=np.int16)
     torch = _torch()
@@ -590,15 +595,8 @@ def predict_last(models: Models, windows: np.ndarray, model_of: Optional[np.ndar
     Wg, Wog = weights if weights is not None else device_weights(models)
     # rows of one model side by side in blocks of L (one block per model for Kleio)
     order = np.argsort(model_of, kind="stable")
-    used, first, per = np.unique(model_of[order], return_index=True, return_counts=True)
-    L = int(min(256, 1 << int(math.ceil(math.log2(max(1.0, P / len(used)))))))
-    nblk = -(-per // L)
-    blk0 = np.concatenate([[0], np.cumsum(nblk)])
-    pos = np.arange(P) - np.repeat(first, per)
-    blk = np.repeat(blk0[:-1], per) + pos // L
-    slot = pos % L
-    blk_model = np.repeat(used, nblk)
-    X = np.zeros((int(blk0[-1]), K, L), dtype=np.float32)
+    blk, slot, blk_model, L = _blocks(model_of[order])
+    X = np.zeros((len(blk_model), K, L), dtype=np.float32)
     X[blk, :, slot] = windows[order] / np.float32(cfg.bins)
     with torch.no_grad():
         if len(blk_model) == models.count and L == 1:

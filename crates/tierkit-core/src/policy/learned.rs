@@ -243,26 +243,71 @@ const INFER_NS: ParamSpec = ParamSpec {
     help: "halt the program for models × this at each boundary from the predictions' infer_from_period on, as the models run before the scheduler decides (003 §3.2); 0 = not charged (the Python front end passes a measured figure)",
 };
 
+/// The Python front end's parameters both learned policies take alike.
+const HIDDEN: ParamSpec = text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)");
+const EPOCHS: ParamSpec = text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)");
+const SEED: ParamSpec = text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)");
+const HOLDOUT: ParamSpec = text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)");
+const FALLBACK: ParamSpec = text_param!("fallback", "online|future|off", "tierkit (judged only on periods already scored; docs/learned.md)", "with the Python front end: online (default; on): a page's prediction is used once the model has beaten history and a constant over its last trust periods; future: per page, judged on the periods it is applied to (FUTURE KNOWLEDGE); off: every prediction");
+const TRUST: ParamSpec = text_param!(
+    "trust",
+    "periods",
+    "tierkit (docs/learned.md, the fallback)",
+    "with the Python front end: scored periods of evidence the online fallback looks back on (default 8)"
+);
+const PREDICTOR: ParamSpec = text_param!("predictor", "lstm|hybrid|idle", "003 §3.2; GTkernel/cori-sim's hybrid", "with the Python front end: lstm (default) trains the models; hybrid gives the selected pages their actual classes (FUTURE KNOWLEDGE: the selection's headroom); idle predicts no access (a constant control)");
+const MODEL: ParamSpec = text_param!(
+    "model",
+    "file",
+    "tierkit (docs/learned.md, saved models)",
+    "with the Python front end: use models saved with save= instead of training (pages matched by address)"
+);
+const SAVE: ParamSpec = text_param!(
+    "save",
+    "file",
+    "tierkit (docs/learned.md, saved models)",
+    "with the Python front end: write the trained models to this file (refused if it exists)"
+);
+const DEVICE: ParamSpec =
+    text_param!("device", "auto|cpu|cuda", "tierkit", "with the Python front end: where the models train and run (default auto: cuda if PyTorch sees one)");
+const WEIGHT: ParamSpec = text_param!(
+    "weight",
+    "none|sqrt|balanced",
+    "tierkit (models collapsing to 'no access'; docs/learned.md)",
+    "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"
+);
+const THREADS: ParamSpec = text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)");
+
 const KLEIO_PARAMS: &[ParamSpec] = &[
     SCHEDULER_PARAMS[0],
     SCHEDULER_PARAMS[1],
     text_param!("predictions", "file", "tierkit", "the models' predictions (made by the Python front end from pages=; see docs/learned.md)"),
     INFER_NS,
-    text_param!("pages", "fraction of pages", "003 §3.2 (Page Selector: the pages history misplaces, by accesses)", "with the Python front end: give models to this share of the trace's pages (default 0.1)"),
+    text_param!(
+        "pages",
+        "fraction of pages",
+        "003 §3.2 (Page Selector: the pages history misplaces, by accesses)",
+        "with the Python front end: give models to this share of the trace's pages (default 0.1)"
+    ),
     text_param!("history", "periods", "003 §3.2 (per-page RNN over past periods)", "with the Python front end: periods of input of each model (default 8)"),
-    text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)"),
-    text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
-    text_param!("train", "trace", "003 §3.2 (models trained offline)", "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"),
-    text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
-    text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "online|future|off", "tierkit (judged only on periods already scored; docs/learned.md)", "with the Python front end: online (default; on): a page's prediction is used once the model has beaten history and a constant over its last trust periods; future: per page, judged on the periods it is applied to (FUTURE KNOWLEDGE); off: every prediction"),
-    text_param!("trust", "periods", "tierkit (docs/learned.md, the fallback)", "with the Python front end: scored periods of evidence the online fallback looks back on (default 8)"),
-    text_param!("predictor", "lstm|hybrid|idle", "003 §3.2; GTkernel/cori-sim's hybrid", "with the Python front end: lstm (default) trains the models; hybrid gives the selected pages their actual classes (FUTURE KNOWLEDGE: the selection's headroom); idle predicts no access (a constant control)"),
-    text_param!("model", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: use models saved with save= instead of training (pages matched by address)"),
-    text_param!("save", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: write the trained models to this file (refused if it exists)"),
-    text_param!("device", "auto|cpu|cuda", "tierkit", "with the Python front end: where the models train and run (default auto: cuda if PyTorch sees one)"),
-    text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
-    text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
+    HIDDEN,
+    EPOCHS,
+    text_param!(
+        "train",
+        "trace",
+        "003 §3.2 (models trained offline)",
+        "with the Python front end: train on this trace of the same program (pages matched by address); default the simulated trace"
+    ),
+    SEED,
+    HOLDOUT,
+    FALLBACK,
+    TRUST,
+    PREDICTOR,
+    MODEL,
+    SAVE,
+    DEVICE,
+    WEIGHT,
+    THREADS,
 ];
 
 const KLEONIKI_PARAMS: &[ParamSpec] = &[
@@ -273,19 +318,19 @@ const KLEONIKI_PARAMS: &[ParamSpec] = &[
     text_param!("pages", "fraction of pages", "003 §4 (Kleio's Page Selector, then grouping)", "with the Python front end: manage this share of the trace's pages (default 0.2)"),
     text_param!("tol", "classes", "tierkit (003 §4 groups identical, then similar patterns)", "with the Python front end: k-means merges patterns while the mean per-period distance to the group's pattern stays within this (default 0.5; 0 = identical only)"),
     text_param!("history", "periods", "003 §3.2", "with the Python front end: periods of input of each model (default 8)"),
-    text_param!("hidden", "units", "tierkit", "with the Python front end: LSTM hidden units per model (default 16)"),
-    text_param!("epochs", "epochs", "tierkit", "with the Python front end: training epochs (default 60)"),
+    HIDDEN,
+    EPOCHS,
     text_param!("train", "trace", "003 §3.2", "with the Python front end: train on this trace of the same program; default the simulated trace"),
-    text_param!("seed", "", "tierkit", "with the Python front end: seed of the models' initial weights (default 0)"),
-    text_param!("holdout", "fraction of periods", "tierkit (judge models out of sample; docs/learned.md)", "with the Python front end: hold out this share of the last periods: models train on the periods before and predict only the held-out ones (default 0.5; 0 = in sample)"),
-    text_param!("fallback", "online|future|off", "tierkit (judged only on periods already scored; docs/learned.md)", "with the Python front end: online (default; on): a page's prediction is used once the model has beaten history and a constant over its last trust periods; future: per page, judged on the periods it is applied to (FUTURE KNOWLEDGE); off: every prediction"),
-    text_param!("trust", "periods", "tierkit (docs/learned.md, the fallback)", "with the Python front end: scored periods of evidence the online fallback looks back on (default 8)"),
-    text_param!("predictor", "lstm|hybrid|idle", "003 §3.2; GTkernel/cori-sim's hybrid", "with the Python front end: lstm (default) trains the models; hybrid gives the selected pages their actual classes (FUTURE KNOWLEDGE: the selection's headroom); idle predicts no access (a constant control)"),
-    text_param!("model", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: use models saved with save= instead of training (pages matched by address)"),
-    text_param!("save", "file", "tierkit (docs/learned.md, saved models)", "with the Python front end: write the trained models to this file (refused if it exists)"),
-    text_param!("device", "auto|cpu|cuda", "tierkit", "with the Python front end: where the models train and run (default auto: cuda if PyTorch sees one)"),
-    text_param!("weight", "none|sqrt|balanced", "tierkit (models collapsing to 'no access'; docs/learned.md)", "with the Python front end: weigh training windows by target kind, idle or accessed (default none; see docs/learned.md)"),
-    text_param!("threads", "threads", "tierkit", "with the Python front end: PyTorch threads (default $TIERKIT_TORCH_THREADS, else 1)"),
+    SEED,
+    HOLDOUT,
+    FALLBACK,
+    TRUST,
+    PREDICTOR,
+    MODEL,
+    SAVE,
+    DEVICE,
+    WEIGHT,
+    THREADS,
 ];
 
 pub static KLEIO: PolicyInfo = PolicyInfo {
