@@ -463,14 +463,8 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
             from .inference import per_inference_ns
 
             inference = {**per_inference_ns(models, inputs, np.asarray(ev_labels)), "measured": True}
-        else:
-            try:
-                given = float(infer_ns)
-            except (TypeError, ValueError):
-                given = -1.0
-            if not (given >= 0 and np.isfinite(given)):
-                raise _core.TierkitError(f"{policy}:infer_ns: '{infer_ns}' is not 'measure' or a number of ns >= 0")
-            inference = {"ns_per_model": given, "measured": False, "models": int(models.count)}
+        else:  # a number, checked with the other arguments above
+            inference = {"ns_per_model": float(infer_ns), "measured": False, "models": int(models.count)}
         inference["ns_per_boundary"] = inference["ns_per_model"] * models.count
     # scored periods: the held-out ones (every period from K on when trained on another run,
     # or in sample with holdout=0); history's guess is the last period's class
@@ -485,7 +479,8 @@ def predictions(trace: PathLike, policy: str = "kleio", pages: float = 0.1, peri
     decided = {m: _apply_fallback(m, pred, prev, inputs, eval_start, trust) for m in dict.fromkeys((fallback, *variants))}
     used, fell = decided[fallback]
     # how the future-knowledge rule would judge each page (reported whatever the mode)
-    losing = _apply_fallback("future", pred, prev, inputs, eval_start, trust)[1]
+    losing = (decided["future"] if "future" in decided
+              else _apply_fallback("future", pred, prev, inputs, eval_start, trust))[1]
     used_scores = scores(np.where(used >= 0, used, prev), inputs)
     kept_periods = int((used[:, eval_start:] >= 0).sum()) if eval_start < ev.periods else 0
     future = fallback == "future" or predictor == "hybrid"
