@@ -339,6 +339,8 @@ def test_kleoniki_default_period_works_on_an_ordinary_trace(cli):
     m = r["config"]["models"]
     assert m["cori_period"] is not None and m["period"] < m["cori_period"]
     assert "shortened" in m["period_chosen"] and f"{m['period']:,}" in m["period_chosen"]
+    # Cori tuned it over the whole trace, held-out periods included: the result says so
+    assert "FUTURE KNOWLEDGE" in m["period_chosen"] and m["period_future_knowledge"]
     assert r["accesses"] // m["period"] >= kleio.MIN_PERIODS_PER_INPUT * 9
     # a Cori period that leaves enough periods is kept as is
     assert kleio.learned_period(1_000_000, 5000, 8) == (5000, "Cori's period for history (5,000 accesses)")

@@ -757,6 +757,9 @@ def _kleoniki(trace: PathLike, pages, period, tol, platform, fast_capacity, timi
                  train, holdout, weight, threads, format, cache, progress, infer_ns, device)
     r["cori_period"] = chosen
     r["period_chosen"] = note
+    if chosen is not None:
+        r["period_chosen"] += learned.CORI_FUTURE
+        r["future_knowledge"]["period"] = learned.CORI_FUTURE.strip(" ()")
     return r
 
 

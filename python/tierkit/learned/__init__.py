@@ -718,6 +718,11 @@ def _nice_floor(x: int) -> int:
     return int(max(m * mag for m in (1, 2, 5) if m * mag <= x))
 
 
+#: what Kleoniki's default period says of itself: Cori tunes it by running history over the
+#: whole trace, the held-out periods the models are scored on included
+CORI_FUTURE = " (FUTURE KNOWLEDGE: Cori ran history over the whole trace, the held-out periods included)"
+
+
 def learned_period(accesses: int, cori_period: int, history: int = 8) -> tuple[int, str]:
     """Kleoniki's default period: Cori's choice for history, unless it cuts the trace into
     fewer than MIN_PERIODS_PER_INPUT (K + 1) periods (Cori favours long periods; 003 §4's
@@ -846,6 +851,7 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
                  progress=progress)
         cori_period = t["chosen_period"]
         period, period_note = learned_period(int(t["accesses"]), cori_period, history)
+        period_note += CORI_FUTURE
     elif args.get("period") == "search" or (name == "kleio" and "period" not in args):
         check_args(name, num("pages", 0.1), cap, history, num("hidden", 16, int), num("epochs", 60, int),
                    num("bins", 16, int), num("holdout", HOLDOUT), args.get("weight", "none"), args.get("device", "auto"))
@@ -874,7 +880,8 @@ def expand(policy: str, spec: dict, trace: PathLike, fast_capacity: Any, format:
     if "period" not in args or args["period"] == "search":
         rest.append(f"period={period}")
     return f"{name}:" + ",".join([f"predictions={made.path}", *rest]), {
-        **made.info, "cori_period": cori_period, "period_chosen": period_note, "period_search": searched}
+        **made.info, "cori_period": cori_period, "period_chosen": period_note, "period_search": searched,
+        "period_future_knowledge": cori_period is not None}
 
 
 def gap_bridged(history_ns: float, oracle_ns: float, x_ns: float) -> Optional[float]:
