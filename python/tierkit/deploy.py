@@ -1,0 +1,151 @@
+"""How each policy can be deployed on a real machine, and the command that applies it
+(docs/policies.md, "Deploying a policy").
+
+The registry says it once per policy (`PolicyInfo::deploy` in the Rust core, read through
+`_core.policies()`); this module turns it into the words tables, plots and verdicts show, and
+into the command a user runs: `tierkit run --policy ... -- PROGRAM` for a memory, daemon or
+kernel policy, `tierkit profile` + `tierkit guide` + `tierkit run --guidance` for guided
+placement. Policies that need hardware the machine does not have, or knowledge of the future,
+have no command: they are bounds and studies, not choices."""
+from __future__ import annotations
+
+import json
+import shlex
+from functools import lru_cache
+from typing import Any, Mapping, Optional
+
+from . import _core
+
+#: the ways a policy runs on Linux today, in the order a user would rather run them (no
+#: daemon first); `hardware`, `future_knowledge` and `not_live` are not among them
+DEPLOYABLE = ("memory", "kernel", "allocator", "daemon")
+
+#: the words for each way, as tables and verdicts show them
+LABELS = {
+    "memory": "memory policy",
+    "kernel": "Linux kernel",
+    "allocator": "guided allocator",
+    "daemon": "tierkit run daemon",
+    "hardware": "hardware only",
+    "future_knowledge": "needs future knowledge",
+    "not_live": "not deployable",
+}
+
+#: short marks for narrow tables and plot labels
+MARKS = {"memory": "", "kernel": "", "allocator": "", "daemon": "", "hardware": "HW", "future_knowledge": "FK",
+         "not_live": "NL"}
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, dict]:
+    return {p["name"]: p for p in json.loads(_core.policies())}
+
+
+def name_of(policy: str) -> str:
+    """A policy spec's name (``history:period=10K`` -> ``history``)."""
+    return str(policy).split(":", 1)[0]
+
+
+def how(policy: str) -> str:
+    """How the policy deploys: one of LABELS' keys. A Python policy (not in the registry)
+    is a prototype: ``not_live``."""
+    p = _registry().get(name_of(policy))
+    if p is None:
+        return "not_live"
+    return str(p["deploy"]["how"])
+
+
+def why(policy: str) -> Optional[str]:
+    """Why the policy cannot be deployed as it is (None when it can)."""
+    p = _registry().get(name_of(policy))
+    if p is None:
+        return "a Python policy is a prototype: tierkit runs it only in the simulator"
+    d = p["deploy"]
+    if d["how"] in DEPLOYABLE:
+        return None
+    if d["how"] == "future_knowledge":
+        return d.get("why") or "it reads the trace's future (an oracle bound)"
+    return d.get("why")
+
+
+def deployable(policy: str, result: Optional[Mapping[str, Any]] = None) -> bool:
+    """Whether a user can run the policy on a machine with a fast and a slow node. A result
+    whose own configuration used future knowledge (``future_knowledge`` in its config, as
+    Kleio's future fallback writes it) is not deployable whatever its policy."""
+    if how(policy) not in DEPLOYABLE:
+        return False
+    if result is not None and uses_future(result):
+        return False
+    return True
+
+
+def uses_future(r: Mapping[str, Any]) -> bool:
+    """Whether a run used anything a running system could not know: its policy is an oracle,
+    or its configuration says so (a learned scheduler's future-knowledge fallback or perfect
+    classes, ``config.models.future_knowledge``; a period tuned over the whole trace,
+    ``period_future_knowledge``; a study's ``future_knowledge``)."""
+    if how(str(r.get("policy", ""))) == "future_knowledge":
+        return True
+    cfg = r.get("config") or {}
+    models = cfg.get("models") or {}
+    for fk in (r.get("future_knowledge"), cfg.get("future_knowledge"), models.get("future_knowledge"),
+               models.get("period_future_knowledge")):
+        if isinstance(fk, Mapping) and any(bool(v) for v in fk.values()):
+            return True
+        if fk is True:
+            return True
+    return False
+
+
+def label(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
+    """The deployment column's text for a run."""
+    if result is not None and uses_future(result):
+        return LABELS["future_knowledge"]
+    return LABELS[how(policy)]
+
+
+def _size(nbytes: int) -> str:
+    """Bytes in the units `tierkit run --fast-capacity` reads (K, M, G), rounded up."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale:
+            return f"{-(-nbytes // scale)}{unit}"
+    return str(nbytes)
+
+
+def fast_bytes(r: Mapping[str, Any]) -> Optional[int]:
+    """A run's fast-tier capacity in bytes (None when unknown or unlimited)."""
+    pages = r.get("fast_capacity_pages")
+    if pages is None or int(pages) >= 1 << 60:
+        return None
+    page = int((r.get("config") or {}).get("page_size") or 4096)
+    return int(pages) * page
+
+
+def command(policy: str, result: Optional[Mapping[str, Any]] = None, program: str = "PROGRAM",
+            trace: Optional[str] = None) -> Optional[str]:
+    """The command that applies the policy to a program on a tiered machine, or None when it
+    cannot be deployed. ``result`` gives the fast capacity the simulation used; ``trace`` the
+    trace a guided policy's profile comes from."""
+    if not deployable(policy, result):
+        return None
+    h = how(policy)
+    cap = fast_bytes(result) if result is not None else None
+    capopt = f" --fast-capacity {_size(cap)}" if cap else ""
+    if h == "allocator":
+        src = trace or (str(result["trace"]) if result is not None and "trace" in result else "TRACE.tkt")
+        args = dict(kv.split("=", 1) for kv in str(policy).split(":", 1)[1].split(",") if "=" in kv) if ":" in str(policy) else {}
+        strategy = args.get("strategy") or "thermos"
+        frac = ((result or {}).get("config") or {}).get("platform", {}).get("capacity") if result is not None else None
+        c = None
+        if isinstance(frac, list) and frac and isinstance(frac[0], Mapping) and "fraction" in frac[0]:
+            c = str(frac[0]["fraction"])
+        elif cap:
+            c = _size(cap)
+        return (f"tierkit profile {shlex.quote(src)} -o profile.json && "
+                f"tierkit guide profile.json -s {strategy}" + (f" -c {c}" if c else "") + " -o guidance.json && "
+                f"tierkit run --guidance guidance.json{capopt} -- {program}")
+    spec = shlex.quote(str(policy))
+    return f"tierkit run --policy {spec}{capopt} -- {program}"
