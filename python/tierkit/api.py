@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from . import _core, _engine
+from . import deploy as _deploy
 from ._engine import (RESULT_COLUMNS, PathLike, PolicyLike, _cap, _s, check_scale, json_path, mix_figures,  # noqa: F401
                       representative, run_spec, timeseries, trace_info, watch_frame)
 from .output import check_new as check_new_file  # noqa: F401
@@ -175,6 +176,9 @@ def _row(r: Mapping[str, Any]) -> dict:
     row["policy_config"] = r["config"].get("policy")
     row["repeat"] = r["config"].get("repeat", 1)
     row["time_scale"] = r["config"].get("time_scale", 1.0)
+    # how the run's policy can be deployed, as the registry says (tierkit.deploy)
+    row["deploy"] = _deploy.label(str(r["policy"]), r)
+    row["deployable"] = _deploy.deployable(str(r["policy"]), r)
     if r.get("mix"):
         row.update(mix_figures(r))
     return row

@@ -332,6 +332,14 @@ def _table(df) -> str:
     if "activations" in d.columns:
         cols["acted"] = "acted"
         d["acted"] = ["-" if pd.isna(a) else f"{int(a):,}" for a in d["activations"]]
+    if "deploy" in d.columns:
+        from . import deploy as _deploy
+
+        # how each policy runs on a real machine (tierkit.deploy); the verdict names the
+        # fastest one that can
+        cols["deploys"] = "deploys as"
+        short = {_deploy.LABELS[k]: v for k, v in _deploy.SHORT.items()}
+        d["deploys"] = [short.get(x, x) for x in d["deploy"]]
     d["runtime_ms"] = d["runtime_ns"] / 1e6
     d["hit_pct"] = 100 * d["fast_hit_ratio"]
     d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)

@@ -31,9 +31,19 @@ LABELS = {
     "not_live": "not deployable",
 }
 
-#: short marks for narrow tables and plot labels
-MARKS = {"memory": "", "kernel": "", "allocator": "", "daemon": "", "hardware": "HW", "future_knowledge": "FK",
-         "not_live": "NL"}
+#: shorter words for the terminal's table
+SHORT = {"memory": "memory", "kernel": "kernel", "allocator": "allocator", "daemon": "daemon", "hardware": "hardware",
+         "future_knowledge": "future", "not_live": "not live"}
+
+#: marks after a plot's policy label for what cannot be deployed
+MARKS = {"hardware": "HW", "future_knowledge": "FK", "not_live": "sim"}
+
+
+def key(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
+    """LABELS' key for a run: ``future_knowledge`` for a run that used the future."""
+    if result is not None and uses_future(result):
+        return "future_knowledge"
+    return how(policy)
 
 
 @lru_cache(maxsize=1)
@@ -99,9 +109,7 @@ def uses_future(r: Mapping[str, Any]) -> bool:
 
 def label(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
     """The deployment column's text for a run."""
-    if result is not None and uses_future(result):
-        return LABELS["future_knowledge"]
-    return LABELS[how(policy)]
+    return LABELS[key(policy, result)]
 
 
 def _size(nbytes: int) -> str:

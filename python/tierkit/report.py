@@ -101,23 +101,65 @@ def short_labels(policies: Sequence[str]) -> dict:
     return out
 
 
-def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | None = None):
+def policy_color(policy: str):
+    """One colour per policy name, the same in every plot of every report: the registry's
+    order into a palette of 29 distinguishable colours (tab20, then Set1); grey for a policy
+    the registry does not know (a Python policy)."""
+    import matplotlib
+
+    from .deploy import _registry, name_of
+
+    names = list(_registry())
+    name = name_of(policy)
+    if name not in names:
+        return (0.5, 0.5, 0.5, 1.0)
+    palette = [matplotlib.colormaps["tab20"](i) for i in range(20)] + [matplotlib.colormaps["Set1"](i) for i in range(9)]
+    return palette[names.index(name) % len(palette)]
+
+
+#: a runtime plot switches to a log axis when its largest bar is this many times its smallest
+LOG_SPREAD = 5.0
+#: hatches that tell the traces apart when several share a plot (colour is the policy's)
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
+
+
+def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | None = None, log_spread: float | None = None):
+    """Bars per policy (its own colour, tierkit.report.policy_color), traces side by side
+    (hatched apart). Policies that cannot be deployed carry their mark (HW: hardware only;
+    FK: future knowledge; sim: simulation only). ``log_spread``: a log axis when the bars'
+    largest is more than this many times their smallest."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .deploy import MARKS
+
     traces = list(dict.fromkeys(df["trace"]))
     policies = list(dict.fromkeys(df["policy"]))
     labels = short_labels(policies)
+    if "deploy" in df.columns:
+        from .deploy import LABELS
+
+        keys = {v: k for k, v in LABELS.items()}
+        mark = {p: MARKS.get(keys.get(str(d), ""), "") for p, d in zip(df["policy"], df["deploy"])}
+        labels = {p: (f"{lab} [{mark[p]}]" if mark.get(p) else lab) for p, lab in labels.items()}
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(policies) * max(1, len(traces)) + 2), 4.4))
     width = 0.8 / max(1, len(traces))
+    vals = df[column].astype(float)
+    pos = vals[vals > 0]
+    log = bool(log_spread and len(pos) and pos.max() > log_spread * pos.min())
+    colors = [policy_color(p) for p in policies]
     for i, t in enumerate(traces):
         sub = df[df["trace"] == t].set_index("policy").reindex(policies)
         xs = [p + (i - (len(traces) - 1) / 2) * width for p in range(len(policies))]
-        ax.bar(xs, sub[column].fillna(0).values, width=width, label=Path(t).name)
+        ax.bar(xs, sub[column].fillna(0).values, width=width, color=colors, edgecolor="black", linewidth=0.4,
+               hatch=HATCHES[i % len(HATCHES)] if len(traces) > 1 else None, label=Path(t).name)
     if ref is not None:
         ax.axhline(ref, color="black", linewidth=0.8, linestyle="--")
+    if log:
+        ax.set_yscale("log")
+        ylabel += " (log scale)"
     ax.set_xticks(range(len(policies)))
     ax.set_xticklabels([labels[p] for p in policies], rotation=35, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
@@ -179,7 +221,7 @@ def varying_columns(ts: pd.DataFrame) -> list:
     return [c for c in ts.columns[1:] if c != x and ts[c].nunique(dropna=True) > 1]
 
 
-def _plot_timeseries(ts: pd.DataFrame, title: str):
+def _plot_timeseries(ts: pd.DataFrame, title: str, color=None):
     """One panel per column that varies, against the window's time (or its number), like
     001's Figures 3 and 6."""
     import matplotlib
@@ -190,7 +232,7 @@ def _plot_timeseries(ts: pd.DataFrame, title: str):
     x, cols = x_column(ts), varying_columns(ts)
     fig, axes = plt.subplots(len(cols), 1, figsize=(8, 1.6 * len(cols) + 0.8), sharex=True, squeeze=False)
     for ax, c in zip(axes[:, 0], cols):
-        ax.plot(ts[x], ts[c], linewidth=0.9)
+        ax.plot(ts[x], ts[c], linewidth=0.9, color=color)
         ax.set_ylabel(c, fontsize="small")
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel(x)
@@ -301,6 +343,21 @@ def write(df: pd.DataFrame, out: Path, force: bool = False, cache: str | None = 
     return written
 
 
+def _table_html(table: pd.DataFrame, grey: Sequence[bool]) -> str:
+    """The results table as HTML, the rows flagged in ``grey`` with class ``inert``."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return "-" if v != v else f"{v:,.4g}"
+        return html.escape(str(v))
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    grey = list(grey) + [False] * (len(table) - len(grey))
+    inert = ' class="inert"'
+    rows = "".join(f"<tr{inert if g else ''}>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>\n"
+                   for row, g in zip(table.itertuples(index=False), grey))
+    return f'<table class="dataframe">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}</tbody></table>'
+
+
 def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool, cache: Optional[str], sort: str = "runtime") -> List[Path]:
     from . import verdict as vd
 
@@ -344,7 +401,8 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
     pngs = {}
     if norm:
         base = norm.removeprefix("runtime_vs_")
-        pngs["runtime.png"] = put("runtime.png", _png(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({on})", 1.0)))
+        pngs["runtime.png"] = put("runtime.png", _png(_plot(d, norm, f"runtime / {base} runtime", f"Runtime normalized to {base} ({on})", 1.0,
+                                                    log_spread=LOG_SPREAD)))
     pngs["hit_ratio.png"] = put("hit_ratio.png", _png(_plot(d, "hit_pct", "fast-tier hits (%)", f"Fast-tier hit ratio ({on})")))
     pngs["migrated.png"] = put("migrated.png", _png(_plot(d, "migrated_mib", "migrated (MiB)", f"Bytes migrated ({on})")))
     bd = vd.breakdown_table(order)
@@ -359,7 +417,8 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         if ts is None or ts.empty or vd.did_nothing(r) or not varying_columns(ts):
             continue
         name = _timeseries_name(i, r["policy"])
-        pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name} ({timing} timing)")))
+        pngs[name] = put(name, _png(_plot_timeseries(ts, f"{r['policy']} on {Path(r['trace']).name} ({timing} timing)",
+                                                     policy_color(r["policy"]))))
     # Cori's heat map of each trace, at the period of a periodic scheduler in the comparison
     from .learned import counts, default_period
 
@@ -399,6 +458,13 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         table["policy"] = [f"{p} (!)" if len(ws) else p for p, ws in zip(table["policy"], shown["warnings"])]
     if "acted" in table.columns:
         table["acted"] = [("-" if pd.isna(a) else f"{int(a):,}") for a in table["acted"]]
+    if "deploy" in shown.columns:
+        table["deploys as"] = list(shown["deploy"])
+    # rows whose policy never acted: greyed, with the --time-scale / --repeat at which it would
+    by_row = [results[i] for i in sorted(range(len(flat)), key=lambda i: rank[id(results[i])])] if len(results) == len(flat) else []
+    inert = [bool(by_row) and vd.did_nothing(r) for r in by_row] or [False] * len(table)
+    if any(inert):
+        table["acts at"] = [(vd.acts_at_text(r) or "see --repeat / --time-scale") if k else "" for r, k in zip(by_row, inert)]
     verdict_html = "".join(f"<p class=\"verdict\">{html.escape(x)}</p>" for x in vd.verdict(results))
     legend = {p: lab for p, lab in short_labels(list(dict.fromkeys(shown["policy"]))).items() if p != lab}
     legend_html = ("<p>Plot labels: " + "; ".join(f"<b>{html.escape(lab)}</b> = <code>{html.escape(p)}</code>" for p, lab in legend.items())
@@ -439,6 +505,7 @@ th {{ background: #f3f3f3; }} td:first-child, td:nth-child(2) {{ text-align: lef
 figure {{ display: inline-block; margin: 0.5em; }} img {{ max-width: 100%; }}
 code {{ background: #f5f5f5; padding: 0 0.2em; }}
 ul.warnings li {{ color: #8a4b00; }}
+tr.inert td {{ color: #999; background: #fafafa; }}
 p.verdict {{ font-size: 1.05em; border-left: 3px solid #4a7; padding-left: 0.6em; }}
 </style></head><body>
 <h1>Tiering policies on {html.escape(plat)}</h1>
@@ -448,7 +515,7 @@ p.verdict {{ font-size: 1.05em; border-left: 3px solid #4a7; padding-left: 0.6em
 <h2>Tiers</h2>
 <ul>{tiers_html}</ul>
 <h2>Results ({html.escape(timing)} timing, sorted by {html.escape(sort)})</h2>
-{table.to_html(index=False, float_format=lambda v: f"{v:,.4g}", border=0)}
+{_table_html(table, inert)}
 {warn_html}
 {bd_html}
 <h2>Plots</h2>

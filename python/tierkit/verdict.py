@@ -6,8 +6,12 @@ timing model's statistics (`stats.timing`), the reasons from the fast-tier hits 
 migrations. Nothing is said that the numbers do not show."""
 from __future__ import annotations
 
+import math
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from . import deploy as _deploy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,10 +113,92 @@ def did_nothing(r: Mapping[str, Any]) -> bool:
     return r.get("activations") == 0 and not r.get("migrations")
 
 
-def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") -> list[str]:
+def _nice_up(x: float) -> float:
+    """The smallest of 1, 2, 5 × 10^k at least ``x`` (a time scale people can type)."""
+    if x <= 1:
+        return 1.0
+    k = 10 ** math.floor(math.log10(x))
+    for m in (1, 2, 5, 10):
+        if m * k >= x * (1 - 1e-12):
+            return float(m * k)
+    return float(10 * k)
+
+
+def acts_at(r: Mapping[str, Any], times: int = 3) -> Optional[dict]:
+    """For a run whose policy acted fewer than ``times`` times: the ``--time-scale`` K and the
+    ``--repeat`` R at which its interval fits ``times`` times in the run (docs/policies.md,
+    "Activations and warnings"). A time-scale divides a policy's time parameters by K, so an
+    interval of I ns fits K·T/I times in a run of T ns; a repeat of R makes the run R times
+    longer. An interval counted in accesses is not scaled by time: only R is given. None
+    when the run acted often enough, or its interval is unknown (results written before
+    tierkit recorded ``activation_interval``, or a per-access policy)."""
+    acts, every = r.get("activations"), r.get("activation_interval")
+    if acts is None or every is None or acts >= times:
+        return None
+    unit, n = every.get("unit"), float(every.get("n") or 0)
+    if n <= 0:
+        return None
+    k0 = float((r.get("config") or {}).get("time_scale") or 1.0)
+    r0 = int((r.get("config") or {}).get("repeat") or 1)
+    if unit == "ns":
+        t = float(r["runtime_ns"]) / r0  # one pass of the trace, at this scale
+        # a little over: the last interval must end before the run does, and a policy's own
+        # work lengthens the run it is timed against
+        need = 1.1 * times * n / max(t, 1e-9)
+        return {"time_scale": _nice_up(need * k0), "repeat": max(r0 + 1, math.ceil(need))}
+    if unit == "accesses":
+        per_pass = float(r["accesses"]) / r0
+        # a boundary falls after every n accesses, and the last must come before the end
+        return {"time_scale": None, "repeat": max(r0 + 1, math.floor(times * n / max(per_pass, 1.0)) + 1)}
+    return None
+
+
+def acts_at_text(r: Mapping[str, Any]) -> Optional[str]:
+    """:func:`acts_at` in the words of a command line (``--time-scale 500 or --repeat 450``)."""
+    a = acts_at(r)
+    if a is None:
+        return None
+    opts = ([f"--time-scale {a['time_scale']:g}"] if a["time_scale"] else []) + [f"--repeat {a['repeat']:,}"]
+    return " or ".join(opts)
+
+
+def _tune_hint(r: Mapping[str, Any]) -> str:
+    """How to look for parameters that suit the trace better."""
+    name = _name(r["policy"])
+    cfg = r.get("config") or {}
+    cap = (((cfg.get("platform") or {}).get("capacity") or [None])[0]) or {}
+    c = cap.get("fraction") if isinstance(cap, Mapping) else None
+    if name in ("history", "oracle"):
+        return (f"tierkit tune {shlex.quote(str(cfg.get('trace') or r['trace']))} --scheduler {name} -p {r.get('platform', '')}"
+                + (f" -c {c}" if c is not None else "") + " (Cori's period search, 003 §3.3)")
+    return "tierkit sweep over its parameters (docs/sweep.md), or tierkit advise (docs/advise.md)"
+
+
+def _deploy_note(r: Mapping[str, Any]) -> str:
+    """``(hardware only)`` after a policy that cannot be deployed as simulated, else empty."""
+    return "" if _deploy.deployable(r["policy"], r) else f" ({_deploy.label(r['policy'], r)})"
+
+
+def _uncharged(r: Mapping[str, Any]) -> list[str]:
+    """The work a run did that its runtime charges no time for: copies carried as memory
+    traffic with no fixed cost per move, and a hardware controller's counting of every access."""
+    out = []
+    if r.get("migrations") and not (r.get("migration_time_ns") or 0.0):
+        out.append(f"its {r['migrations']:,} migrations are charged only as memory traffic (no fault, no TLB "
+                   "shootdown, no time of their own)")
+    if _deploy.how(r["policy"]) == "hardware":
+        out.append("it counts every access in a memory controller, at no cost to the program")
+    return out
+
+
+def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow", program: str = "PROGRAM") -> list[str]:
     """Sentences per trace: the fastest policy (references apart) and its margin over the
     baseline and first-touch, why (fast-tier hits, migrations and their cost), the bound of
-    all-fast, and every upper-bound policy that lost, with why it can."""
+    all-fast, every upper-bound policy that lost, with why it can; then the fastest policy a
+    user can deploy (tierkit.deploy) when the fastest cannot be, whether the winner's lead
+    rests on work charged no time, every policy slower than all-slow (why, and how to tune
+    it), the policies that never acted (and at which --time-scale or --repeat they would),
+    and last the command that applies the deployable winner."""
     out = []
     for t in dict.fromkeys(r["trace"] for r in results):
         rs = [r for r in results if r["trace"] == t]
@@ -128,7 +214,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
             b = by.get(ref)
             if b is not None and b is not best:
                 refs.append(f"{_pct_less(best['runtime_ns'], b['runtime_ns'])} {ref} ({ms(b['runtime_ns'])})")
-        s = f"{head}{best['policy']} is the fastest, {ms(best['runtime_ns'])}"
+        s = f"{head}{best['policy']}{_deploy_note(best)} is the fastest, {ms(best['runtime_ns'])}"
         s += (", " + " and ".join(refs) + "." if refs else ".")
         ft = by.get("first-touch")
         why = [f"{100 * best['fast_hit_ratio']:.1f}% of its accesses hit the fast tier"
@@ -146,7 +232,7 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
         others = sorted(contenders, key=lambda r: r["runtime_ns"])
         if len(others) > 1:
             second = others[1]
-            s += f" Next: {second['policy']}, {ms(second['runtime_ns'])}."
+            s += f" Next: {second['policy']}{_deploy_note(second)}, {ms(second['runtime_ns'])}."
         out.append(s)
         for r in contenders:
             why_bound = UPPER_BOUNDS.get(_name(r["policy"]))
@@ -165,10 +251,49 @@ def verdict(results: Sequence[Mapping[str, Any]], baseline: str = "all-slow") ->
             note += (f"and moved {r['migrated_bytes'] / (1 << 20):,.1f} MiB"
                      + (f", whose migrations cost {ms(cost)}." if cost > 0 else "."))
             out.append(note)
-        idle = [r["policy"] for r in rs if did_nothing(r)]
+        # what a user can run: the fastest deployable policy (first-touch counts: it is the
+        # default a user already has), and whether the winner's lead over it is real work
+        deployable = sorted((r for r in rs if _deploy.deployable(r["policy"], r) and _name(r["policy"]) not in REFERENCES),
+                            key=lambda r: r["runtime_ns"])
+        choice = deployable[0] if deployable else None
+        if choice is not best and choice is not None:
+            lead = choice["runtime_ns"] - best["runtime_ns"]
+            sent = (f"{_short(t)}: {best['policy']} cannot be deployed as simulated ({_deploy.why(best['policy']) or _deploy.label(best['policy'], best)}). "
+                    f"The fastest policy you can deploy is {choice['policy']} ({_deploy.label(choice['policy'], choice)}), "
+                    f"{ms(choice['runtime_ns'])}, {ms(lead)} behind it")
+            free = _uncharged(best)
+            sent += (f"; that lead rests on work charged no time: {'; '.join(free)}." if free else ".")
+            out.append(sent)
+        elif choice is best and _uncharged(best):
+            out.append(f"{_short(t)}: part of {best['policy']}'s lead rests on work charged no time: {'; '.join(_uncharged(best))}.")
+        slow = by.get("all-slow")
+        if slow is not None:
+            for r in sorted(contenders, key=lambda r: -r["runtime_ns"]):
+                if r["runtime_ns"] <= slow["runtime_ns"] * 1.0005:
+                    continue
+                parts = breakdown(r)
+                cost = [(k, v) for k, v in parts.items() if k in ("migration", "policy overhead", "bandwidth wait") and v > 0]
+                reason = (", ".join(f"{k} {ms(v)}" for k, v in sorted(cost, key=lambda kv: -kv[1]))
+                          if cost else f"{100 * r['fast_hit_ratio']:.1f}% fast-tier hits")
+                moved = f"{r['migrations']:,} migrations, " if r.get("migrations") else ""
+                out.append(f"{_short(t)}: {r['policy']} is {100 * (r['runtime_ns'] / slow['runtime_ns'] - 1):.1f}% slower than all-slow, which "
+                           f"places every page in the slow tier: its work costs more than its fast-tier hits save "
+                           f"({moved}{reason}). Its parameters may not suit this trace: {_tune_hint(r)}.")
+        idle = [r for r in rs if did_nothing(r)]
         if idle:
-            out.append(f"{_short(t)}: {', '.join(idle)} never acted (their result is their initial placement, "
-                       "marked ! in the table): see --repeat / --time-scale.")
+            fixes = [f"{r['policy']} at {acts_at_text(r)}" for r in idle if acts_at_text(r)]
+            out.append(f"{_short(t)}: {', '.join(r['policy'] for r in idle)} never acted (their result is their initial "
+                       "placement, marked ! in the table): the trace is shorter than their interval. "
+                       + (f"They would act at least 3 times with: {'; '.join(fixes)}." if fixes else "See --repeat / --time-scale."))
+        if choice is not None:
+            ft_r = by.get("first-touch")
+            if ft_r is not None and choice["runtime_ns"] >= ft_r["runtime_ns"] * 0.99:
+                out.append(f"{_short(t)}: no deployable policy saves 1% over first-touch here; first-touch (the "
+                           "kernel's default) is the honest choice.")
+            else:
+                cmd = _deploy.command(choice["policy"], choice, program=program)
+                if cmd:
+                    out.append(f"{_short(t)}: to apply {choice['policy']}: {cmd}")
     return out
 
 

@@ -335,6 +335,10 @@ pub struct SimResult {
     /// periodic work: a fixed placement such as first-touch, or one that acts per access,
     /// such as otf). See [`Activity`].
     pub activations: Option<u64>,
+    /// The interval the policy's periodic work is meant to run at (`None` with
+    /// `activations`): what a report needs to say at which `--time-scale` or `--repeat` a
+    /// policy that acted too few times would act.
+    pub activation_interval: Option<Period>,
     /// Plain sentences on what this result cannot show: a policy that acted fewer than
     /// [`MIN_ACTIVATIONS`] times, or one that can move pages and moved none.
     pub warnings: Vec<String>,
@@ -1234,6 +1238,7 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
         ipc: report.ipc,
         periods,
         activations: acts.map(|(n, _)| n),
+        activation_interval: acts.map(|(_, p)| p),
         warnings,
         fast_capacity_pages: (cap0 != u64::MAX).then_some(cap0),
         watch: watcher.map(|w| w.report),
