@@ -1,4 +1,5 @@
 # make demo : set up everything on a fresh machine, then compare every policy on a real trace
+# make dist : the wheel and the sdist into dist/ (docs/install.md)
 # make test : set up everything, then the lint steps, every test (Rust, Python, VM) and every fuzz target briefly
 # make fuzz : run every fuzz target (docs/fuzzing.md); FUZZ_SECONDS=600 is the total, split evenly
 SHELL := /bin/bash
@@ -11,7 +12,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided validate-guided-programs
+.PHONY: dist lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided validate-guided-programs
 
 all: build
 
@@ -25,11 +26,14 @@ $(VENV)/.deps: pyproject.toml
 # .core with only what the simulator and the demo need (no PyTorch: about 0.5 GB), .built with
 # the test tools, PyTorch and Ray too (tierkit[test,ml,ray]: the learned schedulers, sweep --executor ray; about 6 GB, most of it
 # PyTorch's CUDA libraries), which make test and the studies use
+# (cargo's progress is shown: a build from scratch takes minutes, more on a loaded machine)
 $(VENV)/.core: $(VENV)/.deps $(RUST_SRC)
-	$(VENV)/bin/maturin develop --release -q
+	@echo "make: building tierkit's Rust extension (release, thin LTO: about 3 minutes on 2 idle cores, more when busy) and installing its Python dependencies"
+	$(VENV)/bin/maturin develop --release
 	touch $@
 $(VENV)/.built: $(VENV)/.deps $(RUST_SRC)
-	$(VENV)/bin/maturin develop --release -q -E test,ml,ray
+	@echo "make: building tierkit's Rust extension (release, thin LTO: about 3 minutes on 2 idle cores, more when busy) and installing the test tools, PyTorch and Ray (about 6 GB)"
+	$(VENV)/bin/maturin develop --release -E test,ml,ray
 	touch $@ $(VENV)/.core
 
 setup build: $(VENV)/.built workloads tracer $(ALLOC_LIB)
@@ -102,7 +106,22 @@ fuzz-campaign: $(VENV)/.built
 fuzz-smoke:
 	fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS)
 
-demo: $(VENV)/.core
+# the wheel and the sdist of docs/install.md into dist/: the wheel for CPython >= 3.11 (abi3) on
+# glibc >= 2.17 (manylinux2014, linked with zig from the ziglang package), built in target/dist so
+# that target/release stays as the other targets built it, then checked by auditwheel; the sdist
+# with the tracer's, workloads' and allocator's sources (pyproject.toml, [tool.maturin] include)
+VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+$(VENV)/.dist-deps: $(VENV)/.deps
+	$(PY) -m pip install -q "ziglang==0.17.1" "auditwheel>=6,<7"
+	touch $@
+dist: $(VENV)/.dist-deps
+	@echo "make dist: building the wheel of tierkit $(VERSION) (a release build linked for glibc 2.17: several minutes), then the sdist, into dist/"
+	CARGO_TARGET_DIR=target/dist $(VENV)/bin/maturin build --release --zig --compatibility manylinux2014 --out dist
+	$(VENV)/bin/maturin sdist --out dist
+	$(VENV)/bin/auditwheel show dist/tierkit-$(VERSION)-cp311-abi3-*.whl
+
+# the test workloads too: the README's tour records workloads/build/gups
+demo: $(VENV)/.core workloads
 	$(VENV)/bin/tierkit compare $(DEMO_TRACE) --platform dram-pmem --fast-capacity 0.2 --policies all,guided:strategy=thermos --out demo-out --force
 
 bench: $(VENV)/.built
@@ -239,4 +258,4 @@ test-vm: $(VENV)/.built workloads target/release/tierkit-run
 	TIERKIT_VM_TESTS=1 $(PY) -m pytest -m vm tests -rs
 
 clean:
-	rm -rf $(VENV) target demo-out workloads/build tracer/build fuzz/target fuzz/corpus fuzz/artifacts testbed/build
+	rm -rf $(VENV) target demo-out dist workloads/build tracer/build fuzz/target fuzz/corpus fuzz/artifacts testbed/build

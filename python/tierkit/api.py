@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 import numpy as np
 
 from . import _core, _engine
+from . import installed
 from . import deploy as _deploy
 from ._engine import (RESULT_COLUMNS, PathLike, PolicyLike, _cap, _s, check_scale, json_path, mix_figures,  # noqa: F401
                       representative, run_spec, timeseries, trace_info, watch_frame)
@@ -93,9 +94,10 @@ _SOURCE_ROOT = Path(__file__).resolve().parents[2]
 def tracer_dir() -> Path:
     """The Valgrind library directory that holds tierkit's tool (``tierkit-PLATFORM``, its
     malloc-replacement preload and links to Valgrind's core files): ``$TIERKIT_TRACER_DIR``
-    if set, else ``tracer/build/lib`` of the source tree, which ``make build`` fills."""
+    if set, else ``tracer/build/lib`` of the source tree, which ``make build`` fills, or of the
+    data folder, which ``tierkit setup`` fills for an installed tierkit (docs/install.md)."""
     env = os.environ.get("TIERKIT_TRACER_DIR")
-    return Path(env) if env else _SOURCE_ROOT / "tracer" / "build" / "lib"
+    return Path(env) if env else installed.tracer_lib()
 
 
 def _ensure_tracer() -> Path:
@@ -106,6 +108,10 @@ def _ensure_tracer() -> Path:
 
     d = tracer_dir()
     src = _SOURCE_ROOT / "tracer"
+    if (not os.environ.get("TIERKIT_TRACER_DIR") and not installed.in_clone() and shutil.which("valgrind")
+            and not glob.glob(str(d / "tierkit-*-*"))):
+        raise _core.TierkitError(f"tracer: the tierkit Valgrind tool is not built ({d} holds none): "
+                                 f"{installed.SETUP_HINT}, or set TIERKIT_TRACER_DIR to the directory that holds it")
     if (os.environ.get("TIERKIT_TRACER_DIR") or glob.glob(str(d / "tierkit-*-*"))
             or not (src / "Makefile").is_file() or shutil.which("valgrind") is None or shutil.which("make") is None):
         return d  # the core reports what is missing

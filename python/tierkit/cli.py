@@ -923,6 +923,12 @@ def _run(argv: List[str]) -> int:
         except TierkitError as e:
             print(error_line("tierkit: error: ", e), file=sys.stderr)
             return 2
+        from .installed import allocator_for_run  # an installed tierkit's allocator (docs/install.md)
+
+        missing = allocator_for_run(argv)
+        if missing:
+            print(error_line("tierkit: error: ", missing), file=sys.stderr)
+            return 2
         return _core_run(argv)
 
 
@@ -1007,6 +1013,20 @@ def deploy_line(d: dict) -> str:
     if how == "not_live":
         return f"not live yet: {d.get('why', '')}"
     return DEPLOY_TEXT.get(how, how)
+
+
+@app.command("setup")
+def setup_command(
+    prefix: Annotated[Optional[Path], typer.Option("--prefix", help="build here instead [default: $TIERKIT_DATA_DIR, else $XDG_DATA_HOME/tierkit, else ~/.local/share/tierkit]")] = None,
+    parts: Annotated[Optional[str], typer.Option("--parts", help="comma-separated: tracer, workloads, alloc [default: all three]")] = None,
+) -> None:
+    """Build what a tierkit installed with pip needs beside Python (docs/install.md): the
+    Valgrind tool of 'trace record' (needs Valgrind and gcc), the test workloads of 'workloads'
+    (gcc) and the preloaded allocator of 'run --guidance' (cargo), from the sources the package
+    carries, into a data folder where tierkit finds them. A clone has 'make build' instead."""
+    from . import setup_cmd
+
+    setup_cmd.setup(prefix, parts)
 
 
 @app.command("policies")

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
+from . import installed
 from ._core import TierkitError
 
 if TYPE_CHECKING:
@@ -130,12 +131,15 @@ def list_workloads() -> pd.DataFrame:
 
 
 def source_dir() -> Path:
-    """The ``workloads/`` directory of the repository (or ``$TIERKIT_WORKLOADS``)."""
+    """The ``workloads/`` directory of the repository, or of the data folder for an installed
+    tierkit (``tierkit setup``, docs/install.md), or ``$TIERKIT_WORKLOADS``."""
     env = os.environ.get("TIERKIT_WORKLOADS")
-    d = Path(env) if env else Path(__file__).resolve().parents[2] / "workloads"
+    d = Path(env) if env else installed.workloads_dir()
     if not (d / "Makefile").is_file():
-        raise TierkitError(f"workload sources not found in {d} (tierkit installed without its repository? "
-                           "set TIERKIT_WORKLOADS to the workloads/ directory)")
+        if env:
+            raise TierkitError(f"TIERKIT_WORKLOADS: workload sources not found in {d} (set it to a workloads/ directory)")
+        raise TierkitError(f"the workloads are not set up ({d} holds no sources): {installed.SETUP_HINT}, "
+                           "or set TIERKIT_WORKLOADS to a workloads/ directory")
     return d
 
 
