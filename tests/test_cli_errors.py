@@ -353,4 +353,4 @@ def test_a_command_that_needs_pytorch_says_how_to_install_it(zipf_trace, tmp_pat
             f"sys.exit(main(['kleio', {str(zipf_trace)!r}, '-c', '0.2', '--quiet']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     line = one_error_line(p.returncode, p.stdout, p.stderr)
-    assert "PyTorch is not installed" in line and "pip install 'tierkit[ml]'" in line, line
+    assert "PyTorch is not installed" in line and "pip install 'torch>=2.2'" in line, line

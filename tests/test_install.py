@@ -1,14 +1,16 @@
 """Installing without a clone (docs/install.md), checked cheaply: the licence and the metadata,
 the sdist's and the wheel's extra files (pyproject.toml's include lists against the tree), the
-installed layout's lookups and `tierkit setup`'s command line. Building the
+installed layout's lookups and `tierkit setup`'s command line, and the PyTorch hint. Building the
 wheel itself is `make dist`'s (minutes), not the suite's."""
 import fnmatch
 import os
 import re
+import shlex
 import tomllib
 from pathlib import Path, PurePosixPath
 
 import pytest
+from packaging.requirements import Requirement
 
 import tierkit
 from conftest import ROOT
@@ -198,3 +200,15 @@ def test_run_guidance_finds_the_installed_allocator(installed_layout, monkeypatc
     assert installed.allocator_for_run(["--guidance=g.json", "--", "true"]) is None
     assert os.environ["TIERKIT_ALLOC_LIB"] == str(lib)
 
+
+def test_the_pytorch_hint_installs_as_written():
+    """The line the learned schedulers print is a pip command whose requirements parse, and
+    they are the `ml` extra's."""
+    from tierkit.learned.lstm import NO_TORCH
+
+    cmd = NO_TORCH.split(": ", 1)[1]
+    words = shlex.split(cmd)
+    assert words[:2] == ["pip", "install"], cmd
+    reqs = [Requirement(w) for w in words[2:]]
+    assert [str(r) for r in reqs] == [str(Requirement(r)) for r in PYPROJECT["project"]["optional-dependencies"]["ml"]]
+    assert all(r.name == "torch" for r in reqs)

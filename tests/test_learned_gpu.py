@@ -5,7 +5,7 @@ installed) the whole file is skipped with one line saying why."""
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'tierkit[ml]'): no GPU smoke test")
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install 'torch>=2.2'): no GPU smoke test")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: PyTorch sees none (the GPU smoke test runs where one is present)", allow_module_level=True)
 

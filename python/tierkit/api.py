@@ -729,7 +729,7 @@ def kleio(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.01, 0.
     (history's and the oracle's runtimes, the period, the trace's pages and periods).
     ``infer_ns``: one model's inference per boundary, ns, charged in ``gap_bridged_pct``
     ("measure": measured here); ``device``: where the models train and run (auto, cpu, cuda).
-    Needs PyTorch (``pip install 'tierkit[ml]'``)."""
+    Needs PyTorch (``pip install 'torch>=2.2'``)."""
     return _study_frame(_learned("kleio", trace, pages, period, platform, fast_capacity, timing, history, hidden,
                                  epochs, 0.5, seed, train, holdout, weight, threads, format, cache, progress, infer_ns,
                                  device))
@@ -745,7 +745,7 @@ def kleoniki(trace: PathLike, pages: Union[float, str, Sequence[float]] = (0.05,
     """Kleoniki (``tierkit kleoniki``, 003 §4): Kleio with one model per group of pages with
     the same per-period pattern, at Cori's period unless ``period`` is given. Rows and
     ``df.attrs['study']`` as :func:`kleio`'s, with ``cori_period`` and ``period_chosen`` (how
-    the period was chosen) in the study. Needs PyTorch (``pip install 'tierkit[ml]'``)."""
+    the period was chosen) in the study. Needs PyTorch (``pip install 'torch>=2.2'``)."""
     return _study_frame(_kleoniki(trace, pages, period, tol, platform, fast_capacity, timing, history, hidden, epochs,
                                   seed, train, holdout, weight, threads, format, cache, progress, infer_ns, device))
 

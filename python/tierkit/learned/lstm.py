@@ -17,7 +17,7 @@ one network per group. This module is the learning core of both:
 - :func:`group_patterns`: Kleoniki's grouping of pages into patterns (identical rows, then
   k-means over the distinct rows).
 
-Only :func:`train` and :func:`predict` need PyTorch (``pip install 'tierkit[ml]'``), imported
+Only :func:`train` and :func:`predict` need PyTorch (``pip install 'torch>=2.2'``), imported
 when first called.
 
 The model (per page or group): input at each of the K steps is the class scaled to [0, 1]
@@ -58,7 +58,8 @@ CHUNK_MIN = 64
 PREDICT_WINDOWS = 1 << 16
 PREDICT_BLOCKS = 8192
 
-NO_TORCH = "PyTorch is not installed: pip install 'tierkit[ml]'"
+#: the line to install it, as written in pyproject.toml's `ml` extra (docs/install.md)
+NO_TORCH = "PyTorch is not installed: pip install 'torch>=2.2'"
 #: values of TrainConfig.class_weight
 CLASS_WEIGHTS = ("balanced", "sqrt", "none")
 
