@@ -12,6 +12,7 @@ from typing import Callable as _Callable, ParamSpec as _ParamSpec, TypeVar as _T
 from . import api as _api
 from ._core import TierkitError, TierkitInternalError, __version__
 from .policy import HotPromote, Migrate, PeriodicPolicy, PeriodView, Swap
+from .results import Results, plot_runtime, plot_tiers, tiers
 from .studies import sweep as _sweep
 
 _P = _ParamSpec("_P")
@@ -72,4 +73,5 @@ __all__ = [
     "load", "platform", "platforms", "policies", "profile", "profile_sites", "read_trace", "record", "replay", "run", "run_program",
     "simulate", "sweep", "synth", "timeseries", "trace_info", "tune", "tune_trials", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",
+    "Results", "plot_runtime", "plot_tiers", "tiers",
 ]

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 import numpy as np
 
-from . import _core, _engine
+from . import _core, _engine, results as _results
 from . import installed
 from . import deploy as _deploy
 from ._engine import (RESULT_COLUMNS, PathLike, PolicyLike, _cap, _s, check_scale, json_path, mix_figures,  # noqa: F401
@@ -372,15 +372,15 @@ def simulate(trace: PathLike, platform: str = "dram-pmem", policy: PolicyLike = 
              fast_capacity: Union[None, float, str] = None, capacities: Optional[Mapping[str, Union[float, str]]] = None,
              timing: str = "simple", format: Optional[str] = None, cache: Optional[str] = None,
              progress: Optional[bool] = None, repeat: int = 1, time_scale: float = 1.0) -> pd.DataFrame:
-    """One simulation as a one-row DataFrame; the full result is in ``df.attrs['results']``.
-    ``repeat`` and ``time_scale`` as in :func:`run`."""
+    """One simulation as a one-row DataFrame (columns as :func:`compare`'s); the full result
+    is in ``df.attrs['results']`` (a :class:`tierkit.results.Results`, shared by the frames
+    derived from this one). ``repeat`` and ``time_scale`` as in :func:`run`."""
     import pandas as pd
 
     r = run(trace, platform, policy, fast_capacity, capacities, timing, format, cache, progress,
             repeat=repeat, time_scale=time_scale)
-    df = pd.DataFrame([_row(r)])
-    df["activations"] = df["activations"].astype("Int64")
-    df.attrs["results"] = [r]
+    df = _results.tidy(pd.DataFrame([_row(r)]))
+    df.attrs["results"] = _results.Results([r])
     return df
 
 
@@ -435,7 +435,12 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
             quantum: int = 1, alone: bool = True) -> pd.DataFrame:
     """Every policy on every trace. Adds ``runtime_vs_<baseline>`` (runtime divided by the
     baseline policy's runtime on the same trace; the baseline is run if not listed) and
-    ``speedup_vs_<baseline>``. Full results are in ``df.attrs['results']``. ``repeat`` and
+    ``speedup_vs_<baseline>``, and the same columns under names ``df.query`` takes
+    (``runtime_vs_all_slow``; the names with ``-`` are kept for one release). ``trace_name``:
+    the trace's file name; the numeric columns are float (``ipc`` NaN under the simple timing
+    model). Full results are in ``df.attrs['results']``, a :class:`tierkit.results.Results`
+    that the frames derived from this one share (pandas deep-copies ``attrs``; this holder is
+    its own deep copy); per tier: :func:`tierkit.results.tiers`. ``repeat`` and
     ``time_scale`` (as in :func:`run`) apply to every run, the baseline's included.
 
     Several cores, as :func:`run`: ``mix=True`` compares the policies on the traces run
@@ -508,13 +513,14 @@ def compare(traces: Union[PathLike, Sequence[PathLike]], platform: str = "dram-p
     rows = [_row(r) for r in results]
     _flag_identical(results, rows)
     df = pd.DataFrame(rows)
-    # null for a policy with no periodic work (see docs/policies.md, "Activations and warnings")
-    df["activations"] = df["activations"].astype("Int64")
     if baseline:
         base = df[df["policy"] == baseline].set_index("trace")["runtime_ns"]
         df[f"runtime_vs_{baseline}"] = df["runtime_ns"] / df["trace"].map(base)
         df[f"speedup_vs_{baseline}"] = 1.0 / df[f"runtime_vs_{baseline}"]
-    df.attrs["results"] = results
+    # typed columns, trace_name, the query-friendly names; activations null for a policy with
+    # no periodic work (see docs/policies.md, "Activations and warnings")
+    _results.tidy(df)
+    df.attrs["results"] = _results.Results(results)
     return df
 
 
@@ -797,7 +803,9 @@ def heatmap(trace: PathLike, period: Optional[int] = None, out: Optional[PathLik
 def load(directory: PathLike) -> pd.DataFrame:
     """A report directory (``tierkit compare --out DIR``) read back: the comparison's
     DataFrame as :func:`compare` returned it, with every run's full result in
-    ``df.attrs['results']``. An unfinished report (its ``INCOMPLETE`` marker) is refused."""
+    ``df.attrs['results']`` (a :class:`tierkit.results.Results`). A report written before
+    ``trace_name`` and the query-friendly names gets them here. An unfinished report (its
+    ``INCOMPLETE`` marker) is refused."""
     import pandas as pd
 
     d = Path(directory)
@@ -834,7 +842,11 @@ def load(directory: PathLike) -> pd.DataFrame:
                 raise untrusted.fail(pq, f"row {i}: warnings", f"{untrusted.short(w)} is not a list of strings")
             ws.append(list(w))
         df["warnings"] = ws
-    df.attrs["results"] = results
+    try:
+        _results.tidy(df)
+    except _core.TierkitError as e:
+        raise _core.TierkitError(f"{pq}: {e}") from None
+    df.attrs["results"] = _results.Results(results)
     return df
 
 
