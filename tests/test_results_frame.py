@@ -155,3 +155,12 @@ def test_load_gives_the_same_columns_and_holder(compared, tmp_path):
     back = tierkit.load(out)
     assert "trace_name" in back and "runtime_vs_all_slow" in back
     assert tierkit.tiers(back)["hits"].sum() == compared["accesses"].sum()
+
+
+def test_a_trace_frame_shares_its_events_with_the_frames_derived_from_it(zipf_trace):
+    import tierkit
+
+    df = tierkit.read_trace(zipf_trace, limit=1000)
+    sub = df[df["write"] == 1][["addr"]].sort_values("addr")
+    assert sub.attrs["events"] is df.attrs["events"] and sub.attrs["meta"] is df.attrs["meta"]
+    assert sub.attrs["meta"] == dict(df.attrs["meta"])

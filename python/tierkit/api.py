@@ -38,13 +38,14 @@ def read_trace(path: PathLike, format: Optional[str] = None, cache: Optional[str
                limit: Optional[int] = None) -> pd.DataFrame:
     """The accesses of a trace as a DataFrame (``addr``, ``write``, ``insn``, ``ns``,
     ``size``, ``tid``, ``pc``); ``df.attrs['events']`` holds the other records and
-    ``df.attrs['meta']`` the header."""
+    ``df.attrs['meta']`` the header (both shared by the frames derived from this one, not
+    copied into each: :class:`tierkit.results.Shared`)."""
     import pandas as pd
 
     d = _core.trace_read(_s(path), format, cache, limit)
     df = pd.DataFrame({k: d[k] for k in ("addr", "write", "insn", "ns", "size", "tid", "pc")})
-    df.attrs["events"] = json.loads(d["events"])
-    df.attrs["meta"] = json.loads(d["meta"])
+    df.attrs["events"] = _results.Shared(json.loads(d["events"]))
+    df.attrs["meta"] = _results.SharedDict(json.loads(d["meta"]))
     return df
 
 

@@ -20,6 +20,38 @@ if TYPE_CHECKING:
 from ._core import TierkitError
 
 
+class Shared(list):
+    """A list in a frame's ``attrs`` that derived frames share instead of deep-copying (as
+    :class:`Results`): the events of :func:`tierkit.read_trace`."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict) -> Shared:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+
+class SharedDict(dict):
+    """A dict in a frame's ``attrs`` that derived frames share (the header of
+    :func:`tierkit.read_trace`)."""
+
+    def __deepcopy__(self, memo: dict) -> SharedDict:
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or dict.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Results(list):
     """The full results of a frame's runs, in its rows' order (each a dict as
     :func:`tierkit.run` returns it): ``df.attrs['results']`` of :func:`tierkit.compare`,
