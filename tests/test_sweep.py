@@ -122,6 +122,7 @@ policies: [first-touch, history, {{otf: {{threshold: [32, 64]}}}}]
     assert results(tmp_path / "one") == results(tmp_path / "two")  # bit for bit, whichever ran them
     pd.testing.assert_frame_equal(one, two)
     assert (one["runtime_vs_all-slow"][one["policy"] == "all-slow"] == 1.0).all()
+    assert one.query("policy == 'all-slow'")["runtime_vs_all_slow"].eq(1.0).all()
     # interrupted: four cells lost from the store are the only ones run again
     store = sw.Store(tmp_path / "two")
     lost = list(two["key"][:4])

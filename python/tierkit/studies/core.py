@@ -912,6 +912,12 @@ def collect(study: Study, all_cells: Sequence[Cell], store: Store) -> pd.DataFra
         idx = pd.MultiIndex.from_frame(df[group])
         vs = df["runtime_ns"].to_numpy(dtype=float) / base.reindex(idx).to_numpy(dtype=float)
         df[f"runtime_vs_{study.baseline}"] = [v if s_ else None for v, s_ in zip(vs, sim)]
+        # the same under a name df.query takes (runtime_vs_all_slow), as tierkit.compare's frames
+        from ..results import query_name
+
+        alias = query_name(f"runtime_vs_{study.baseline}")
+        if alias not in df.columns:
+            df[alias] = df[f"runtime_vs_{study.baseline}"]
     return df
 
 
