@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+import tierkit
 from conftest import ROOT
 
 
@@ -31,3 +32,16 @@ def test_make_demo_builds_the_programs_the_tour_records():
     p = subprocess.run(["make", "-n", "demo"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert re.search(r"make.* -C workloads", p.stdout), p.stdout
+
+
+@pytest.mark.parametrize("text", ["", "  \n\n", "[]", '{"rows": [], "results": []}'])
+def test_replay_of_a_file_with_no_result_is_one_error(cli, tmp_path, text):
+    f = tmp_path / "empty.json"
+    f.write_text(text)
+    rc, out, err = cli("replay", f)
+    line = one_error_line(rc, err)
+    assert "empty.json" in line and out == "", line
+    from tierkit import replaying
+
+    with pytest.raises(tierkit.TierkitError, match="empty.json"):
+        replaying.load(f)

@@ -78,6 +78,9 @@ def load(source: Union[str, os.PathLike, Mapping[str, Any]]) -> list[dict]:
         if not isinstance(d, dict) or not isinstance(d.get("config"), dict) or "policy" not in d["config"]:
             raise untrusted.fail(path, f"result {i}", "no 'config' with the run's policy (write results with --json "
                                                      "or compare --out)")
+    if not docs:
+        # an empty list or a study without runs: nothing to check is not a check that passed
+        raise untrusted.fail(path, "", "holds no results (write results with --json or compare --out)")
     return docs
 
 
