@@ -65,7 +65,7 @@ def check(argv):
         return rc, out, err
     assert rc == 2, (argv, rc, err)
     assert len(lines) == 1 and lines[0].startswith("tierkit: error: "), (argv, err)
-    assert len(lines[0]) <= 200, (argv, len(lines[0]), lines[0])
+    assert len(lines[0]) <= 480, (argv, len(lines[0]), lines[0])
     return rc, out, err
 
 

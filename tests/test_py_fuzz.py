@@ -1,7 +1,7 @@
 """The Python readers' fuzz targets (fuzz/python/targets.py) in `make test`: each target on its
 seed inputs and on a fixed set of mutations of them (the campaign's byte- and
 structure-level mutators, seeded by hypothesis, derandomized), asserting the contract: the
-CLI exits 0 or 2 with one line of at most 200 characters, an API reader returns or raises a
+CLI exits 0 or 2 with one line of at most 480 characters, an API reader returns or raises a
 one-line TierkitError, nothing is written outside the target's folder, and a sweep's table
 only holds what its runs give. `make fuzz` runs the same targets coverage-guided under atheris.
 

@@ -40,7 +40,7 @@ def run(argv, cwd=None):
 
 def one_error(rc, err, *words):
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("tierkit: error: ") and len(lines[0]) <= 200, (rc, err)
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("tierkit: error: ") and len(lines[0]) <= 480, (rc, err)
     for w in words:
         assert w in lines[0], (w, lines[0])
     return lines[0]
@@ -178,7 +178,7 @@ def test_an_unexpected_exception_is_one_line_with_a_log(monkeypatch, tmp_path):
     monkeypatch.setattr(api, "trace_info", boom)
     rc, _, err = run(["trace", "info", "x.tkt"])
     lines = err.strip().splitlines()
-    assert rc == 3 and len(lines) == 1 and len(lines[0]) <= 200, err
+    assert rc == 3 and len(lines) == 1 and len(lines[0]) <= 480, err
     assert lines[0].startswith("tierkit: internal error") and "KeyError" in lines[0] and "Traceback" not in err
     log = Path(lines[0].rsplit("[", 1)[1].rstrip("]"))
     assert log.parent == tmp_path / "tierkit" / "crash" and "Traceback" in log.read_text() and "boom" in log.read_text()

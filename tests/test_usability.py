@@ -45,3 +45,28 @@ def test_replay_of_a_file_with_no_result_is_one_error(cli, tmp_path, text):
 
     with pytest.raises(tierkit.TierkitError, match="empty.json"):
         replaying.load(f)
+
+
+def test_errors_keep_the_known_names_and_suggest_a_close_one(cli, tmp_path):
+    t = tmp_path / "z.tkt"
+    tierkit.synth("zipf", accesses=1000, pages=100, out=t, force=True)
+    line = one_error_line(*cli("simulate", t, "--policy", "histroy")[::2])
+    assert "did you mean 'history'?" in line and line.endswith("hyplacer, nimble"), line
+    assert "…" not in line, line
+    line = one_error_line(*cli("simulate", t, "--platform", "dram-pmme")[::2])
+    assert "did you mean 'dram-pmem'?" in line and "hbm-dram-cxl" in line and line.endswith("platform file"), line
+    line = one_error_line(*cli("simulate", t, "--policy", "history:perod=10")[::2])
+    assert "unknown parameter 'perod' (did you mean 'period'?)" in line, line
+    line = one_error_line(*cli("trace", "info", t, "--format", "ramulatr")[::2])
+    assert "did you mean 'ramulator'?" in line, line
+    line = one_error_line(*cli("simlate", t)[::2])
+    assert "Did you mean 'simulate'?" in line, line
+    # nothing close: no guess
+    line = one_error_line(*cli("simulate", t, "--policy", "zzzzzz")[::2])
+    assert "did you mean" not in line and "known: all-fast" in line, line
+    # a text file no format fits: the closest format's reason survives whole
+    f = tmp_path / "almost.ramulator2"
+    f.write_text("LD 0x1000\nST 0x2000\nLD zz\n")
+    line = one_error_line(*cli("trace", "info", f)[::2])
+    why = line.split("almost.ramulator2: ", 1)[1]
+    assert "closest: ramulator2 (line 3: " in why and "the others stop at line 1: hex," in why and "…" not in why, line

@@ -7,7 +7,7 @@ its folder, a decompression bomb), runs the command that reads it in a process o
 and 2 GiB of address space beyond what the forking parent had mapped), and sorts what happened:
 
 =========== ==========================================================================
-clean        exit 2, one line ``tierkit: error: ...`` of at most 200 characters
+clean        exit 2, one line ``tierkit: error: ...`` of at most 480 characters
 accepted     exit 0 (or 1 from ``replay`` with figures that differ), nothing else wrong
 wrong        accepted, with a result no run could give in the table (a sweep that took a
              damaged store record, e.g. ``"result": null`` or a negative runtime, for a result)
@@ -607,7 +607,7 @@ def classify(run: Run, status: Any, before: dict, seconds: float) -> tuple[str, 
     errs = [ln for ln in lines if ln.startswith("tierkit: ")]
     if rc == 3:
         return "internal", _last(err)
-    if rc == 2 and len(errs) == 1 and errs[0].startswith("tierkit: error: ") and len(errs[0]) <= 200 \
+    if rc == 2 and len(errs) == 1 and errs[0].startswith("tierkit: error: ") and len(errs[0]) <= 480 \
             and not any(ln.startswith("  ") for ln in lines):
         return "clean", errs[0]
     if rc == 0 or (rc == 1 and run.argv[:1] == ["replay"] and not errs):

@@ -4,7 +4,7 @@ Each target takes bytes, puts them where a user would have the file, runs the co
 function that reads it in this process, and checks the contract the Rust targets check:
 
 - the CLI exits 0 (``replay`` may exit 1: figures differ), or 2 with exactly one line on
-  stderr, ``tierkit: error: ...``, of at most 200 characters; never a traceback, never the
+  stderr, ``tierkit: error: ...``, of at most 480 characters; never a traceback, never the
   internal-error line (status 3);
 - an API reader returns, or raises :class:`tierkit.TierkitError` with a one-line message;
 - nothing is written outside the target's scratch folder.
@@ -27,7 +27,7 @@ from typing import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from campaign import make_seeds  # noqa: E402
 
-MAX_LINE = 200
+MAX_LINE = 480
 
 
 class ContractError(AssertionError):

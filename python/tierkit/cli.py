@@ -1166,12 +1166,12 @@ def list_platforms(
 
 # An error is one readable line whatever the input (docs/limits.md, "Error lines"): the core elides what it quotes
 # (crates/tierkit-core/src/error.rs, the same limits); here the whole line, prefix included,
-# keeps at most _MAX_LINE_CHARS.
+# keeps at most _MAX_LINE_CHARS: room for the known names and the reason after a quoted value.
 _MAX_TOKEN_CHARS = 64
 _MAX_PATH_CHARS = 80
 #: what a path keeps when the line is too long: its start and file name are enough to find it
 _MIN_PATH_CHARS = 40
-_MAX_LINE_CHARS = 200
+_MAX_LINE_CHARS = 480
 
 
 def _elide(text: str, limit: int, head_share: float = 2 / 3) -> str:

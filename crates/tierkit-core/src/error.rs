@@ -39,9 +39,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// at most `MAX_TOKEN_CHARS`, its start and end around "…"; a message at most `MAX_MSG_CHARS`, a
 /// configuration key `MAX_KEY_CHARS`, a path (and a token with a `/` in it) `MAX_PATH_CHARS`,
 /// its start and its file name around "…". Line breaks become spaces, so an error is always
-/// one line. The Python front end keeps the whole line, prefix included, within 200
-/// characters (`one_line` in python/tierkit/cli.py, with the same limits).
-pub const MAX_MSG_CHARS: usize = 200;
+/// one line. The Python front end keeps the whole line, prefix included, within 480
+/// characters (`one_line` in python/tierkit/cli.py, with the same limits): room for what
+/// tierkit itself says after a quoted value (the known names, why a format was not detected).
+pub const MAX_MSG_CHARS: usize = 400;
 pub const MAX_KEY_CHARS: usize = 160;
 pub const MAX_PATH_CHARS: usize = 80;
 pub const MAX_TOKEN_CHARS: usize = 64;
@@ -116,6 +117,48 @@ pub fn elide_path(p: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{h}…{t}"))
 }
 
+/// " (did you mean 'X'?)" when one of `known` is a close match of `given` (a typo: at most a
+/// third of its characters edited, transposed letters counting once, the closest first), else "".
+/// For the errors of unknown names (policies, parameters, platforms, formats).
+pub fn did_you_mean<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    let g = given.to_ascii_lowercase();
+    let limit = (g.chars().count() / 3).max(1);
+    known
+        .into_iter()
+        .map(|k| (edit_distance(&g, &k.to_ascii_lowercase()), k))
+        .filter(|&(d, k)| d <= limit && d < k.chars().count())
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, k)| format!(" (did you mean '{k}'?)"))
+        .unwrap_or_default()
+}
+
+/// Optimal-string-alignment distance: insertions, deletions, substitutions and transpositions
+/// of neighbours each cost one (Damerau 1964). Inputs are names, so quadratic is fine; a long
+/// input is not compared at all.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 8 || a.len() > 128 || b.len() > 128 {
+        return usize::MAX;
+    }
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        for j in 0..=b.len() {
+            d[i * w + j] = if i == 0 || j == 0 {
+                i + j
+            } else {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut v = (d[(i - 1) * w + j] + 1).min(d[i * w + j - 1] + 1).min(d[(i - 1) * w + j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    v = v.min(d[(i - 2) * w + j - 2] + 1);
+                }
+                v
+            };
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
 impl Error {
     pub fn at_offset(path: &str, offset: u64, msg: impl Into<String>) -> Self {
         Error::BadTrace { path: path.to_string(), location: format!("offset {offset}: "), msg: msg.into() }
@@ -165,5 +208,16 @@ mod tests {
         assert_eq!(m.chars().count(), MAX_PATH_CHARS);
         assert!(m.starts_with("/data/") && m.ends_with("n.tkt"), "{m}");
         assert_eq!(elide_path("/short/x.tkt"), "/short/x.tkt");
+    }
+
+    #[test]
+    fn a_typo_gets_the_closest_name_and_a_stranger_nothing() {
+        let known = ["history", "oracle", "first-touch", "hyplacer"];
+        assert_eq!(did_you_mean("histroy", known), " (did you mean 'history'?)");
+        assert_eq!(did_you_mean("Orcale", known), " (did you mean 'oracle'?)");
+        assert_eq!(did_you_mean("firsttouch", known), " (did you mean 'first-touch'?)");
+        assert_eq!(did_you_mean("zzz", known), "");
+        assert_eq!(did_you_mean("x", ["y"]), "");
+        assert_eq!(did_you_mean(&"h".repeat(10_000), known), "");
     }
 }

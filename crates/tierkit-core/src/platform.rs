@@ -216,7 +216,8 @@ impl Platform {
             return Err(Error::config(
                 "--platform",
                 format!(
-                    "unknown platform '{name_or_path}' (presets: {}; or a path to a .toml, .yaml or .json platform file)",
+                    "unknown platform '{name_or_path}'{}; presets: {}; or a path to a .toml, .yaml or .json platform file",
+                    crate::error::did_you_mean(name_or_path, PRESETS.iter().map(|p| p.0)),
                     PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
                 ),
             ));

@@ -68,6 +68,12 @@ fn unknown_policy_and_parameter_are_named() {
     let mut job = Job::new(&input, Platform::load("dram-pmem").unwrap());
     let e = simulate(&mut job, &PolicySpec::parse("frist-touch").unwrap()).unwrap_err().to_string();
     assert!(e.contains("frist-touch") && e.contains("first-touch"), "{e}");
+    // a typo gets the close name first, and the whole list of known names survives the cap
+    assert!(e.contains("unknown policy 'frist-touch' (did you mean 'first-touch'?); known: all-fast,") && e.ends_with("nimble"), "{e}");
     let e = simulate(&mut job, &PolicySpec::parse("interleave:weight=1/1").unwrap()).unwrap_err().to_string();
-    assert!(e.contains("interleave") && e.contains("weight"), "{e}");
+    assert!(e.contains("interleave") && e.contains("unknown parameter 'weight' (did you mean 'weights'?); known: weights"), "{e}");
+    let e = simulate(&mut job, &PolicySpec::parse("no-such-thing").unwrap()).unwrap_err().to_string();
+    assert!(!e.contains("did you mean"), "{e}");
+    let e = Platform::load("dram-pmme").unwrap_err().to_string();
+    assert!(e.contains("unknown platform 'dram-pmme' (did you mean 'dram-pmem'?); presets: ") && e.ends_with("platform file"), "{e}");
 }

@@ -412,7 +412,11 @@ pub static REGISTRY: &[&PolicyInfo] = &[
 
 pub fn lookup(name: &str) -> Result<&'static PolicyInfo> {
     REGISTRY.iter().copied().find(|p| p.name == name).ok_or_else(|| {
-        Error::config("--policy", format!("unknown policy '{name}' (known: {})", REGISTRY.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+        let names = || REGISTRY.iter().map(|p| p.name);
+        Error::config(
+            "--policy",
+            format!("unknown policy '{name}'{}; known: {}", crate::error::did_you_mean(name, names()), names().collect::<Vec<_>>().join(", ")),
+        )
     })
 }
 

@@ -257,7 +257,7 @@ impl Params {
                     if known.is_empty() {
                         format!("unknown parameter '{k}' (this policy takes no parameters)")
                     } else {
-                        format!("unknown parameter '{k}' (known: {})", known.join(", "))
+                        format!("unknown parameter '{k}'{}; known: {}", crate::error::did_you_mean(k, known.iter().copied()), known.join(", "))
                     },
                 )
             })?;

@@ -128,11 +128,10 @@ impl Format {
                 };
             }
         }
-        Format::ALL
-            .iter()
-            .copied()
-            .find(|f| f.name().eq_ignore_ascii_case(t))
-            .ok_or_else(|| Error::config(key, format!("unknown trace format '{s}' (known: {})", Format::known().replace('|', ", "))))
+        Format::ALL.iter().copied().find(|f| f.name().eq_ignore_ascii_case(t)).ok_or_else(|| {
+            let dym = crate::error::did_you_mean(t, Format::ALL.iter().map(|f| f.name()));
+            Error::config(key, format!("unknown trace format '{s}'{dym}; known: {}", Format::known().replace('|', ", ")))
+        })
     }
 }
 

@@ -190,27 +190,51 @@ pub fn sniff(head: &[u8]) -> std::result::Result<Format, String> {
 /// The one candidate whose parser accepts every sample line and finds an access in them.
 fn sniff_among(sample: &[(usize, &str)], candidates: Vec<(Format, Box<dyn LineParser>)>) -> std::result::Result<Format, String> {
     let mut fits = Vec::new();
-    let mut why_not = Vec::new();
+    // (the line a format stopped at, the format, why), the formats that read every line last
+    let mut why_not: Vec<(usize, Format, String)> = Vec::new();
     for (format, mut parser) in candidates {
         let mut batch = Batch::default();
         let mut failure = None;
         for &(line_no, l) in sample {
             if let Err(msg) = parser.parse(l, &mut batch) {
-                failure = Some(format!("{format}: line {line_no}: {msg}"));
+                failure = Some((line_no, format, format!("line {line_no}: {msg}")));
                 break;
             }
         }
         match failure {
             None if !batch.addr.is_empty() => fits.push(format),
-            None => why_not.push(format!("{format}: no accesses in the first lines")),
+            None => why_not.push((usize::MAX, format, "no accesses in the first lines".into())),
             Some(f) => why_not.push(f),
         }
     }
     match fits.as_slice() {
         [one] => Ok(*one),
-        [] => Err(format!("no known format matches its first lines ({})", why_not.join("; "))),
+        [] => Err(no_format_fits(why_not)),
         many => Err(format!("it could be any of {}", many.iter().map(|f| f.name()).collect::<Vec<_>>().join(", "))),
     }
+}
+
+/// Why no format fits, in one short line: the format that read furthest, with its reason in
+/// full (usually what the user meant), then where each other one stopped.
+fn no_format_fits(mut why_not: Vec<(usize, Format, String)>) -> String {
+    // furthest first; among equals, the order of Format::ALL
+    why_not.sort_by_key(|&(line, _, _)| std::cmp::Reverse(line));
+    let Some((_, closest, why)) = why_not.first() else {
+        return "no known format matches its first lines".into();
+    };
+    let mut others: Vec<(usize, Vec<&str>)> = Vec::new();
+    for (line, f, _) in &why_not[1..] {
+        match others.last_mut() {
+            Some((l, names)) if l == line => names.push(f.name()),
+            _ => others.push((*line, vec![f.name()])),
+        }
+    }
+    let others: Vec<String> = others
+        .iter()
+        .map(|(l, names)| if *l == usize::MAX { format!("find no accesses: {}", names.join(", ")) } else { format!("stop at line {l}: {}", names.join(", ")) })
+        .collect();
+    let rest = if others.is_empty() { String::new() } else { format!("; the others {}", others.join("; ")) };
+    format!("no known format matches its first lines; closest: {closest} ({why}){rest}")
 }
 
 fn parse_hex(tok: &str) -> std::result::Result<u64, String> {
@@ -1116,9 +1140,12 @@ mod tests {
     fn sniff_explains_failures() {
         assert!(sniff(b"\n# only a comment\n").unwrap_err().contains("no records"));
         let e = sniff(b"# a comment\nhello world\n").unwrap_err();
-        assert!(e.contains("no known format") && e.contains("ramulator: line 2"), "{e}");
+        assert!(e.contains("no known format") && e.contains("ramulator") && e.contains("line 2"), "{e}");
+        // the format that read furthest comes first, with its reason whole
+        let e = sniff(b"LD 0x1000\nST 0x2000\nLD zz\n").unwrap_err();
+        assert!(e.contains("closest: ramulator2 (line 3: ") && e.contains("; the others stop at line 1: hex, ramulator,"), "{e}");
         // banner lines alone hold no access
-        assert!(sniff(b"==1== Lackey\n").unwrap_err().contains("lackey: no accesses"));
+        assert!(sniff(b"==1== Lackey\n").unwrap_err().contains("closest: lackey (no accesses"));
         // a line of a mixture fits nothing
         assert!(sniff(b"0 4096\n0x40 READ 3\n").is_err());
     }
