@@ -3,6 +3,7 @@ programs built by `make demo`, one error line (status 2) for a result file with 
 warning when the fast tier holds the whole footprint, error lines that keep the known names and
 say "did you mean", `tierkit.load`'s advice, `perf script`'s default output read, and a
 recording's progress in records written."""
+import json
 import re
 import shutil
 import subprocess
@@ -45,6 +46,26 @@ def test_replay_of_a_file_with_no_result_is_one_error(cli, tmp_path, text):
 
     with pytest.raises(tierkit.TierkitError, match="empty.json"):
         replaying.load(f)
+
+
+def test_a_fast_tier_over_the_footprint_is_warned(cli, tmp_path):
+    """-c 512MB on a trace of a few MiB: every policy equals all-fast, said on stderr (once) and
+    in the result's warnings, with both sizes."""
+    t = tmp_path / "small.tkt"
+    tierkit.synth("zipf", accesses=20_000, pages=2_104, out=t, force=True)
+    rc, out, err = cli("simulate", t, "-c", "512MB", "--policy", "history", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    said = [w for w in r["warnings"] if "holds the whole footprint" in w]
+    assert len(said) == 1 and "512 MiB (131072 pages)" in said[0] and f"{r['pages']} pages" in said[0], r["warnings"]
+    assert err.count("holds the whole footprint") == 1, err
+    # a comparison says it once on stderr, and on every row but the single-tier references
+    rc, out, err = cli("compare", t, "-c", "512MB", "--policies", "first-touch,history,all-fast")
+    assert rc == 0 and err.count("holds the whole footprint") == 1, err
+    # a capacity below the footprint, or a fraction, says nothing
+    for cap in ("1MB", "1.0"):
+        rc, out, err = cli("simulate", t, "-c", cap, "--json")
+        assert rc == 0 and "footprint" not in err and not any("footprint" in w for w in json.loads(out)["warnings"]), err
 
 
 def test_errors_keep_the_known_names_and_suggest_a_close_one(cli, tmp_path):

@@ -1072,6 +1072,47 @@ fn run_warnings<P: Policy>(
     warnings
 }
 
+/// When the fast tier holds every page the trace touches, no placement decision is left: every
+/// policy puts every page there and its result is all-fast's (003 §3.1's upper bound), which a
+/// size given in bytes (`-c 512MB` on an 8 MiB trace) hides. A fraction of the footprint
+/// (`-c 1.0`) or an unlimited tier says so itself; all-fast and all-slow ignore capacities.
+fn capacity_warning(resolved: &Resolved, pages: u64, page_bytes: u64, needs: &Needs) -> Option<String> {
+    let cap = *resolved.capacity_pages.first()?;
+    let in_bytes = matches!(resolved.capacity.first(), Some(Capacity::Bytes(_)));
+    if !in_bytes || needs.unlimited_capacity || resolved.tiers() < 2 || pages == 0 || cap < pages {
+        return None;
+    }
+    let tier = &resolved.platform.tiers[0].name;
+    Some(format!(
+        "the fast tier {tier} holds the whole footprint: its capacity, {} ({cap} pages), is at least the {pages} pages ({}) the trace touches, so every policy places every page fast and equals all-fast; give a capacity below the footprint (e.g. --fast-capacity 0.2, a fifth of it)",
+        human_bytes(cap.saturating_mul(page_bytes)),
+        human_bytes(pages.saturating_mul(page_bytes)),
+    ))
+}
+
+/// A size for people: 512 MiB, 8.2 MiB, 4 KiB.
+fn human_bytes(b: u64) -> String {
+    let (v, unit) = match b {
+        b if b >= 1 << 30 => (b as f64 / (1u64 << 30) as f64, "GiB"),
+        b if b >= 1 << 20 => (b as f64 / (1u64 << 20) as f64, "MiB"),
+        b if b >= 1 << 10 => (b as f64 / 1024.0, "KiB"),
+        b => return format!("{b} B"),
+    };
+    let s = format!("{v:.1}");
+    format!("{} {unit}", s.strip_suffix(".0").unwrap_or(&s))
+}
+
+/// A warning on stderr as it happens, once per process: a comparison runs many policies on
+/// the same trace and capacity, and says it again under its table.
+fn say_once(w: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == w) {
+        eprintln!("tierkit: warning: {w}");
+        said.push(w.to_string());
+    }
+}
+
 /// One run, in its phases: the job's checks ([`check_job`]), the trace opened and the platform
 /// resolved ([`resolve_platform`]), the state and the policy's start ([`prepare`]), the loop
 /// ([`feed`]), the invariants ([`check_invariants`]), the warnings ([`run_warnings`]) and the
@@ -1219,7 +1260,11 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let cap0 = resolved.capacity_pages[0];
     let acts = activations(&policy, period, st.now.period);
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
-    let warnings = run_warnings(&policy, job, &label, period, acts, ms.migrations, &ran, digest.as_deref(), coalesced, st.now.period);
+    let mut warnings = run_warnings(&policy, job, &label, period, acts, ms.migrations, &ran, digest.as_deref(), coalesced, st.now.period);
+    if let Some(w) = capacity_warning(&resolved, st.pm.len() as u64, page_bytes, &needs) {
+        say_once(&w);
+        warnings.push(w);
+    }
     Ok(SimResult {
         trace: job.trace.describe(),
         platform: resolved.platform.name.clone(),

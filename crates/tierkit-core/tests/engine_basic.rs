@@ -77,3 +77,26 @@ fn unknown_policy_and_parameter_are_named() {
     let e = Platform::load("dram-pmme").unwrap_err().to_string();
     assert!(e.contains("unknown platform 'dram-pmme' (did you mean 'dram-pmem'?); presets: ") && e.ends_with("platform file"), "{e}");
 }
+
+/// A fast tier given in bytes that holds every page the trace touches leaves no decision: every
+/// policy equals all-fast (003 §3.1's bound), and the result says so, naming both sizes.
+#[test]
+fn a_fast_capacity_over_the_footprint_is_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = write_trace(dir.path(), &[0, 1, 2, 3, 0, 1], &[false; 6]);
+    let run = |cap: Capacity, policy: &str| {
+        let mut job = Job::new(&input, Platform::load("dram-pmem").unwrap());
+        job.capacity = vec![(0, cap)];
+        simulate(&mut job, &PolicySpec::parse(policy).unwrap()).unwrap().warnings
+    };
+    let w = run(Capacity::Bytes(512 << 20), "first-touch");
+    let said: Vec<_> = w.iter().filter(|w| w.contains("holds the whole footprint")).collect();
+    assert_eq!(said.len(), 1, "{w:?}");
+    assert!(said[0].contains("its capacity, 512 MiB (131072 pages), is at least the 4 pages (16 KiB)") && said[0].contains("equals all-fast"), "{}", said[0]);
+    // exactly the footprint is all of it too; one page short leaves a decision
+    assert!(run(Capacity::Bytes(4 << 12), "history:period=2").iter().any(|w| w.contains("holds the whole footprint")));
+    assert!(!run(Capacity::Bytes(3 << 12), "first-touch").iter().any(|w| w.contains("footprint")));
+    // a fraction says it itself; all-fast ignores capacities
+    assert!(!run(Capacity::Fraction(1.0), "first-touch").iter().any(|w| w.contains("footprint")));
+    assert!(!run(Capacity::Bytes(512 << 20), "all-fast").iter().any(|w| w.contains("footprint")));
+}
