@@ -91,3 +91,14 @@ def test_errors_keep_the_known_names_and_suggest_a_close_one(cli, tmp_path):
     line = one_error_line(*cli("trace", "info", f)[::2])
     why = line.split("almost.ramulator2: ", 1)[1]
     assert "closest: ramulator2 (line 3: " in why and "the others stop at line 1: hex," in why and "…" not in why, line
+
+
+def test_load_says_what_it_reads_and_how_to_make_it(tmp_path):
+    for p in (tmp_path / "x", tmp_path / "result.json"):
+        if p.name.endswith(".json"):
+            p.write_text("{}")
+        with pytest.raises(tierkit.TierkitError) as e:
+            tierkit.load(p)
+        m = str(e.value)
+        assert m.startswith(str(p)) and "'tierkit compare TRACE... --out DIR'" in m, m
+        assert "compare out" not in m and "\n" not in m

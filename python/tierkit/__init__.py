@@ -18,6 +18,7 @@ from .studies import sweep as _sweep
 _P = _ParamSpec("_P")
 _R = _TypeVar("_R")
 _FLAG = _re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+_QUOTED_COMMAND = _re.compile(r"('tierkit [^']*')")
 
 
 def _python_names(f: _Callable[_P, _R]) -> _Callable[_P, _R]:
@@ -30,7 +31,9 @@ def _python_names(f: _Callable[_P, _R]) -> _Callable[_P, _R]:
             return f(*args, **kwargs)
         except TierkitError as e:
             msg = str(e)
-            named = _FLAG.sub(lambda m: m.group(1).replace("-", "_"), msg)
+            # a command line quoted as advice ('tierkit compare ... --out DIR') keeps its options
+            named = "".join(part if part.startswith("'tierkit ") else _FLAG.sub(lambda m: m.group(1).replace("-", "_"), part)
+                            for part in _QUOTED_COMMAND.split(msg))
             if named == msg:
                 raise
             raise type(e)(named) from None

@@ -811,7 +811,11 @@ def load(directory: PathLike) -> pd.DataFrame:
 
     d = Path(directory)
     if not d.is_dir():
-        raise _core.TierkitError(f"{d}: not a report directory (from 'tierkit compare --out {d}')")
+        what = "a file, not a report directory" if d.exists() else "no such directory"
+        raise _core.TierkitError(
+            f"{d}: {what}: tierkit.load reads the report directory that 'tierkit compare TRACE... --out DIR' writes "
+            "(from Python: tierkit.report.write(tierkit.compare(...), DIR)); one result of 'tierkit simulate --json' "
+            "is read with json.load")
     if (d / "INCOMPLETE").exists():
         raise _core.TierkitError(f"{d / 'INCOMPLETE'}: this report was not finished; run its compare again with force")
     for name in ("results.parquet", "results.jsonl"):
