@@ -159,10 +159,36 @@ def test_kernel_policies_and_damon_are_refused_on_the_host():
     watched = ["/proc/sys/kernel/numa_balancing", "/sys/kernel/mm/numa/demotion_enabled",
                "/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds"]
     before = {p: read(p) for p in watched}
+    # (a kernel policy on a one-node host is refused for the node first: no slow tier to place on)
     for args in (["--policy", "autonuma-tiering"], ["--policy", "damon-tiering"], ["--damon", "on"]):
         rc, out, err = run_cli("run", *args, "--", "true")
-        assert one_error_line(rc, err) and "only inside the testbed VM" in err, (args, err)
+        why = "needs a fast and a slow NUMA node" if one_node_host() and args[0] == "--policy" else "only inside the testbed VM"
+        assert one_error_line(rc, err) and why in err, (args, err)
     assert {p: read(p) for p in watched} == before
+
+
+def one_node_host() -> bool:
+    """This host has one NUMA node with memory (an independent reading of sysfs)."""
+    try:
+        with open("/sys/devices/system/node/has_memory") as f:
+            spec = f.read().strip()
+    except OSError:
+        return True
+    return spec.isdigit()
+
+
+def test_on_one_node_the_first_error_is_the_missing_slow_tier():
+    """A daemon policy on a one-node host: the error names the node and the missing slow tier,
+    not DAMON (on by default for daemon policies), which the user never asked for."""
+    if not one_node_host():
+        pytest.skip("this host has a slow NUMA node")
+    with open("/sys/devices/system/node/has_memory") as f:
+        node = f.read().strip()
+    for policy in ("history", "hyplacer", "interleave"):
+        rc, _, err = run_cli("run", "--dry-run", "--policy", policy)
+        assert one_error_line(rc, err), err
+        assert f"{policy} needs a fast and a slow NUMA node" in err and f"(node {node})" in err, err
+        assert "DAMON" not in err and "--damon" not in err, err
 
 
 def test_run_help_is_the_rust_commands():

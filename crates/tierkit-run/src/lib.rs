@@ -801,12 +801,8 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
             None
         }
     };
-    // machine-wide kernel state is changed only where allowed: said before anything else
-    if kind == Kind::Kernel || damon_on {
-        let what = if kind == Kind::Kernel { spec.name.clone() } else { "DAMON monitoring (--damon)".to_string() };
-        kernel::check_allowed(root, &what)?;
-    }
-    // nodes
+    // nodes: a machine with one node cannot run a policy that places, whatever else is allowed,
+    // so that is said first
     let tiers = match ov.nodes {
         Some((f, s)) => sys::Tiers { fast: f, slow: Some(s), from: "given", nodes: vec![f, s] },
         None => sys::discover_tiers(root, args.fast_node, args.slow_node)?,
@@ -816,10 +812,21 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
         return Err(Error::config(
             "--policy",
             format!(
-                "{} needs a fast and a slow NUMA node, and this machine has one node with memory (node {}); see docs/real-linux.md for the testbed VM",
+                "{} needs a fast and a slow NUMA node, and this machine has one node with memory (node {}): there is no slow tier to place pages on; see docs/real-linux.md for the testbed VM",
                 spec.name, tiers.fast
             ),
         ));
+    }
+    // machine-wide kernel state is changed only where allowed: said before anything starts
+    if kind == Kind::Kernel || damon_on {
+        let what = if kind == Kind::Kernel {
+            spec.name.clone()
+        } else if args.damon == "on" {
+            "DAMON monitoring (--damon on)".to_string()
+        } else {
+            format!("{}'s DAMON monitoring (--damon auto, the default for a daemon policy; --damon off runs without access frequencies)", spec.name)
+        };
+        kernel::check_allowed(root, &what)?;
     }
     // guidance on one node: every tier on it (said on stderr once the guidance is checked)
     if args.guidance.is_some() {
@@ -1562,6 +1569,30 @@ mod tests {
         // the only node need not be node 0
         let t = sys::Tiers { fast: 3, slow: None, from: "single node", nodes: vec![3] };
         assert!(guided::one_node_warning(&t).unwrap().contains("maps to node 3"));
+    }
+
+    // the first error is the real one: on one node a daemon policy has no slow tier, and that is
+    // said (naming the node) before DAMON's default, which the user never asked for
+    #[test]
+    fn one_node_is_said_before_the_default_damon() {
+        let args = |a: &[&str]| Args::try_parse_from(std::iter::once("tierkit-run").chain(a.iter().copied())).unwrap();
+        let err = |a: &Args, root: &Path| match plan(a, None, root) {
+            Ok(_) => panic!("planned"),
+            Err(e) => e.to_string(),
+        };
+        if std::env::var(kernel::ALLOW_ENV).as_deref() == Ok("1") {
+            return; // kernel settings allowed here: the second refusal would not come
+        }
+        let history = args(&["--dry-run", "--policy", "history"]);
+        let e = err(&history, fake_nodes(&[0]).path());
+        assert!(e.contains("history needs a fast and a slow NUMA node") && e.contains("(node 0)") && !e.contains("DAMON"), "{e}");
+        let e = err(&history, fake_nodes(&[2]).path());
+        assert!(e.contains("(node 2)"), "{e}");
+        // two nodes: then DAMON's default is what stops it here, and says it was the default
+        let e = err(&history, fake_nodes(&[0, 1]).path());
+        assert!(e.contains("history's DAMON monitoring (--damon auto, the default") && e.contains("--damon off"), "{e}");
+        let e = err(&args(&["--dry-run", "--damon", "on"]), fake_nodes(&[0]).path());
+        assert!(e.contains("DAMON monitoring (--damon on)"), "{e}");
     }
 
     #[test]
