@@ -102,3 +102,26 @@ def test_load_says_what_it_reads_and_how_to_make_it(tmp_path):
         m = str(e.value)
         assert m.startswith(str(p)) and "'tierkit compare TRACE... --out DIR'" in m, m
         assert "compare out" not in m and "\n" not in m
+
+
+# perf script with no -F over a perf mem recording: perf's default fields (command, tid, cpu,
+# time, period, event, addr, data_src, weight, ip sym dso; tools/perf/builtin-script.c)
+PERF_DEFAULT = """\
+            gups  1234 [000]    12.345678:          1 cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A        35           4005d6 main+0x16 (/home/u/gups)
+            gups  1234 [000]    12.345690:          1        cpu/mem-stores/P:     7ffd1a2b7c40          5080144 |OP STORE|LVL L1 hit|SNP N/A|TLB N/A|LCK N/A|BLK  N/A         0           4005e0 main+0x20 (/home/u/gups)
+     Web Content  1240 [001]    12.345700:          1 cpu/mem-loads,ldlat=30/P:     7ffd1a2bbc40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A        35           4005d6 main+0x16 (/home/u/gups)
+"""
+
+
+def test_perf_scripts_default_output_is_read(cli, tmp_path):
+    f = tmp_path / "gups.perf"
+    f.write_text(PERF_DEFAULT)
+    for extra in ([], ["--format", "perf"]):
+        rc, out, err = cli("trace", "info", f, "--json", *extra)
+        assert rc == 0, err
+        info = json.loads(out)
+        assert info["format"] == "perf" and info["accesses"] == 3 and info["writes"] == 1 and info["threads"] == 2, info
+    # a bad line is still one error naming the file and the line
+    f.write_text(PERF_DEFAULT + "            gups  1234 [000]    12.345800:   cpu/mem-loads/P:  zz\n")
+    line = one_error_line(*cli("trace", "info", f, "--format", "perf")[::2])
+    assert "gups.perf: line 4: " in line and "found 'zz'" in line, line

@@ -200,7 +200,12 @@ fn the_new_formats_leave_detection_of_the_others_as_it_was() {
         ("rw.txt", "R 0,0,1,2,33,4\nW 0,0,1,2,33,5\n", None),
         ("ld-lower.txt", "ld 0x10\n", None),
         ("hex-rw.txt", "0x10 R\n0x20 W\n", Some(Format::Hex)),
-        ("perf-default.txt", "  a.out  4242 [003] 3678.072400:      10007 cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40  4005d6 main+0x16 (/tmp/a.out)\n", None),
+        // perf script's default fields (command first, ip, symbol and dso last) are perf's too
+        (
+            "perf-default.txt",
+            "  a.out  4242 [003] 3678.072400:      10007 cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40  4005d6 main+0x16 (/tmp/a.out)\n",
+            Some(Format::Perf),
+        ),
         ("ramulator2-decimal.txt", "LD 4096\nST 8192\n", Some(Format::Ramulator2)),
         ("perf-minimal.txt", "1.000001: mem-loads: 40\n", Some(Format::Perf)),
     ] {

@@ -588,7 +588,7 @@ impl LineParser for Ramulator2Parser {
     }
 }
 
-const PERF_SYNTAX: &str = "[<tid>] [[<cpu>]] <seconds>.<fraction>: [<period>] <event>: <hex-address> [<data_src> |OP ...]";
+const PERF_SYNTAX: &str = "[[<command>] <tid>] [[<cpu>]] <seconds>.<fraction>: [<period>] <event>: <hex-address> [<data_src> |OP ...]";
 
 /// How an event of a `perf record` session was sampled, from the header `perf script
 /// --header` prints (`# event : name = ..., { sample_period, sample_freq } = N, ..., freq = 1`).
@@ -735,25 +735,48 @@ impl LineParser for PerfParser {
     fn parse(&mut self, line: &str, out: &mut Batch) -> std::result::Result<(), String> {
         let mut it = line.split_whitespace();
         let bad = |tok: &str| format!("expected a perf script sample line ({PERF_SYNTAX}), found '{tok}'");
-        // before the time: the thread id (or pid/tid), then the cpu, both optional
-        let mut tid = 0u32;
-        let mut seen = 0; // 1: a thread id, 2: a cpu
-        let ns = loop {
-            let tok = it.next().ok_or("expected the sample's time (<seconds>.<fraction>:), found the end of the line")?;
-            if let Some(t) = perf_time(tok) {
-                break t?;
-            }
-            let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-            if seen == 0 && (is_digits(tok) || tok.split_once('/').is_some_and(|(p, t)| is_digits(p) && is_digits(t))) {
-                let t = tok.rsplit('/').next().unwrap_or(tok);
-                tid = t.parse::<u32>().map_err(|_| format!("the thread id '{t}' does not fit in 32 bits"))?;
-                seen = 1;
-            } else if seen < 2 && tok.len() > 2 && tok.starts_with('[') && tok.ends_with(']') && is_digits(&tok[1..tok.len() - 1]) {
-                seen = 2;
-            } else {
-                return Err(bad(tok));
+        // before the time: the command name, the thread id (or pid/tid), the cpu, all optional
+        // (perf script's default fields start with the command, `%16s`, which may hold blanks:
+        // the words are read from the right, where the thread id and the cpu are)
+        let is_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let is_tid = |s: &str| is_digits(s) || s.split_once('/').is_some_and(|(p, t)| is_digits(p) && is_digits(t));
+        let is_cpu = |s: &str| s.len() > 2 && s.starts_with('[') && s.ends_with(']') && is_digits(&s[1..s.len() - 1]);
+        let mut before: Vec<&str> = Vec::new();
+        let time = loop {
+            match it.next() {
+                None => break None,
+                Some(tok) => match perf_time(tok) {
+                    Some(t) => break Some(t),
+                    // a command name is at most 15 bytes (TASK_COMM_LEN), so a few words
+                    None if before.len() >= 10 => return Err(bad(before[0])),
+                    None => before.push(tok),
+                },
             }
         };
+        let mut rest = before.as_slice();
+        if let [head @ .., last] = rest {
+            if is_cpu(last) {
+                rest = head;
+            }
+        }
+        let mut tid = 0u32;
+        if let [head @ .., last] = rest {
+            if is_tid(last) {
+                let t = last.rsplit('/').next().unwrap_or(last);
+                tid = t.parse::<u32>().map_err(|_| format!("the thread id '{t}' does not fit in 32 bits"))?;
+                // the command comes only with a thread id, and is not a number or a cpu
+                if let Some(first) = head.first() {
+                    if is_tid(first) || is_cpu(first) {
+                        return Err(bad(first));
+                    }
+                }
+                rest = &[];
+            }
+        }
+        if let Some(first) = rest.first() {
+            return Err(bad(first));
+        }
+        let ns = time.ok_or("expected the sample's time (<seconds>.<fraction>:), found the end of the line")??;
         // the period (optional), then the event
         let mut tok = it.next().ok_or("expected the event name after the time (perf script -F needs event and addr)")?;
         if tok.bytes().all(|b| b.is_ascii_digit()) {
@@ -770,14 +793,17 @@ impl LineParser for PerfParser {
         if let Some(d) = it.next() {
             parse_hex(d).map_err(|_| format!("unexpected '{d}' after the data address (perf script -F may add data_src there, nothing else)"))?;
             let rest_at = d.as_ptr() as usize - line.as_ptr() as usize + d.len();
-            let decode = line[rest_at..].trim_start();
-            if !decode.starts_with('|') {
+            let decode = line[rest_at..].trim();
+            if decode.starts_with('|') {
+                op = decode.find("|OP ").map(|i| decode[i + 4..].split(['|', ' ']).find(|w| !w.is_empty()).unwrap_or(""));
+            } else if !(decode.ends_with(')') && decode.contains(" (") || decode.starts_with('(') && decode.ends_with(')')) {
+                // else perf script's default fields without data_src: the sample's ip, then
+                // its symbol and `(dso)`, which say nothing of the access
                 return Err(format!(
-                    "expected the decoding of data_src ('|OP ...|LVL ...') after '{d}', found '{}'",
+                    "expected the decoding of data_src ('|OP ...|LVL ...') or the sample's symbol and (dso) after '{d}', found '{}'",
                     decode.split_whitespace().next().unwrap_or("")
                 ));
             }
-            op = decode.find("|OP ").map(|i| decode[i + 4..].split(['|', ' ']).find(|w| !w.is_empty()).unwrap_or(""));
         }
         let first = *self.first_ns.get_or_insert(ns);
         let ns = ns.checked_sub(first).ok_or_else(|| {
@@ -1025,6 +1051,32 @@ mod tests {
         }
     }
 
+    /// `perf script` without `-F` over `perf mem record` (or `perf record -d -e ...`): its
+    /// default fields for a sampled event (perf's tools/perf/builtin-script.c, `output[]` and
+    /// `perf_sample__fprintf_start`): the command (`%16s`, blanks allowed), the thread id, the
+    /// cpu when sampled, the time, the period, the event, the address, then `data_src` with its
+    /// decoding, the weight and the ip, symbol and dso; without `data_src`, ip, symbol and dso.
+    #[test]
+    fn perf_script_default_fields() {
+        let lines = [
+            "            gups  1234 [000]  12.345678:          1 cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c40         68100142 |OP LOAD|LVL L1 hit|SNP None|TLB L1 or L2 hit|LCK No|BLK  N/A        35           4005d6 main+0x16 (/home/u/gups)",
+            "     Web Content  1235 [003]  12.345679:      10007         cpu/mem-stores/P:           601040          5080144 |OP STORE|LVL L1 hit|SNP N/A|TLB N/A|LCK N/A|BLK  N/A         0           4005e0 update+0x4 (/home/u/gups)",
+            "            gups  1234  12.345680:     cpu/mem-loads,ldlat=30/P:     7ffd1a2b3c80           4005d6 main+0x16 (/home/u/gups)",
+            "            gups  1234/1236  12.345681:   cpu/mem-loads,ldlat=30/P:     7ffd1a2b3cc0           4005d6 [unknown] (/home/u/gups)",
+        ];
+        let got = parse_all(&mut PerfParser::default(), &lines).unwrap();
+        let rows: Vec<(u64, bool, u64, u32)> = got.iter().map(|x| (x.addr, x.write, x.ns, x.tid)).collect();
+        assert_eq!(
+            rows,
+            vec![(0x7ffd1a2b3c40, false, 0, 1234), (0x601040, true, 1_000, 1235), (0x7ffd1a2b3c80, false, 2_000, 1234), (0x7ffd1a2b3cc0, false, 3_000, 1236)]
+        );
+        // detected as perf, as the -F layout is
+        assert_eq!(sniff(lines.join("\n").as_bytes()), Ok(Format::Perf));
+        // and a line perf would not print is still one error naming what it found
+        let e = PerfParser::default().parse("  gups 1234 12.3: cpu/mem-loads/P: 7f00 4005d6 main", &mut Batch::default()).unwrap_err();
+        assert!(e.contains("or the sample's symbol and (dso) after '4005d6', found 'main'"), "{e}");
+    }
+
     #[test]
     fn perf_lines() {
         // perf script -F tid,time,event,addr,data_src, and the variants section 22 accepts
@@ -1064,15 +1116,17 @@ mod tests {
         assert!(m.notes["perf.sampling"].starts_with("unknown"));
         assert_eq!(m.notes["address_space"], "virtual");
         for (line, expect) in [
-            ("prog 4242 3678.072400: mem-loads: 7f00", "found 'prog'"),
+            ("prog 3678.072400: mem-loads: 7f00", "found 'prog'"),
+            ("prog [001] 3678.072400: mem-loads: 7f00", "found 'prog'"),
             ("4242", "found the end of the line"),
-            ("4242 4243 3678.07: mem-loads: 7f00", "found '4243'"),
-            ("[001] 4242 3678.07: mem-loads: 7f00", "found '4242'"),
+            ("4242 4243 3678.07: mem-loads: 7f00", "found '4242'"),
+            ("[001] 4242 3678.07: mem-loads: 7f00", "found '[001]'"),
             ("3678.07:", "expected the event name"),
             ("3678.07: mem-loads", "expected the event name and a colon"),
             ("3678.07: mem-loads:", "expected the data address"),
             ("3678.07: mem-loads: zz", "expected the data address (hexadecimal)"),
             ("3678.07: mem-loads: 7f00 4005d6 main+0x16", "expected the decoding of data_src"),
+            ("sum 4242 3678.07: mem-loads: 7f00 4005d6 main+0x16 (/bin/sum", "or the sample's symbol and (dso)"),
             ("3678.07: mem-loads: 7f00 main", "unexpected 'main' after the data address"),
             ("3678.0712345678: mem-loads: 7f00", "more than 9 digits"),
             ("99999999999.5: mem-loads: 7f00", "beyond 2^64 ns"),
