@@ -97,6 +97,6 @@ def test_a_recording_speaks_unless_quiet(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONUNBUFFERED", "1")
     rc, _, err = cli("trace", "record", "-o", tmp_path / "s.tkt", "--", "sleep", "6")
     assert rc == 0, err
-    assert "tierkit: recording sleep (trace written so far): " in err, err
+    assert "tierkit: recording sleep (trace records written): " in err, err
     rc, _, err = cli("trace", "record", "-q", "-o", tmp_path / "q.tkt", "--", "sleep", "6")
     assert rc == 0 and "recording sleep" not in err, err

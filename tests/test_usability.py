@@ -125,3 +125,19 @@ def test_perf_scripts_default_output_is_read(cli, tmp_path):
     f.write_text(PERF_DEFAULT + "            gups  1234 [000]    12.345800:   cpu/mem-loads/P:  zz\n")
     line = one_error_line(*cli("trace", "info", f, "--format", "perf")[::2])
     assert "gups.perf: line 4: " in line and "found 'zz'" in line, line
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="recording needs Valgrind")
+def test_a_recordings_progress_counts_what_it_wrote(tmp_path, monkeypatch, capsys):
+    from tierkit import progress
+
+    monkeypatch.setattr(progress, "LINE_FIRST_S", 0.0)
+    monkeypatch.setattr(progress, "LINE_EVERY_S", 1e-3)
+    r = tierkit.record("ls", ["-l", "/"], out=tmp_path / "ls.tkt", progress=True)
+    err = capsys.readouterr().err
+    counts = [int(n.replace(",", "")) for n in re.findall(r"recording ls \(trace records written\): ([\d,]+) records", err)]
+    assert counts and counts == sorted(counts), err
+    done = re.search(r"recording ls \(trace records written\): done, ([\d,]+) records", err)
+    assert done, err
+    s = r["summary"]
+    assert int(done.group(1).replace(",", "")) >= s["accesses"] > 0, (err, s)

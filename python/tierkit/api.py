@@ -154,25 +154,28 @@ def record(program: PathLike, args: Sequence[Any] = (), out: Optional[PathLike] 
     ``cache`` (per-level counts), ``path`` and the trace's ``summary``.
 
     ``progress``: plain lines on stderr while the program runs (after 5 s, then every 15 s:
-    the trace written so far and the time), on a terminal too, where the program's own output
-    shares the screen; False silences them."""
+    the trace records written so far, accesses and events, and the time), on a terminal too,
+    where the program's own output shares the screen; False silences them."""
     from .progress import Watch
 
     prog = os.fspath(program)
     if out is None:
         out = Path.cwd() / (Path(prog).name + ".tkt")
     tool = _ensure_tracer()
-    partial = Path(os.fspath(out) + ".partial")  # where the trace grows (outfile.rs)
+    # the core counts the records it writes (the file itself grows only by whole compressed
+    # chunks, long after the first records); the watch says the count even while the program
+    # is silent. The core handles SIGTERM, SIGINT and SIGHUP while the program runs (passing
+    # them on).
+    written = [0]
 
-    def written() -> int:
-        return partial.stat().st_size if partial.exists() else 0
+    def count(n: int, _total: Optional[int]) -> None:
+        written[0] = n
 
-    # the core handles SIGTERM, SIGINT and SIGHUP while the program runs (passing them on)
-    with Watch(f"recording {Path(prog).name} (trace written so far)", written, progress):
+    with Watch(f"recording {Path(prog).name} (trace records written)", lambda: written[0], progress, unit="record") as w:
         r = _core.trace_record(prog, [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args],
                                os.fspath(out), os.fspath(tool), "default" if cache is None else str(cache), int(context),
                                None if slice is None else str(slice), force, None,
-                               None if kill_after is None else float(kill_after))
+                               None if kill_after is None else float(kill_after), count if w.bar.enabled else None)
     return json.loads(r)
 
 

@@ -42,7 +42,7 @@ def _amount(n: float, unit: str) -> str:
 
 
 def _plural(unit: str) -> str:
-    return unit + "s" if unit in ("model", "run", "page", "cell", "trial") else unit
+    return unit + "s" if unit in ("model", "run", "page", "cell", "trial", "record") else unit
 
 
 class Bar:
@@ -160,4 +160,9 @@ class Watch:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if exc[0] is None and self.bar.enabled:
+            try:  # the closing line says the final amount, not the last second's
+                self.bar.callback(self.amount(), None)
+            except OSError:
+                pass
         self.bar.__exit__(*exc)

@@ -253,7 +253,7 @@ fn trace_synth(
 /// `kill_after`: seconds a program may take to end after a signal sent to the recorder was
 /// passed on to it (then SIGKILL).
 #[pyfunction]
-#[pyo3(signature = (program, args, out, tool_dir, cache="default", context=4, slice=None, force=false, valgrind=None, kill_after=None))]
+#[pyo3(signature = (program, args, out, tool_dir, cache="default", context=4, slice=None, force=false, valgrind=None, kill_after=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn trace_record(
     py: Python<'_>,
@@ -267,6 +267,7 @@ fn trace_record(
     force: bool,
     valgrind: Option<&str>,
     kill_after: Option<f64>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let kill_after = match kill_after {
         None => trace::raw::KILL_AFTER_DEFAULT,
@@ -288,7 +289,16 @@ fn trace_record(
             valgrind: valgrind.map(PathBuf::from),
             kill_after,
         };
-        Ok(serde_json::to_string(&trace::raw::record(&opts)?).unwrap())
+        // progress(records written, None); what it raises or returns is ignored: signals sent
+        // to the recorder are the program's (trace::raw's forwarding), not a reason to stop
+        let mut said = |n: u64| {
+            if let Some(cb) = &progress {
+                Python::attach(|py| {
+                    let _ = cb.call1(py, (n, None::<u64>));
+                });
+            }
+        };
+        Ok(serde_json::to_string(&trace::raw::record_with_progress(&opts, &mut said)?).unwrap())
     })
 }
 

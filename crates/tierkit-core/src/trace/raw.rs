@@ -678,6 +678,13 @@ fn valgrind_version(valgrind: &std::path::Path) -> Result<String> {
 /// program has started, its end, whatever it is, gives a trace and a report.
 #[cfg(unix)]
 pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
+    record_with_progress(opts, &mut |_| {})
+}
+
+/// [`record`], calling `progress` with the number of records written so far (accesses and
+/// events) every 200 ms or so while the program runs, and once at its end: the trace file itself
+/// grows only by whole compressed chunks, long after the first records come.
+pub fn record_with_progress(opts: &RecordOptions, progress: &mut dyn FnMut(u64)) -> Result<RecordReport> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::process::{CommandExt, ExitStatusExt};
 
@@ -840,14 +847,21 @@ pub fn record(opts: &RecordOptions) -> Result<RecordReport> {
     };
     let mut batch = Batch::with_capacity(BATCH_RECORDS);
     let mut write_error = None;
+    let (mut written, mut said) = (0u64, std::time::Instant::now());
     // on a write error keep draining the pipe, so that the program runs to its end unharmed
     while src.next_batch(&mut batch)? {
         if write_error.is_none() {
             if let Err(e) = writer.write_batch(&batch) {
                 write_error = Some(e);
             }
+            written += (batch.len() + batch.events.len()) as u64;
+            if said.elapsed() >= std::time::Duration::from_millis(200) {
+                progress(written);
+                said = std::time::Instant::now();
+            }
         }
     }
+    progress(written);
     let status = wait(&mut child)?;
     if let Some(e) = write_error {
         return Err(e);
