@@ -10,6 +10,7 @@ import re as _re
 from typing import Callable as _Callable, ParamSpec as _ParamSpec, TypeVar as _TypeVar
 
 from . import api as _api
+from .advising import advise as _advise
 from ._core import TierkitError, TierkitInternalError, __version__
 from .policy import HotPromote, Migrate, PeriodicPolicy, PeriodView, Swap
 from .results import Results, plot_runtime, plot_tiers, tiers
@@ -41,6 +42,7 @@ def _python_names(f: _Callable[_P, _R]) -> _Callable[_P, _R]:
     return call
 
 
+advise = _python_names(_advise)
 all_policies = _python_names(_api.all_policies)
 cache_presets = _python_names(_api.cache_presets)
 compare = _python_names(_api.compare)
@@ -72,7 +74,7 @@ write_trace = _python_names(_api.write_trace)
 
 __all__ = [
     "TierkitError", "TierkitInternalError", "__version__",
-    "all_policies", "cache_presets", "compare", "convert", "detect_format", "guide", "heatmap", "kleio", "kleoniki",
+    "advise", "all_policies", "cache_presets", "compare", "convert", "detect_format", "guide", "heatmap", "kleio", "kleoniki",
     "load", "platform", "platforms", "policies", "profile", "profile_sites", "read_trace", "record", "replay", "run", "run_program",
     "simulate", "sweep", "synth", "timeseries", "trace_info", "tune", "tune_trials", "write_trace",
     "HotPromote", "Migrate", "PeriodicPolicy", "PeriodView", "Swap",

@@ -741,6 +741,49 @@ def tune_cmd(
             print(f"warning: {w}")
 
 
+@app.command("advise")
+def advise_cmd(
+    trace: Annotated[Path, typer.Argument(help="trace file (with --program: where the recording goes)")],
+    program_args: Annotated[Optional[List[str]], typer.Argument(help="with --program, after '--': the program and its arguments", metavar="[-- PROGRAM ARGS]")] = None,
+    platform: PlatformOpt = "dram-pmem",
+    fast_capacity: Annotated[str, typer.Option("--fast-capacity", "-c", help="capacity of the fast tier: a fraction of the footprint (0.2) or a size (512M)")] = "",
+    policies: Annotated[Optional[str], typer.Option("--policies", help="candidates, comma-separated (names or specs; a spec that sets the main parameter is not tuned) [default: every deployable policy]")] = None,
+    time_scale: Annotated[Optional[float], typer.Option("--time-scale", help="the policies' clock (docs/models.md); the top candidates also run at K/10 and 10K [default: 1]")] = None,
+    timing: TimingOpt = "simple",
+    format: FormatOpt = None,
+    cache: CacheOpt = None,
+    program: Annotated[bool, typer.Option("--program", help="record the program given after '--' into TRACE first (tierkit trace record; an existing TRACE is used unless --force)")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="run the top two live (tierkit run) on the --program, on a machine with a fast and a slow NUMA node")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="also write the advice as JSON to this file")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite --out; record the --program again")] = False,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="simulations at once [default: every core]")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print the advice as one JSON object")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Which tiering policy to run on a workload and a machine, what it saves, and the command
+    that applies it: every deployable policy, its main parameter tuned, ranked (docs/advise.md)."""
+    from . import advising as advise
+
+    if program_args and not program:
+        raise TierkitError(f"'{program_args[0]}': one trace; to record a program first, give --program -- PROGRAM ARGS")
+    if program and not program_args:
+        raise TierkitError("--program: give the program after '--': tierkit advise TRACE --program -- PROGRAM ARGS")
+    if out is not None:
+        api.check_new_file(out, force)
+    df = advise.advise(trace, platform, fast_capacity, policies, time_scale, timing, format, cache,
+                       program_args if program else None, verify, force, workers, progress=_progress(quiet))
+    a = df.attrs["advice"]
+    if out is not None:
+        from .output import write_text
+
+        write_text(out, json.dumps(a, indent=1) + "\n", force)
+        print(f"wrote {out}", file=sys.stderr)
+    if json_out:
+        print(json.dumps(a))
+        return
+    print("\n".join(advise.text(a)))
+
+
 def _print_study(r: dict) -> None:
     print(f"trace {r['trace']}: {r['pages']:,} pages, {r['periods']:,} periods of {r['period']:,} accesses; "
           f"{r['platform']}, fast capacity {r['fast_capacity']}")
