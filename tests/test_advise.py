@@ -208,9 +208,14 @@ def test_verify_compares_measured_with_predicted(gcc_advice):
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("gcc") is None, reason="no valgrind or gcc")
-def test_program_is_recorded_first(progs, tmp_path):
+def test_program_is_recorded_first(cli, progs, tmp_path):
     t = tmp_path / "prog.tkt"
-    df = tierkit.advise(t, fast_capacity=0.5, policies="nimble", program=[str(progs / "three_sites")], store=False,
-                        workers=1, progress=False)
-    assert t.exists() and df.attrs["advice"]["allocations"] > 0
-    assert df.attrs["advice"]["recommendation"]["command"].endswith(f"-- {progs / 'three_sites'}")
+    prog = progs / "three_sites"
+    rc, out, err = cli("advise", t, "-c", "0.5", "--policies", "nimble", "-q", "-j", "1", "--json", "--program", "--", prog)
+    assert rc == 0, err
+    a = json.loads(out)  # the program's own output went to stderr
+    assert t.exists() and a["allocations"] > 0 and "hot " in err
+    assert a["recommendation"]["command"].endswith(f"-- {prog}")
+    # the trace exists: advised on as it is, said on stderr
+    rc, out, err = cli("advise", t, "-c", "0.5", "--policies", "nimble", "-q", "-j", "1", "--program", "--", prog)
+    assert rc == 0 and "exists: advising on it" in err and out.strip().splitlines()[-1].startswith("Run: ")

@@ -708,7 +708,15 @@ def _record(trace: PathLike, program: Sequence[str], force: bool, progress: Opti
         print(f"tierkit advise: {os.fspath(trace)} exists: advising on it (--force records the program again)",
               file=sys.stderr)
         return
-    r = record(program[0], list(program[1:]), trace, force=force, progress=progress)
+    # the program's output goes to stderr: this command's standard output is the advice
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        r = record(program[0], list(program[1:]), trace, force=force, progress=progress)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     if r["status"] != 0:
         print(f"tierkit advise: warning: {program[0]} exited with status {r['status']} while recorded", file=sys.stderr)
     if r.get("incomplete"):
