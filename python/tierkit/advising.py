@@ -282,13 +282,8 @@ def _candidates(policies: Optional[Union[str, Sequence[str]]], has_allocs: bool)
             name = deploy.name_of(spec)
             if name not in reg:
                 raise TierkitError(f"--policies: unknown policy '{name}' (known: {', '.join(reg)})")
-            # a mistake in a spec is one error line now, not after the runs
             _core.parse_policy_spec(spec)
-            known = _params(name)
-            for k in _args_of(spec):
-                if k not in known:
-                    raise TierkitError(f"--policies: {spec}: '{name}' has no parameter '{k}' (its parameters: "
-                                       f"{', '.join(known)})")
+            _check_spec(spec)
             if name in ("all-fast", "all-slow"):
                 continue  # baselines: always run
             (given if deploy.how(name) in deploy.DEPLOYABLE else refs).append(spec)
@@ -308,6 +303,29 @@ def _candidates(policies: Optional[Union[str, Sequence[str]]], has_allocs: bool)
             continue
         out.append(spec)
     return list(dict.fromkeys(out)), list(dict.fromkeys(refs)), skipped
+
+
+def _check_spec(spec: str) -> None:
+    """A mistake in a spec of ``--policies`` (an unknown parameter, a bad value) is one error
+    line before the runs: the spec is run on a trace of two accesses, where the engine reads
+    its parameters as every run does (old parameter names included: policy::params::RENAMED).
+    Guided placement's specs are made into guidance from the trace's profile: checked by their
+    runs."""
+    import tempfile
+
+    from ._engine import run as run_one
+    from .api import write_trace
+
+    name = deploy.name_of(spec)
+    if name in ("guided", "kleio", "kleoniki") or ":" not in spec:
+        return
+    with tempfile.TemporaryDirectory(prefix="tierkit-advise-") as tmp:
+        t = os.path.join(tmp, "check.tkt")
+        write_trace(t, [0x10_0000, 0x20_0000])
+        try:
+            run_one(t, "dram-pmem", spec, 0.5, None, "simple", None, None, False)
+        except TierkitError as e:
+            raise TierkitError(f"--policies: {spec}: {str(e).removeprefix('--policy: ')}") from None
 
 
 def _check_capacity(run: Runner, summary: dict, K: float) -> None:
