@@ -49,7 +49,7 @@ class SharedDict(dict):
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
 
 class Results(list):
