@@ -40,3 +40,19 @@ def test_the_command_carries_the_spec_and_the_fast_capacity():
     c = deploy.command("guided:strategy=hotset", g)
     assert c.startswith("tierkit profile w.tkt -o profile.json && tierkit guide profile.json -s hotset -c 0.125 -o guidance.json")
     assert c.endswith("tierkit run --guidance guidance.json --fast-capacity 400K -- PROGRAM")
+
+
+def test_a_history_period_in_accesses_becomes_the_time_it_spanned(zipf_trace):
+    import tierkit
+
+    r = tierkit.run(zipf_trace, "dram-pmem", "history:period=10K", fast_capacity=0.2)
+    per_access = r["runtime_ns"] / r["accesses"]
+    spec = deploy.live_spec("history:period=10K", r)
+    ns = deploy.time_ns(spec.split("period=")[1])
+    assert spec.startswith("history:period=") and ns == pytest.approx(10_000 * per_access, rel=5e-3)
+    # the default period (1000 accesses) too, and the other arguments are kept
+    assert deploy.live_spec("history:bins=4", r).startswith("history:bins=4,period=")
+    # a time is kept as it is, as is every other policy
+    assert deploy.live_spec("history:period=100ms", r) == "history:period=100ms"
+    assert deploy.live_spec("nimble:period=1s", r) == "nimble:period=1s"
+    assert "--policy history:period=" in deploy.command("history:period=10K", r) and "10K" not in deploy.command("history:period=10K", r)

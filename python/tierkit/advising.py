@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shlex
 import sys
 import time
@@ -66,28 +65,10 @@ GUIDED_STRATEGIES = ("thermos", "hotset", "knapsack")
 #: a policy with no live version, and a hardware one
 REFERENCE = ("oracle", "tpp", "cache-mode")
 
-_UNITS_NS = (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000), ("ns", 1))
 
 
-def _time_ns(v: str) -> Optional[float]:
-    """A period written as a time (``100ms``, ``1s``) in ns; None for accesses or instructions."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*(ns|us|µs|ms|s)\s*", str(v))
-    if not m:
-        return None
-    scale = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}[m.group(2)]
-    return float(m.group(1)) * scale
-
-
-def fmt_time(ns: float) -> str:
-    """A time as a period parameter takes it, in the largest unit that writes it whole."""
-    n = max(1, int(round(ns)))
-    for unit, div in _UNITS_NS:
-        if n >= div and n % div == 0:
-            return f"{n // div}{unit}"
-    for unit, div in _UNITS_NS:
-        if n >= 10 * div:
-            return f"{int(round(n / div))}{unit}"
-    return f"{n}ns"
+_time_ns = deploy.time_ns
+fmt_time = deploy.fmt_time
 
 
 def _params(name: str) -> dict[str, dict]:
@@ -227,12 +208,8 @@ class Runner:
 
 
 def _history_time_spec(period_accesses: int, r: dict, time_scale: float, fixed: Sequence[str]) -> str:
-    """history's period in accesses as the time a daemon counts (live, a period is a time:
-    docs/real-linux.md): the accesses times the simulated ns per access of the run that chose
-    it, times the time scale (a time in a spec is divided by K when it runs)."""
-    ns = period_accesses * r["runtime_ns"] / max(1, r["accesses"]) * time_scale
-    ns = max(1000.0, float(f"{ns:.3g}"))  # three significant digits: a period, not a measurement
-    return _spec("history", [f"period={fmt_time(ns)}", *fixed])
+    """history's period in accesses as the time a daemon counts (tierkit.deploy.live_period)."""
+    return _spec("history", [f"period={deploy.live_period(period_accesses, r, time_scale)}", *fixed])
 
 
 def _cori(run: Runner, accesses: int, time_scale: float, extra: Sequence[str]) -> dict:

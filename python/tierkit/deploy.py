@@ -10,6 +10,7 @@ have no command: they are bounds and studies, not choices."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from functools import lru_cache
 from typing import Any, Mapping, Optional
@@ -132,6 +133,64 @@ def fast_bytes(r: Mapping[str, Any]) -> Optional[int]:
     return int(pages) * page
 
 
+_UNITS_NS = (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000), ("ns", 1))
+
+
+def time_ns(v: str) -> Optional[float]:
+    """A period written as a time (``100ms``, ``1s``) in ns; None for accesses or instructions."""
+    m = re.fullmatch(r"\s*([0-9.]+)\s*(ns|us|µs|ms|s)\s*", str(v))
+    if not m:
+        return None
+    scale = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def fmt_time(ns: float) -> str:
+    """A time as a period parameter takes it, in the largest unit that writes it whole."""
+    n = max(1, int(round(ns)))
+    for unit, div in _UNITS_NS:
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    for unit, div in _UNITS_NS:
+        if n >= 10 * div:
+            return f"{int(round(n / div))}{unit}"
+    return f"{n}ns"
+
+
+def live_period(period_accesses: int, r: Mapping[str, Any], time_scale: float = 1.0) -> str:
+    """A period of ``period_accesses`` accesses as the time it spanned in the run ``r``, which
+    is what a daemon counts: live, `tierkit run` takes history's period as a time
+    (docs/real-linux.md), and a program's accesses are not counted there. Three significant
+    digits, at least 1 µs."""
+    ns = period_accesses * float(r["runtime_ns"]) / max(1, int(r["accesses"])) * time_scale
+    ns = max(1000.0, float(f"{ns:.3g}"))
+    return fmt_time(ns)
+
+
+def _accesses(v: str) -> Optional[int]:
+    """A period in accesses (``1000``, ``10K``, ``2M``); None for anything else."""
+    m = re.fullmatch(r"\s*([0-9]+)\s*([KMG]?)\s*", str(v))
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 1000, "M": 1000_000, "G": 1000_000_000}[m.group(2)]
+
+
+def live_spec(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
+    """The spec `tierkit run` takes for a simulated one: a history period counted in accesses
+    (its default, 1000) becomes the time it spanned in ``result``; anything else as it is."""
+    name, _, rest = str(policy).partition(":")
+    if name != "history" or result is None or not result.get("accesses"):
+        return str(policy)
+    args = [kv for kv in rest.split(",") if kv] if rest else []
+    period = next((kv.split("=", 1)[1] for kv in args if kv.startswith("period=")), "1000")
+    n = _accesses(period)
+    if n is None:
+        return str(policy)
+    k = float((result.get("config") or {}).get("time_scale") or 1.0)
+    args = [kv for kv in args if not kv.startswith("period=")] + [f"period={live_period(n, result, k)}"]
+    return name + ":" + ",".join(args)
+
+
 def command(policy: str, result: Optional[Mapping[str, Any]] = None, program: str = "PROGRAM",
             trace: Optional[str] = None) -> Optional[str]:
     """The command that applies the policy to a program on a tiered machine, or None when it
@@ -155,5 +214,5 @@ def command(policy: str, result: Optional[Mapping[str, Any]] = None, program: st
         return (f"tierkit profile {shlex.quote(src)} -o profile.json && "
                 f"tierkit guide profile.json -s {strategy}" + (f" -c {c}" if c else "") + " -o guidance.json && "
                 f"tierkit run --guidance guidance.json{capopt} -- {program}")
-    spec = shlex.quote(str(policy))
+    spec = shlex.quote(live_spec(policy, result))
     return f"tierkit run --policy {spec}{capopt} -- {program}"
