@@ -172,6 +172,9 @@ pub struct Job<'a> {
     /// A mix of programs: each core's accesses are in an address space of its own (the
     /// owner of a page is its address's bits from [`PROGRAM_SHIFT`](crate::trace::mix::PROGRAM_SHIFT)).
     pub programs: bool,
+    /// Accesses a core runs at once before the cores are compared again (`--quantum`, 1:
+    /// exact interleaving; more warns, see [`quantum_warning`]).
+    pub quantum: usize,
 }
 
 impl<'a> Job<'a> {
@@ -194,6 +197,7 @@ impl<'a> Job<'a> {
             cores: 1,
             board: None,
             programs: false,
+            quantum: 1,
         }
     }
 
@@ -202,6 +206,7 @@ impl<'a> Job<'a> {
         self.cores = mix.cores();
         self.board = Some(mix.board());
         self.programs = programs;
+        self.quantum = mix.quantum();
         self
     }
 
@@ -1090,6 +1095,20 @@ fn capacity_warning(resolved: &Resolved, pages: u64, page_bytes: u64, needs: &Ne
     ))
 }
 
+/// A quantum above 1 on several cores is lax synchronization (docs/models.md, "Many cores"):
+/// a core runs that many accesses before the cores are compared again, so its later requests
+/// reach the shared queues before other cores' earlier ones and the runtime comes out longer.
+/// The figures are the measured error on `bench/mix.py`'s 16-program mixes (docs/models.md,
+/// "Lax synchronization's error"; bench/README.md, "mix").
+pub fn quantum_warning(cores: usize, quantum: usize) -> Option<String> {
+    if cores < 2 || quantum < 2 {
+        return None;
+    }
+    Some(format!(
+        "quantum {quantum}: lax synchronization is not exact (each core runs {quantum} accesses before the cores are compared again); on a bandwidth-bound 16-program mix on dram-dcpmm the runtime came out 1.55x quantum 1's at quantum 2, 1.85x at 4 and 5.41x at 16, and 4.8x to 13.5x on a latency-bound one (docs/models.md, \"Many cores\"); use --quantum 1 for results"
+    ))
+}
+
 /// A size for people: 512 MiB, 8.2 MiB, 4 KiB.
 fn human_bytes(b: u64) -> String {
     let (v, unit) = match b {
@@ -1262,6 +1281,10 @@ fn run_with<P: Policy, T: Timing>(mut policy: P, job: &mut Job, make_timing: imp
     let ran = RunExtent { runtime_ns: report.runtime_ns, accesses: k, instructions: (meta.time_insn && wants_insn).then_some(last_insn) };
     let mut warnings = run_warnings(&policy, job, &label, period, acts, ms.migrations, &ran, digest.as_deref(), coalesced, st.now.period);
     if let Some(w) = capacity_warning(&resolved, st.pm.len() as u64, page_bytes, &needs) {
+        say_once(&w);
+        warnings.push(w);
+    }
+    if let Some(w) = quantum_warning(job.cores, job.quantum) {
         say_once(&w);
         warnings.push(w);
     }

@@ -301,3 +301,24 @@ fn a_reconciled_pair_of_two_programs_halts_each_for_its_page() {
         assert!((grew - 1e6).abs() < 1e-3, "core {c} grew by {grew} ns");
     }
 }
+
+#[test]
+fn a_quantum_above_one_warns_that_it_is_not_exact_and_quantum_one_does_not() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write_trace(d.path(), "a.tkt", &program().iter().map(|&(x, w)| (x, w, 0)).collect::<Vec<_>>());
+    let shared: Arc<dyn TraceOpener + Send> = Arc::new(a.clone());
+    let lax = |w: &[String]| w.iter().any(|w| w.contains("lax synchronization is not exact") && w.contains("docs/models.md"));
+    for quantum in [1, 2, 16] {
+        let mix = MixOpener::programs(vec![shared.clone(), shared.clone()], quantum).unwrap();
+        let m = run(&mix, Some((&mix, true)), "first-touch", &format!("quantum {quantum}"));
+        assert_eq!(lax(&m.warnings), quantum > 1, "programs, quantum {quantum}: {:?}", m.warnings);
+        let threads = MixOpener::threads(Arc::new(a.clone()), 2, quantum).unwrap();
+        let th = run(&threads, Some((&threads, false)), "first-touch", &format!("quantum {quantum}"));
+        assert_eq!(lax(&th.warnings), quantum > 1, "threads, quantum {quantum}: {:?}", th.warnings);
+        if quantum > 1 {
+            assert!(m.warnings.iter().any(|w| w.starts_with(&format!("quantum {quantum}:"))), "{:?}", m.warnings);
+        }
+    }
+    // one core: the quantum changes nothing and says nothing
+    assert_eq!(tierkit_core::engine::quantum_warning(1, 16), None);
+}

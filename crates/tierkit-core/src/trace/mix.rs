@@ -405,6 +405,11 @@ impl MixOpener {
         }
     }
 
+    /// Accesses a core runs at once (1: exact interleaving).
+    pub fn quantum(&self) -> usize {
+        self.quantum
+    }
+
     pub fn board(&self) -> Arc<ClockBoard> {
         self.board.clone()
     }
