@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 import test_alloc_runtime as t  # noqa: E402  (the tests' guidance builder and runner)
+from clock import Clock  # noqa: E402  (bench/clock.py, beside this script)
 
 
 def main():
@@ -36,22 +37,22 @@ def main():
     subprocess.run(["gcc", "-O1", "-g", "-pthread", str(t.C_DIR / "stress.c"), "-o", str(exe), "-ldl"], check=True)
     g = t.stress_guidance(exe, lib, d)
     rep = d / "rep.json"
-    t0 = time.perf_counter()
-    p = t.run(exe, [a.seconds, a.threads, "rlimit"], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep),
+    with Clock() as c:
+        p = t.run(exe, [a.seconds, a.threads, "rlimit"], lib, {"TIERKIT_GUIDANCE": str(g), "TIERKIT_ALLOC_REPORT": str(rep),
                                                          "TIERKIT_ALLOC_DEBUG_FAIL_EXTENT": "3", "STRESS_ARENAS": "0,1,0,1,0,1",
-                                                         "TIERKIT_ALLOC_RESERVE": "512M"}, timeout=a.seconds * 3 + 60)
-    wall = time.perf_counter() - t0
+                                                             "TIERKIT_ALLOC_RESERVE": "512M"}, timeout=a.seconds * 3 + 60)
+    wall = c.wall_s
     f = p.stdout.split()
     stats = dict(zip(f[::2], map(int, f[1::2])))
     r = json.loads(rep.read_text()) if rep.exists() else {}
     ok = p.returncode == 0 and stats.get("refused", 0) > 0 and all(x["range_bytes_used"] < 1 << 30 for x in r.get("arenas", []))
-    out = {"seconds": a.seconds, "threads": a.threads, "wall_s": wall, "exit_status": p.returncode, "ok": ok, "program": stats,
+    out = {"seconds": a.seconds, "threads": a.threads, "wall_s": wall, "cpu_s": c.children_cpu_s, "exit_status": p.returncode, "ok": ok, "program": stats,
            "report": {k: r.get(k) for k in ("allocations_total", "allocations_unmatched", "unwinds", "arena_fallbacks",
                                             "extent_failures", "extent_failures_injected", "explicit_tcaches")},
            "arenas": [{k: x[k] for k in ("id", "allocations", "range_bytes_used", "pages_present")} for x in r.get("arenas", [])],
            "stderr": p.stderr[-2000:], "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count()}
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps({k: out[k] for k in ("ok", "wall_s", "program", "report")}))
+    print(json.dumps({k: out[k] for k in ("ok", "wall_s", "cpu_s", "program", "report")}))
     return 0 if ok else 1
 
 

@@ -23,10 +23,10 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from clock import Clock
 
 from tierkit.learned import lstm as learn
 from tierkit.learned.lstm import TrainConfig
@@ -55,13 +55,15 @@ def synth(M: int, T: int, bins: int = 8, seed: int = 0) -> tuple[np.ndarray, np.
     return out, kind
 
 
-def best(f, repeats: int) -> float:
-    t = []
+def best(f, repeats: int) -> tuple[float, float]:
+    """Best wall and best CPU seconds (this process, every thread: PyTorch's included)."""
+    t, c = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        t.append(time.perf_counter() - t0)
-    return min(t)
+        with Clock() as k:
+            f()
+        t.append(k.wall_s)
+        c.append(k.cpu_s)
+    return min(t), min(c)
 
 
 def bench_device(device: str, sizes: list[int], repeats: int) -> dict:
@@ -70,29 +72,31 @@ def bench_device(device: str, sizes: list[int], repeats: int) -> dict:
     for M in sizes:
         series, kind = synth(M, T, seed=M)
         cfg = TrainConfig(device=device)
-        times, models = [], None
+        times, cpu, models = [], [], None
         for _ in range(repeats):
-            models = learn.train(series, cfg)
+            with Clock() as k:
+                models = learn.train(series, cfg)
             times.append(models.train_seconds)
+            cpu.append(k.cpu_s)
         s = min(times)
         out = learn.predict(models, series)
         acc = (out[:, cfg.history:] == series[:, cfg.history:]).mean(1)
-        row = {"models": M, "seconds": round(s, 2), "seconds_per_1000": round(s / M * 1000, 2),
+        row = {"models": M, "seconds": round(s, 2), "seconds_per_1000": round(s / M * 1000, 2), "cpu_seconds": round(min(cpu), 2),
                "distinct_windows_share": round(models.info["distinct_windows"] / models.info["windows"], 3),
                "chunks": models.info["chunks"]}
         for k, name in enumerate(KINDS):
             row[f"accuracy_{name}"] = round(float(acc[kind == k].mean()), 4)
         row["periodic_exact_share"] = round(float((acc[kind == 0] == 1).mean()), 4)
         res["train"].append(row)
-        print(f"  [{device}] trained {M} models in {s:.1f} s", file=sys.stderr, flush=True)
+        print(f"  [{device}] trained {M} models in {s:.1f} s ({min(cpu):.1f} CPU s)", file=sys.stderr, flush=True)
         if M == 1000 or served is None:
             served = models
     for P in (1000, 10000):
         x = synth(P, T, seed=P)[0][:, -(cfg.history + 1):]  # the last K periods, and the next
         owner = np.arange(P) % served.count
         learn.predict(served, x, owner)  # warm
-        s = best(lambda: learn.predict(served, x, owner), max(repeats, 10))
-        res["predict"].append({"pages": P, "models": served.count, "ms_per_period": round(s * 1e3, 2)})
+        s, c = best(lambda: learn.predict(served, x, owner), max(repeats, 10))
+        res["predict"].append({"pages": P, "models": served.count, "ms_per_period": round(s * 1e3, 2), "cpu_ms_per_period": round(c * 1e3, 2)})
     return res
 
 

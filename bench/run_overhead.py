@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from clock import Clock
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "run_overhead.json"
 BIN = ROOT / "target" / "release" / "tierkit-run"
@@ -42,19 +44,25 @@ def best(xs):
 
 
 def host_native(args, repeats):
-    walls = []
+    """Wall seconds of each run, and CPU seconds (the program's, RUSAGE_CHILDREN)."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        t = time.perf_counter()
-        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - t)
-    return walls
+        with Clock() as c:
+            subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+        walls.append(c.wall_s)
+        cpus.append(c.children_cpu_s)
+    return walls, cpus
 
 
 def host_run(tk_args, args, repeats):
+    """Each run's report, with ``cpu_s``: the CPU seconds of tierkit-run and the program
+    together (RUSAGE_CHILDREN), the figure to compare with the program's alone."""
     walls, reports = [], []
     for _ in range(repeats):
-        out = subprocess.run([str(BIN), "--json", *tk_args, "--", *args], check=True, stdout=subprocess.PIPE, text=True).stdout
+        with Clock() as c:
+            out = subprocess.run([str(BIN), "--json", *tk_args, "--", *args], check=True, stdout=subprocess.PIPE, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
+        r["cpu_s"] = c.children_cpu_s
         walls.append(r["wall_s"])
         reports.append(r)
     return walls, reports
@@ -65,6 +73,7 @@ def summary(r):
     gib = r["pages"]["peak_fast"] + r["pages"]["peak_slow"]
     return {
         "wall_s": r["wall_s"],
+        "cpu_s": r.get("cpu_s"),
         "daemon_cpu_s": r["daemon_cpu_s"],
         "daemon_cpu_s_per_s_per_gib": r["daemon_cpu_s_per_s_per_gib"],
         "observations": r["observations"],
@@ -76,13 +85,14 @@ def summary(r):
 
 def bench_host(work, repeats):
     prog = [str(RWMIX), "--size", "medium", "--work", str(work)]
-    native = host_native(prog, repeats)
-    rows = [{"config": "alone", "wall_s": best(native), "ratio": 1.0}]
+    native, native_cpu = host_native(prog, repeats)
+    rows = [{"config": "alone", "wall_s": best(native), "cpu_s": best(native_cpu), "ratio": 1.0, "cpu_ratio": 1.0}]
     for name, tk in [("first-touch, observing, 1 s (default)", ["--policy", "first-touch", "--damon", "off"]),
                      ("first-touch, observing, 100 ms", ["--policy", "first-touch", "--damon", "off", "--interval", "100ms"])]:
         walls, reports = host_run(tk, prog, repeats)
         i = walls.index(best(walls))
-        rows.append({"config": name, **summary(reports[i]), "ratio": best(walls) / best(native)})
+        rows.append({"config": name, **summary(reports[i]), "ratio": best(walls) / best(native),
+                     "cpu_ratio": min(r["cpu_s"] for r in reports) / best(native_cpu)})
     return {"program": " ".join(["rwmix"] + prog[1:]), "rows": rows}
 
 
@@ -135,12 +145,15 @@ def bench_vm(work, repeats):
 
 def show(title, part):
     print(f"\n{title}: {part['program']}")
-    print(f"{'config':44} {'wall s':>8} {'ratio':>6} {'cpu s':>7} {'cpu/s/GiB':>9} {'obs':>4} {'moved':>7}")
+    # cpu s: the program's CPU alone, or tierkit-run's and the program's (host rows); daemon: tierkit-run's own
+    print(f"{'config':44} {'wall s':>8} {'ratio':>6} {'cpu s':>7} {'cpu ratio':>9} {'daemon s':>8} {'cpu/s/GiB':>9} {'obs':>4} {'moved':>7}")
     for r in part["rows"]:
         if "error" in r:
             print(f"{r['config']:44} {r['error']}")
             continue
-        print(f"{r['config']:44} {r['wall_s']:8.2f} {r['ratio']:6.3f} {r.get('daemon_cpu_s', 0):7.3f} "
+        cpu, cr = r.get("cpu_s"), r.get("cpu_ratio")
+        print(f"{r['config']:44} {r['wall_s']:8.2f} {r['ratio']:6.3f} {'-' if cpu is None else f'{cpu:.3f}':>7} "
+              f"{'-' if cr is None else f'{cr:.3f}':>9} {r.get('daemon_cpu_s', 0):8.3f} "
               f"{r.get('daemon_cpu_s_per_s_per_gib', 0):9.3f} {r.get('observations', 0):4} {r.get('migrations_done', 0):7}")
 
 
