@@ -21,10 +21,11 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 VENDORED = ROOT / "data" / "traces"
 
 
-def run_cli(*args, cwd=None):
-    """Run the tierkit command; returns (returncode, stdout, stderr)."""
+def run_cli(*args, cwd=None, env=None):
+    """Run the tierkit command (``env``: variables set beside the test's own); returns
+    (returncode, stdout, stderr)."""
     p = subprocess.run([sys.executable, "-m", "tierkit.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                       env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                       env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     return p.returncode, p.stdout, p.stderr
 
 

@@ -183,11 +183,14 @@ def test_verify_needs_two_nodes(cli, zipf_trace, tmp_path):
         advising.check_two_nodes(str(one))
     (one / "has_memory").write_text("0-1\n")
     advising.check_two_nodes(str(one))
+    # with one node, --verify goes to the testbed VM; with neither, one line says both
+    assert advising.verify_where(str(one)) == "host"
     if len(advising.nodes_with_memory()) >= 2:
         pytest.skip("this machine has a fast and a slow node: --verify would run")
-    rc, out, err = cli("advise", zipf_trace, "-c", "0.1", "-q", "--verify", "--program", "--", "true")
+    env = {"TIERKIT_TESTBED_BUILD": str(tmp_path / "no-testbed")}
+    rc, out, err = cli("advise", zipf_trace, "-c", "0.1", "-q", "--verify", "--program", "--", "true", env=env)
     lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and "NUMA" in lines[0] and out == "", err
+    assert rc == 2 and len(lines) == 1 and "NUMA" in lines[0] and "testbed VM cannot run here" in lines[0] and out == "", err
 
 
 def test_verify_compares_measured_with_predicted(gcc_advice):

@@ -56,3 +56,11 @@ def test_a_history_period_in_accesses_becomes_the_time_it_spanned(zipf_trace):
     assert deploy.live_spec("history:period=100ms", r) == "history:period=100ms"
     assert deploy.live_spec("nimble:period=1s", r) == "nimble:period=1s"
     assert "--policy history:period=" in deploy.command("history:period=10K", r) and "10K" not in deploy.command("history:period=10K", r)
+
+
+def test_a_memory_policy_with_parameters_is_simulation_only():
+    # tierkit run sets interleave at exec with equal weights; weights are not taken live
+    assert deploy.deployable("interleave") and not deploy.deployable("interleave:weights=1/3")
+    assert "equal weights" in deploy.why("interleave:weights=1/3")
+    assert deploy.label("interleave:weights=1/3") == deploy.LABELS["not_live"]
+    assert deploy.command("interleave:weights=1/3") is None

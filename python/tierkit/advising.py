@@ -13,9 +13,11 @@ advice. Policies that need hardware, future knowledge or have no live version ar
 reference only, with why they cannot be deployed."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from contextlib import redirect_stdout
@@ -56,7 +58,8 @@ SEARCH: dict[str, dict[str, Any]] = {
     "memos": {"param": "period", "how": "times", "fixed": "balance=off"},
     "damon-tiering": {"param": "aggr", "how": "times"},
     "autonuma-tiering": {"param": "scan_period_ms", "how": "times"},
-    "interleave": {"param": "weights", "how": "choices", "values": ["1/3", "1/1", "3/1"], "default_index": 1},
+    # live, a memory policy is set at exec without parameters (MPOL_INTERLEAVE: equal weights)
+    "interleave": {"param": None, "how": "none"},
     "first-touch": {"param": None, "how": "none"},
 }
 #: guided placement's strategies, each a candidate of its own when the trace has allocations
@@ -339,18 +342,20 @@ def advise(trace: PathLike, platform: str = "dram-pmem", fast_capacity: Union[fl
     (``--time-scale``, default 1); the top candidates are also run at a tenth and ten times it.
     ``program``: record the trace first (``tierkit trace record``; an existing trace is used
     unless ``force``); ``verify``: then run the top two live (``tierkit run``) on a machine
-    with a fast and a slow NUMA node and report measured against predicted. ``store``: the
+    with a fast and a slow NUMA node, or else in the testbed VM when it can boot here, and
+    report measured against predicted. ``store``: the
     sweep result store that keeps the runs (True: tierkit's cache folder, unless
     ``TIERKIT_CACHE=off``; a folder; False or None: none). ``workers``: runs at once (default:
     every core)."""
     t0, c0 = time.perf_counter(), _cpu()
+    where = "host"
     _, K = check_scale(1, 1.0 if time_scale is None else time_scale)
     if fast_capacity is None or str(fast_capacity).strip() == "":
         raise TierkitError("--fast-capacity: give the fast tier's capacity (a fraction of the footprint, 0.2, or a size, 512M)")
     if verify:
         if not program:
             raise TierkitError("--verify: give the program to run (--program -- PROGRAM ARGS)")
-        check_two_nodes()
+        where = verify_where()
     if program:
         _record(trace, program, force, progress)
     elif not os.path.exists(os.fspath(trace)):
@@ -372,7 +377,7 @@ def advise(trace: PathLike, platform: str = "dram-pmem", fast_capacity: Union[fl
     run = Runner(trace, platform, str(fast_capacity), timing, format, cache, workers or cpu_count(), progress,
                  store or None)
     try:
-        df = _advise_on(run, trace, platform, fast_capacity, policies, K, timing, program, verify, progress, summary,
+        df = _advise_on(run, trace, platform, fast_capacity, policies, K, timing, program, where if verify else False, progress, summary,
                         cands, refs, skipped)
     finally:
         run.close()
@@ -384,7 +389,7 @@ def advise(trace: PathLike, platform: str = "dram-pmem", fast_capacity: Union[fl
 
 def _advise_on(run: Runner, trace: PathLike, platform: str, fast_capacity: Union[float, str],
                policies: Optional[Union[str, Sequence[str]]], K: float, timing: str, program: Optional[Sequence[str]],
-               verify: bool, progress: Optional[bool], summary: dict, cands: list[str], refs: list[str],
+               verify: Union[bool, str], progress: Optional[bool], summary: dict, cands: list[str], refs: list[str],
                skipped: list[dict]) -> pd.DataFrame:
     import pandas as pd
 
@@ -567,7 +572,7 @@ def _advise_on(run: Runner, trace: PathLike, platform: str, fast_capacity: Union
         sens["parameter"] = _grid_sensitivity(w, best, rows)
     sens["time_scale"] = _scale_sensitivity(run, rows, K, rec["policy"])
 
-    verified = verify_live(rows, results, program, trace, progress) if verify else None
+    verified = verify_live(rows, results, program, trace, progress, where=verify) if verify else None
     advice: dict[str, Any] = {
         "trace": os.fspath(trace), "accesses": accesses, "pages": int(summary["pages"]),
         "allocations": int(summary.get("allocs") or 0), "platform": platform, "fast_capacity": str(fast_capacity),
@@ -742,17 +747,108 @@ def check_two_nodes(root: str = "/sys/devices/system/node") -> None:
                            "VM, docs/real-linux.md)")
 
 
+def verify_where(root: str = "/sys/devices/system/node") -> str:
+    """Where ``--verify`` runs the top two live: ``host`` on a machine with a fast and a slow
+    NUMA node, else ``vm``, the testbed VM (docs/real-linux.md) when it can boot here; one
+    error line saying both when neither can."""
+    if len(nodes_with_memory(root)) >= 2:
+        return "host"
+    from .testbed import availability
+
+    why = availability()
+    if why is None:
+        return "vm"
+    try:
+        check_two_nodes(root)
+    except TierkitError as e:
+        raise TierkitError(f"{e}; and the testbed VM cannot run here: {why}") from None
+    return "host"
+
+
+class VMRunner:
+    """``tierkit run`` in the testbed VM, for ``--verify`` on a machine with one node: one VM
+    (1 GiB fast node 0, 1 GiB slow node 1, docs/real-linux.md) with tierkit-run, the
+    allocator, the program (the host's binary at its own path, with the libraries it loads)
+    and the files named in its arguments; each call runs the program under one policy and
+    returns tierkit-run's report, whose ``wall_s`` is the program's wall time in the VM."""
+
+    def __init__(self, program: Sequence[str], progress: Optional[bool]):
+        from .testbed import FileSet, Testbed, VMConfig
+        from .validate import ROOT
+
+        run_bin = ROOT / "target" / "release" / "tierkit-run"
+        lib = ROOT / "target" / "release" / "libtierkit_alloc.so"
+        for p, how in ((run_bin, "cargo build --release -p tierkit-run"), (lib, "make alloc")):
+            if not p.is_file():
+                raise TierkitError(f"--verify: {p} is missing ({how}); the VM runs it")
+        exe = shutil.which(str(program[0])) or str(program[0])
+        exe_path = Path(exe).resolve()
+        if not exe_path.is_file():
+            raise TierkitError(f"--verify: {program[0]}: no such program")
+        files = FileSet().add_binary(run_bin).add_binary(lib, "/usr/local/bin/libtierkit_alloc.so")
+        files.add_binary(exe_path, str(exe_path))
+        argv = [str(exe_path)]
+        for a in program[1:]:
+            pa = Path(str(a))
+            if pa.is_file():
+                files.add_file(pa.resolve(), str(pa.resolve()))
+                argv.append(str(pa.resolve()))
+            else:
+                argv.append(str(a))
+        self.argv = argv
+        self.progress = progress
+        self.vm = Testbed(VMConfig(fast_mib=1024, slow_mib=1024), files)
+
+    def __enter__(self) -> "VMRunner":
+        self.vm.__enter__()
+        if self.progress is not False:
+            print(f"tierkit advise: testbed VM up in {self.vm.boot_s:.0f} s", file=sys.stderr)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.vm.__exit__(*exc)
+
+    def __call__(self, program: str, args: Sequence[str], policy: str = "first-touch",
+                 fast_capacity: Optional[str] = None, guidance: Optional[PathLike] = None) -> dict:
+        from .testbed import FileSet
+
+        how = ["--policy", policy]
+        if fast_capacity:
+            how += ["--fast-capacity", str(fast_capacity)]
+        if guidance is not None:
+            self.vm.put(FileSet().add_file(Path(guidance), "/root/advise.guidance.json"))
+            how += ["--guidance", "/root/advise.guidance.json"]
+        cmd = (f"tierkit-run --json {shlex.join(how)} -- {shlex.join(self.argv)} > $OUT/run 2> $OUT/err; "
+               "echo $? > $OUT/rc")
+        r = self.vm.run(cmd, timeout_s=600)
+        out = (r.files.get("run") or b"").decode().strip().splitlines()
+        try:
+            rep = json.loads(out[-1])
+        except (IndexError, ValueError):
+            err = ((r.files.get("err") or b"").decode() + r.stderr).strip().replace("\n", " ")[-300:]
+            raise TierkitError(f"--verify: tierkit run --policy {policy} in the VM failed: {err}") from None
+        rep["where"] = "testbed VM"
+        return rep
+
+
 def verify_live(rows: list[dict], results: list[dict], program: Optional[Sequence[str]], trace: PathLike,
-                progress: Optional[bool], runner: Optional[Callable[..., dict]] = None) -> list[dict]:
+                progress: Optional[bool], runner: Optional[Callable[..., dict]] = None,
+                where: Union[bool, str] = "host") -> list[dict]:
     """Run the top two candidates live (``tierkit run``) on ``program`` and measure their wall
     time, against their predicted runtimes (the simulation's: their ratio is what to compare,
-    as the simulated time is the trace's accesses and the live time the whole program's)."""
+    as the simulated time is the trace's accesses and the live time the whole program's).
+    ``where``: ``host``, or ``vm`` (the testbed VM, :class:`VMRunner`); a ``wall_s`` in the
+    live report (the program's own, as tierkit-run measured it) is taken over the time the
+    call took."""
     import tempfile
 
     from . import api
 
-    runner = runner or api.run_program
     assert program
+    if runner is None and where == "vm":
+        with VMRunner(program, progress) as vm:
+            return verify_live(rows, results, program, trace, progress, vm, "vm")
+    runner = runner or api.run_program
     out = []
     for d, r in list(zip(rows, results))[:2]:
         cap = deploy.fast_bytes(r)
@@ -773,8 +869,11 @@ def verify_live(rows: list[dict], results: list[dict], program: Optional[Sequenc
             with redirect_stdout(sys.stderr):
                 rep = runner(program[0], list(program[1:]), **kw)
             wall = time.perf_counter() - t0
+        if isinstance(rep.get("wall_s"), (int, float)):
+            wall = float(rep["wall_s"])
         out.append({"policy": d["policy"], "predicted_runtime_ns": d["runtime_ns"], "measured_wall_s": wall,
-                    "exit_status": rep.get("exit_status"), "migrations": rep.get("migrations")})
+                    "exit_status": rep.get("exit_status"), "migrations": rep.get("migrations"),
+                    "where": rep.get("where", "this machine")})
     if len(out) == 2 and out[0]["measured_wall_s"] > 0:
         pred = out[1]["predicted_runtime_ns"] / out[0]["predicted_runtime_ns"]
         meas = out[1]["measured_wall_s"] / out[0]["measured_wall_s"]
@@ -843,7 +942,7 @@ def text(advice: dict) -> list[str]:
         out.append(f"sensitivity (parameter): none searched for {best}")
     out.append(f"sensitivity (time scale): {sens['time_scale']['text']}")
     for v in a.get("verify") or []:
-        out.append(f"verify: {v['policy']}: measured {v['measured_wall_s']:.3f} s wall (exit {v['exit_status']}), "
+        out.append(f"verify: {v['policy']}: measured {v['measured_wall_s']:.3f} s wall in {v.get('where', 'this machine')} (exit {v['exit_status']}), "
                    f"predicted {_ms(v['predicted_runtime_ns'])} (the trace's simulated time)")
         if "ratio" in v:
             q = v["ratio"]

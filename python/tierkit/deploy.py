@@ -41,9 +41,12 @@ MARKS = {"hardware": "HW", "future_knowledge": "FK", "not_live": "sim"}
 
 
 def key(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
-    """LABELS' key for a run: ``future_knowledge`` for a run that used the future."""
+    """LABELS' key for a run: ``future_knowledge`` for a run that used the future,
+    ``not_live`` for a memory policy given parameters `tierkit run` does not take."""
     if result is not None and uses_future(result):
         return "future_knowledge"
+    if _memory_args(policy):
+        return "not_live"
     return how(policy)
 
 
@@ -66,11 +69,20 @@ def how(policy: str) -> str:
     return str(p["deploy"]["how"])
 
 
+def _memory_args(policy: str) -> bool:
+    """A memory policy given parameters: live, `tierkit run` sets a memory policy at exec
+    without any (MPOL_INTERLEAVE interleaves with equal weights)."""
+    return how(policy) == "memory" and bool(str(policy).partition(":")[2].strip())
+
+
 def why(policy: str) -> Optional[str]:
     """Why the policy cannot be deployed as it is (None when it can)."""
     p = _registry().get(name_of(policy))
     if p is None:
         return "a Python policy is a prototype: tierkit runs it only in the simulator"
+    if _memory_args(policy):
+        return (f"tierkit run sets {name_of(policy)} at exec without parameters (the kernel's memory policy: "
+                "interleave with equal weights); these parameters are simulation only")
     d = p["deploy"]
     if d["how"] in DEPLOYABLE:
         return None
@@ -83,7 +95,7 @@ def deployable(policy: str, result: Optional[Mapping[str, Any]] = None) -> bool:
     """Whether a user can run the policy on a machine with a fast and a slow node. A result
     whose own configuration used future knowledge (``future_knowledge`` in its config, as
     Kleio's future fallback writes it) is not deployable whatever its policy."""
-    if how(policy) not in DEPLOYABLE:
+    if how(policy) not in DEPLOYABLE or _memory_args(policy):
         return False
     if result is not None and uses_future(result):
         return False
