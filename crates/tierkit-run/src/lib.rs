@@ -1148,6 +1148,12 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         mut rs_out,
     } = plan(args, overrides, root)?;
     if args.dry_run {
+        // the guidance file and the allocator are checked as a run would (a dry run that
+        // passes is a run that starts)
+        if let Some(g) = &args.guidance {
+            guided::check_guidance(g)?;
+            guided::find_library()?;
+        }
         return Ok(dry_run_report(&spec, kind, &tiers, budget_pages, page, kernel_p.as_ref(), &spec_notes, decider.as_deref()));
     }
 
@@ -1487,6 +1493,11 @@ mod tests {
         let run = |a: &[&str]| main_with_args(std::iter::once("tierkit-run").chain(a.iter().copied()).map(String::from));
         let v2s = v2.to_str().unwrap();
         assert_eq!(run(&["--guidance", v1.to_str().unwrap(), "--", "true"]), 2);
+        // a dry run checks the file too: a bad one is no "every check passed"
+        assert_eq!(run(&["--dry-run", "--guidance", v1.to_str().unwrap()]), 2);
+        let empty = dir.path().join("empty.json");
+        std::fs::write(&empty, "{}").unwrap();
+        assert_eq!(run(&["--dry-run", "--guidance", empty.to_str().unwrap()]), 2);
         assert_eq!(run(&["--policy", "hyplacer", "--guidance", v2s, "--", "true"]), 2);
         assert_eq!(run(&["--guidance", v2s, "--pid", "1"]), 2);
     }
