@@ -104,7 +104,7 @@ def test_load_reads_a_report_back(zipf_trace, tmp_path, cli):
     (out / "INCOMPLETE").write_text("interrupted\n")
     with pytest.raises(tierkit.TierkitError, match="not finished"):
         tierkit.load(out)
-    with pytest.raises(tierkit.TierkitError, match="not a report directory"):
+    with pytest.raises(tierkit.TierkitError, match="no such directory: tierkit.load reads the report directory"):
         tierkit.load(tmp_path / "nowhere")
 
 

@@ -160,7 +160,7 @@ def test_predict_errors(two_models):
 
 def test_missing_torch_is_a_tierkit_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
-    with pytest.raises(TierkitError, match=r"pip install 'tierkit\[ml\]'"):
+    with pytest.raises(TierkitError, match=r"pip install 'torch>=2\.2'"):
         learn.train(np.zeros((1, 20), dtype=np.int64))
 
 
