@@ -51,7 +51,7 @@ def test_timeseries_file_is_not_overwritten_without_force(cli, hot_trace, tmp_pa
 
 
 def test_timeseries_of_a_policy_without_one_is_an_error(cli, hot_trace, tmp_path):
-    rc, _, err = cli("simulate", hot_trace, "--platform", "hbm-pcm", "--policy", "first-touch",
+    rc, _, err = cli("simulate", hot_trace, "--platform", "hbm-pcm", "-c", "0.2", "--policy", "first-touch",
                      "--timeseries", tmp_path / "ts.csv", "-q")
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "time series" in err
     assert not (tmp_path / "ts.csv").exists()
