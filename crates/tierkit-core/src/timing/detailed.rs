@@ -57,6 +57,21 @@ fn slot(base: usize, mask: usize, pos: usize) -> usize {
     base + (pos & mask)
 }
 
+/// The later of two times: `f64::max` for operands that are never NaN (times here are
+/// finite, and never -0.0, the one other input where the two could differ), as a plain compare
+/// and select, one `maxsd` on x86-64. `f64::max` follows IEEE 754 `maxNum` and returns the
+/// other operand when one is NaN, which costs a compare-unordered and a blend on the model's
+/// dependency chain (the core clock and the queues' free times, carried from access to access).
+#[inline(always)]
+fn later(a: f64, b: f64) -> f64 {
+    debug_assert!(!a.is_nan() && !b.is_nan(), "a time is NaN");
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// Kinds of transfer, indexing [`TierQ::load_k`] and [`TierQ::load_c`].
 const LINE_READ: usize = 0;
 const LINE_WRITE: usize = 1;
@@ -502,7 +517,7 @@ impl DetailedTiming {
     fn retire_read(&mut self, done: f64, issue: f64) {
         self.miss_latency_sum += done - issue;
         self.misses += 1;
-        let retire = done.max(self.last_retire);
+        let retire = later(done, self.last_retire);
         self.last_retire = retire;
         self.rob[self.rob_tail & self.rob_mask] = (self.cur_insn, retire);
         self.rob_tail += 1;
@@ -511,7 +526,7 @@ impl DetailedTiming {
     /// Move the core clock to `t` if that is later, charging the wait to `stall`.
     #[inline(always)]
     fn wait_until(core: &mut f64, stall: &mut f64, t: f64) {
-        let c = core.max(t);
+        let c = later(*core, t);
         *stall += c - *core;
         *core = c;
     }
@@ -549,7 +564,7 @@ impl DetailedTiming {
         let t = self.core + run as i64 as f64 * self.cycle_ns;
         // retire times are ≥ 0, so a masked-out +0.0 leaves `t` as it is
         let r = f64::from_bits(h_retire.to_bits() & mask);
-        let c = t.max(r);
+        let c = later(t, r);
         self.rob_stall_ns += c - t;
         self.core = c;
         self.cur_insn += run;
@@ -562,7 +577,7 @@ impl DetailedTiming {
     #[inline(always)]
     fn queue_read(&mut self, tier: usize, arrive: f64) -> (f64, f64) {
         let q = &mut self.tiers[tier];
-        let start = arrive.max(q.free[0]);
+        let start = later(arrive, q.free[0]);
         q.free[0] = start + q.read_xfer_ns;
         let delay = start - arrive;
         q.read_queue_delay += delay;
@@ -582,11 +597,11 @@ impl DetailedTiming {
         // unfinished, so are all the writes after it
         let oldest = self.wring[slot(base, self.w_mask, pos.wrapping_sub(self.wq_entries))];
         Self::wait_until(&mut self.core, &mut self.write_stall_ns, oldest);
-        let arrive = ready.max(self.core);
+        let arrive = later(ready, self.core);
         let q = &mut self.tiers[tier];
         let xfer = q.write_xfer_ns;
         let wq = q.wq;
-        let start = arrive.max(q.free[wq]);
+        let start = later(arrive, q.free[wq]);
         q.free[wq] = start + xfer;
         q.write_queue_delay += start - arrive;
         q.w_pos = pos.wrapping_add(1);
@@ -658,7 +673,7 @@ impl DetailedTiming {
             // with latencies that vary, a later read could overtake an earlier one; the tier
             // returns them in order (the MSHR rings rely on it)
             let raw = done;
-            done = raw.max(q.last_done);
+            done = later(raw, q.last_done);
             q.last_done = done;
             q.factor_sum += q.last_factor;
             q.demand_read_lat_sum += lat + (done - raw);
@@ -789,16 +804,16 @@ impl Timing for DetailedTiming {
         let issue = self.core;
         // the copy streams: the destination writes start with the source reads
         let s = &mut self.tiers[op.from as usize];
-        let rs = issue.max(s.free[0]);
+        let rs = later(issue, s.free[0]);
         let re = rs + s.page_read_ns;
         s.free[0] = re;
         s.pages_out += 1;
         let d = &mut self.tiers[op.to as usize];
-        let ws = rs.max(d.free[d.wq]);
+        let ws = later(rs, d.free[d.wq]);
         let we = ws + d.page_write_ns;
         d.free[d.wq] = we;
         d.pages_in += 1;
-        let end = re.max(we);
+        let end = later(re, we);
         if self.loaded {
             let (from, to) = (op.from as usize, op.to as usize);
             let (sx, dx, dq) = (self.tiers[from].page_read_ns, self.tiers[to].page_write_ns, self.tiers[to].wq);
