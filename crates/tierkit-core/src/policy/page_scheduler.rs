@@ -299,6 +299,16 @@ struct LruHeap {
     len: usize,
 }
 
+/// An order is compacted when it holds this many entries per page of its tier. A compaction
+/// looks up every entry's page (a cache miss each: the pages are scattered) and keeps the
+/// current ones, about one per page of the tier, so it looks up `COMPACT_AT` entries to drop
+/// `COMPACT_AT - 1`: 1.33 lookups per entry dropped at 4, where 2 made 2 (the current
+/// entries, mostly of cold pages that stay in the tier, were looked up again at every
+/// compaction), for at most 4 entries (64 bytes) per page of the tier (bench/README.md,
+/// "history's scheduler"). Which entries are held changes no pop: each returns the oldest
+/// current entry, and compaction drops only outdated ones.
+const COMPACT_AT: usize = 4;
+
 #[derive(Default)]
 struct Segment {
     entries: Vec<(u64, PageId)>,
@@ -310,7 +320,36 @@ struct Segment {
 
 #[inline]
 fn current(e: (u64, PageId), tier: TierId, ctx: &Ctx) -> bool {
-    ctx.mem.tier(e.1) == tier && ctx.track.last_access[e.1 as usize] == e.0
+    PageState::of(ctx).current(e, tier)
+}
+
+/// The two per-page arrays an LRU entry is checked against (a page's tier and its last
+/// access), borrowed once for a whole pass rather than reached through the context at every
+/// entry, and prefetched without touching the tracking's other arrays: only these two lines
+/// are read, and the entries' pages are scattered, so each one is a cache miss.
+#[derive(Clone, Copy)]
+struct PageState<'a> {
+    tier_of: &'a [TierId],
+    last_access: &'a [u64],
+}
+
+impl<'a> PageState<'a> {
+    #[inline(always)]
+    fn of(ctx: &'a Ctx) -> PageState<'a> {
+        PageState { tier_of: ctx.mem.tier_of(), last_access: &ctx.track.last_access }
+    }
+
+    #[inline(always)]
+    fn prefetch(self, page: PageId) {
+        crate::prefetch::read(self.tier_of.as_ptr().wrapping_add(page as usize));
+        crate::prefetch::read(self.last_access.as_ptr().wrapping_add(page as usize));
+    }
+
+    /// Whether entry `e` of tier `tier`'s order is still current.
+    #[inline(always)]
+    fn current(self, e: (u64, PageId), tier: TierId) -> bool {
+        self.tier_of[e.1 as usize] == tier && self.last_access[e.1 as usize] == e.0
+    }
 }
 
 impl LruHeap {
@@ -348,13 +387,13 @@ impl LruHeap {
                 seg.sorted = true;
                 self.len -= before - seg.entries.len();
             }
+            let ps = PageState::of(ctx);
             while seg.pos < seg.entries.len() {
                 if let Some(&(_, ahead)) = seg.entries.get(seg.pos + 8) {
-                    ctx.mem.prefetch(ahead);
-                    ctx.track.prefetch(ahead);
+                    ps.prefetch(ahead);
                 }
                 let e = seg.entries[seg.pos];
-                if current(e, tier, ctx) {
+                if ps.current(e, tier) {
                     return Some(e);
                 }
                 seg.pos += 1;
@@ -390,10 +429,10 @@ impl LruHeap {
         }
     }
 
-    /// Drop outdated entries once they outnumber the tier's pages. Segments keep their
-    /// order (and sortedness): filtering preserves both.
+    /// Drop outdated entries once the entries held reach [`COMPACT_AT`] times the tier's
+    /// pages. Segments keep their order (and sortedness): filtering preserves both.
     fn compact(&mut self, tier: TierId, ctx: &Ctx) {
-        if self.len <= 2 * ctx.mem.used(tier) as usize + 1024 {
+        if self.len <= COMPACT_AT * ctx.mem.used(tier) as usize + 1024 {
             return;
         }
         let mut len = 0;
@@ -415,14 +454,14 @@ impl LruHeap {
 /// Keep the entries still current, in order, prefetching the page state of those ahead (the
 /// pages are scattered, so the lookups are cache misses worth overlapping).
 fn retain_current(entries: &mut Vec<(u64, PageId)>, tier: TierId, ctx: &Ctx) {
+    let ps = PageState::of(ctx);
     let mut keep = 0;
     for i in 0..entries.len() {
         if let Some(&(_, ahead)) = entries.get(i + 16) {
-            ctx.mem.prefetch(ahead);
-            ctx.track.prefetch(ahead);
+            ps.prefetch(ahead);
         }
         let e = entries[i];
-        if current(e, tier, ctx) {
+        if ps.current(e, tier) {
             entries[keep] = e;
             keep += 1;
         }
@@ -599,14 +638,14 @@ impl PageScheduler {
         let last = self.lru.len();
         let mut segs: Vec<Vec<(u64, PageId)>> = vec![Vec::new(); last];
         let touched = &ctx.track.prev_touched;
+        let ps = PageState::of(ctx);
         for (i, &p) in touched.iter().enumerate() {
             if let Some(&ahead) = touched.get(i + 16) {
-                ctx.mem.prefetch(ahead);
-                ctx.track.prefetch(ahead);
+                ps.prefetch(ahead);
             }
-            let t = ctx.mem.tier(p);
+            let t = ps.tier_of[p as usize];
             if (t as usize) < last {
-                segs[t as usize].push((ctx.track.last_access[p as usize], p));
+                segs[t as usize].push((ps.last_access[p as usize], p));
             }
         }
         for (h, seg) in self.lru.iter_mut().zip(segs) {
