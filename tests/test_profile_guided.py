@@ -236,6 +236,8 @@ def test_per_phase_guidance_switches_at_its_phase_markers_in_a_real_run(cli, tmp
             rc, so, se = cli("simulate", t, "-p", "hbm-pcm", "-c", "0.125", "--policy", f"guided:guidance={gf},switch={sw}", "--json", "-q")
             assert rc == 0, se
             sims[sw] = json.loads(so)
+        # the library writes its report at exit; if it did not, what it said is the lead
+        assert rep.is_file(), f"no allocator report at {rep}; the program's stderr: {r.stderr[-2000:]!r}"
         out[scratch] = (p, g, json.loads(rep.read_text()), stdout, err, r.stderr, sims)
 
     def stage_of_phase(g):
