@@ -190,6 +190,11 @@ def test_an_installed_tierkit_without_the_tracer_says_run_setup(installed_layout
 
 
 def test_run_guidance_finds_the_installed_allocator(installed_layout, monkeypatch):
+    # allocator_for_run sets TIERKIT_ALLOC_LIB in os.environ for the tierkit-run it starts:
+    # recorded here so that teardown takes it away again (a later test in this process would
+    # otherwise preload this test's empty library)
+    monkeypatch.setenv("TIERKIT_ALLOC_LIB", "unset-by-teardown")
+    monkeypatch.delenv("TIERKIT_ALLOC_LIB")
     argv = ["--guidance", "g.json", "--", "true"]
     why = installed.allocator_for_run(argv)
     assert why and "run 'tierkit setup'" in why and "\n" not in why
