@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 from . import _core, cori, deploy
 from ._core import TierkitError
-from ._engine import PathLike, check_scale, trace_info
+from ._engine import PathLike, check_scale, spec_args, trace_info
 from .progress import Bar
 from .results import Results, SharedDict
 
@@ -102,9 +102,7 @@ def _spec(name: str, args: Sequence[str]) -> str:
 
 
 def _args_of(spec: str) -> dict[str, str]:
-    if ":" not in spec:
-        return {}
-    return dict(kv.split("=", 1) for kv in spec.split(":", 1)[1].split(",") if "=" in kv)
+    return dict(spec_args(spec))
 
 
 # --- runs through the sweep's cells and store -------------------------------------------------
@@ -858,8 +856,8 @@ def verify_live(rows: list[dict], results: list[dict], program: Optional[Sequenc
             if deploy.how(d["policy"]) == "allocator":
                 strategy = _args_of(d["policy"]).get("strategy", "thermos")
                 p = api.profile(trace, progress=progress)
-                frac = (r.get("config") or {}).get("platform", {}).get("capacity")
-                c: Any = frac[0]["fraction"] if isinstance(frac, list) and frac and "fraction" in frac[0] else 0.125
+                frac = deploy.capacity_fraction(r)
+                c: Any = 0.125 if frac is None else frac
                 api.guide(p, strategy=strategy, capacity=c, out=Path(tmp) / "guidance.json")
                 kw.update(policy="first-touch", guidance=Path(tmp) / "guidance.json")
             else:

@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any, Mapping, Optional
 
 from . import _core
+from ._engine import spec_args
 
 #: the ways a policy runs on Linux today, in the order a user would rather run them (no
 #: daemon first); `hardware`, `future_knowledge` and `not_live` are not among them
@@ -136,6 +137,14 @@ def _size(nbytes: int) -> str:
     return str(nbytes)
 
 
+def capacity_fraction(r: Mapping[str, Any]) -> Optional[float]:
+    """The fast tier's capacity as the run was given it, a fraction of the footprint (None
+    when it was given as a size, or the result does not say)."""
+    caps = ((r.get("config") or {}).get("platform") or {}).get("capacity")
+    first = caps[0] if isinstance(caps, list) and caps else None
+    return first["fraction"] if isinstance(first, Mapping) and "fraction" in first else None
+
+
 def fast_bytes(r: Mapping[str, Any]) -> Optional[int]:
     """A run's fast-tier capacity in bytes (None when unknown or unlimited)."""
     pages = r.get("fast_capacity_pages")
@@ -190,17 +199,16 @@ def _accesses(v: str) -> Optional[int]:
 def live_spec(policy: str, result: Optional[Mapping[str, Any]] = None) -> str:
     """The spec `tierkit run` takes for a simulated one: a history period counted in accesses
     (its default, 1000) becomes the time it spanned in ``result``; anything else as it is."""
-    name, _, rest = str(policy).partition(":")
+    name = name_of(policy)
     if name != "history" or result is None or not result.get("accesses"):
         return str(policy)
-    args = [kv for kv in rest.split(",") if kv] if rest else []
-    period = next((kv.split("=", 1)[1] for kv in args if kv.startswith("period=")), "1000")
-    n = _accesses(period)
+    args = spec_args(str(policy))
+    n = _accesses(dict(args).get("period", "1000"))
     if n is None:
         return str(policy)
     k = float((result.get("config") or {}).get("time_scale") or 1.0)
-    args = [kv for kv in args if not kv.startswith("period=")] + [f"period={live_period(n, result, k)}"]
-    return name + ":" + ",".join(args)
+    args = [(a, v) for a, v in args if a != "period"] + [("period", live_period(n, result, k))]
+    return name + ":" + ",".join(f"{a}={v}" if v else a for a, v in args)
 
 
 def command(policy: str, result: Optional[Mapping[str, Any]] = None, program: str = "PROGRAM",
@@ -215,14 +223,9 @@ def command(policy: str, result: Optional[Mapping[str, Any]] = None, program: st
     capopt = f" --fast-capacity {_size(cap)}" if cap else ""
     if h == "allocator":
         src = trace or (str(result["trace"]) if result is not None and "trace" in result else "TRACE.tkt")
-        args = dict(kv.split("=", 1) for kv in str(policy).split(":", 1)[1].split(",") if "=" in kv) if ":" in str(policy) else {}
-        strategy = args.get("strategy") or "thermos"
-        frac = ((result or {}).get("config") or {}).get("platform", {}).get("capacity") if result is not None else None
-        c = None
-        if isinstance(frac, list) and frac and isinstance(frac[0], Mapping) and "fraction" in frac[0]:
-            c = str(frac[0]["fraction"])
-        elif cap:
-            c = _size(cap)
+        strategy = dict(spec_args(str(policy))).get("strategy") or "thermos"
+        frac = capacity_fraction(result) if result is not None else None
+        c = str(frac) if frac is not None else (_size(cap) if cap else None)
         return (f"tierkit profile {shlex.quote(src)} -o profile.json && "
                 f"tierkit guide profile.json -s {strategy}" + (f" -c {c}" if c else "") + " -o guidance.json && "
                 f"tierkit run --guidance guidance.json{capopt} -- {program}")

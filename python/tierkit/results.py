@@ -21,14 +21,15 @@ from ._core import TierkitError
 
 
 class Shared(list):
-    """A list in a frame's ``attrs`` that derived frames share instead of deep-copying (as
-    :class:`Results`): the events of :func:`tierkit.read_trace`."""
+    """A list in a frame's ``attrs`` that derived frames share instead of deep-copying (the
+    events of :func:`tierkit.read_trace`, and :class:`Results`): its deep copy is itself."""
 
     __slots__ = ()
 
     def __deepcopy__(self, memo: dict) -> Shared:
         return self
 
+    # pandas compares the attrs of the frames it concatenates: the same holder is equal at once
     def __eq__(self, other: object) -> bool:
         return self is other or list.__eq__(self, other)
 
@@ -52,7 +53,7 @@ class SharedDict(dict):
     __hash__ = None
 
 
-class Results(list):
+class Results(Shared):
     """The full results of a frame's runs, in its rows' order (each a dict as
     :func:`tierkit.run` returns it): ``df.attrs['results']`` of :func:`tierkit.compare`,
     :func:`tierkit.simulate` and :func:`tierkit.load`.
@@ -63,16 +64,6 @@ class Results(list):
     and it shows itself as a short summary (``repr``) and a table in Jupyter (``_repr_html_``)."""
 
     __slots__ = ()
-
-    def __deepcopy__(self, memo: dict) -> Results:
-        return self
-
-    # pandas compares the attrs of the frames it concatenates: the same holder is equal at once
-    def __eq__(self, other: object) -> bool:
-        return self is other or list.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
 
     def __repr__(self) -> str:
         pols = list(dict.fromkeys(str(r.get("policy")) for r in self if isinstance(r, Mapping)))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import shlex
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from . import deploy as _deploy
+from .results import trace_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,11 +31,10 @@ SORT_KEYS = {"runtime": ("runtime_ns", True), "policy": (None, True), "hits": ("
 
 def _short(trace: str) -> str:
     """A trace's file name; a mix's, its programs' names (``a.tkt + b.tkt``)."""
-    return " + ".join(Path(t).name for t in str(trace).split(" + "))
+    return trace_name(str(trace))
 
 
-def _name(policy: str) -> str:
-    return str(policy).split(":", 1)[0]
+_name = _deploy.name_of
 
 
 def breakdown(r: Mapping[str, Any]) -> dict[str, float]:
@@ -166,8 +165,7 @@ def _tune_hint(r: Mapping[str, Any]) -> str:
     """How to look for parameters that suit the trace better."""
     name = _name(r["policy"])
     cfg = r.get("config") or {}
-    cap = (((cfg.get("platform") or {}).get("capacity") or [None])[0]) or {}
-    c = cap.get("fraction") if isinstance(cap, Mapping) else None
+    c = _deploy.capacity_fraction(r)
     if name in ("history", "oracle"):
         return (f"tierkit tune {shlex.quote(str(cfg.get('trace') or r['trace']))} --scheduler {name} -p {r.get('platform', '')}"
                 + (f" -c {c}" if c is not None else "") + " (Cori's period search, 003 §3.3)")
