@@ -87,11 +87,6 @@ def synth(kind: str, out: PathLike, accesses: Union[int, str], pages: Union[int,
                                             force, bar.callback))
 
 
-#: The source tree this package runs from (an editable install), where ``make build`` puts
-#: the Valgrind tool.
-_SOURCE_ROOT = Path(__file__).resolve().parents[2]
-
-
 def tracer_dir() -> Path:
     """The Valgrind library directory that holds tierkit's tool (``tierkit-PLATFORM``, its
     malloc-replacement preload and links to Valgrind's core files): ``$TIERKIT_TRACER_DIR``
@@ -108,7 +103,7 @@ def _ensure_tracer() -> Path:
     import subprocess
 
     d = tracer_dir()
-    src = _SOURCE_ROOT / "tracer"
+    src = installed.SOURCE_ROOT / "tracer"
     if (not os.environ.get("TIERKIT_TRACER_DIR") and not installed.in_clone() and shutil.which("valgrind")
             and not glob.glob(str(d / "tierkit-*-*"))):
         raise _core.TierkitError(f"tracer: the tierkit Valgrind tool is not built ({d} holds none): "
