@@ -338,8 +338,7 @@ def _table(df) -> str:
         # how each policy runs on a real machine (tierkit.deploy); the verdict names the
         # fastest one that can
         cols["deploys"] = "deploys as"
-        short = {_deploy.LABELS[k]: v for k, v in _deploy.SHORT.items()}
-        d["deploys"] = [short.get(x, x) for x in d["deploy"]]
+        d["deploys"] = [_deploy.SHORT.get(_deploy.KEYS.get(x, ""), x) for x in d["deploy"]]
     d["runtime_ms"] = d["runtime_ns"] / 1e6
     d["hit_pct"] = 100 * d["fast_hit_ratio"]
     d["migrated_mib"] = d["migrated_bytes"] / (1 << 20)

@@ -33,6 +33,9 @@ LABELS = {
     "not_live": "not deployable",
 }
 
+#: a label back to its way (a frame's ``deploy`` column holds the labels)
+KEYS = {v: k for k, v in LABELS.items()}
+
 #: shorter words for the terminal's table
 SHORT = {"memory": "memory", "kernel": "kernel", "allocator": "allocator", "daemon": "daemon", "hardware": "hardware",
          "future_knowledge": "future", "not_live": "not live"}

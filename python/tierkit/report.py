@@ -139,10 +139,9 @@ def _plot(df: pd.DataFrame, column: str, ylabel: str, title: str, ref: float | N
     policies = list(dict.fromkeys(df["policy"]))
     labels = short_labels(policies)
     if "deploy" in df.columns:
-        from .deploy import LABELS
+        from .deploy import KEYS
 
-        keys = {v: k for k, v in LABELS.items()}
-        mark = {p: MARKS.get(keys.get(str(d), ""), "") for p, d in zip(df["policy"], df["deploy"])}
+        mark = {p: MARKS.get(KEYS.get(str(d), ""), "") for p, d in zip(df["policy"], df["deploy"])}
         labels = {p: (f"{lab} [{mark[p]}]" if mark.get(p) else lab) for p, lab in labels.items()}
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(policies) * max(1, len(traces)) + 2), 4.4))
     width = 0.8 / max(1, len(traces))
