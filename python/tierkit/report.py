@@ -388,8 +388,9 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
         # row i of the frame is results[i]
         rank = {id(r): k for k, r in enumerate(order)}
         shown = flat.iloc[sorted(range(len(flat)), key=lambda i: rank[id(results[i])])].reset_index(drop=True)
+        shown_results = order  # the run of each row shown
     else:
-        shown = flat
+        shown, shown_results = flat, []
     d = shown.copy()
     norm = next((c for c in d.columns if c.startswith("runtime_vs_")), None)
     d["hit_pct"] = 100 * d["fast_hit_ratio"]
@@ -460,10 +461,9 @@ def _write_files(df: pd.DataFrame, out: Path, names: Sequence[str], force: bool,
     if "deploy" in shown.columns:
         table["deploys as"] = list(shown["deploy"])
     # rows whose policy never acted: greyed, with the --time-scale / --repeat at which it would
-    by_row = [results[i] for i in sorted(range(len(flat)), key=lambda i: rank[id(results[i])])] if len(results) == len(flat) else []
-    inert = [bool(by_row) and vd.did_nothing(r) for r in by_row] or [False] * len(table)
+    inert = [vd.did_nothing(r) for r in shown_results] or [False] * len(table)
     if any(inert):
-        table["acts at"] = [(vd.acts_at_text(r) or "see --repeat / --time-scale") if k else "" for r, k in zip(by_row, inert)]
+        table["acts at"] = [(vd.acts_at_text(r) or "see --repeat / --time-scale") if k else "" for r, k in zip(shown_results, inert)]
     verdict_html = "".join(f"<p class=\"verdict\">{html.escape(x)}</p>" for x in vd.verdict(results))
     legend = {p: lab for p, lab in short_labels(list(dict.fromkeys(shown["policy"]))).items() if p != lab}
     legend_html = ("<p>Plot labels: " + "; ".join(f"<b>{html.escape(lab)}</b> = <code>{html.escape(p)}</code>" for p, lab in legend.items())
