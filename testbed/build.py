@@ -8,7 +8,13 @@ From Debian packages, downloaded with ``apt-get download`` and unpacked with ``d
     bookworm-security; where the host's apt sources do not offer it, or TESTBED_APT_SOURCE=
     backports, bookworm-backports is used through a private apt state under testbed/build/apt,
     leaving the host's sources alone);
-  - ``busybox-static``: the whole user space of the VM (/bin/sh and the tools).
+  - ``busybox-static``: the whole user space of the VM (/bin/sh and the tools);
+  - QEMU >= 9.1 (``qemu-system-x86``, ``-common``, ``-data`` and ``seabios`` from
+    bookworm-backports, through the same private apt state), unpacked into testbed/build/qemu/
+    and run from there: the testbed's slow-tier plugin (testbed/slowtier.c) uses the plugin API
+    of QEMU 9.0 and later (scoreboards, conditional callbacks), and bookworm ships 7.2. Where
+    the unpacked binary cannot run (a library missing), the host's QEMU is used and the slow
+    tier is unavailable, with the reason in the manifest.
 Then an initramfs (newc cpio, gzip): busybox and its applet links, /init (testbed/init.sh), the
 command agent (testbed/agent.sh), the testbed's static test programs (testbed/build/bin, from
 testbed/Makefile), and any kernel module the tests need that the package builds as a module.
@@ -61,6 +67,11 @@ REQUIRED = {
     "CONFIG_VIRTIO_PCI": "drivers/virtio/virtio_pci",
     "CONFIG_VIRTIO_CONSOLE": "drivers/char/virtio_console",  # the control port
 }
+
+
+# QEMU from bookworm-backports: the packages the system emulator needs to boot the testbed
+QEMU_PACKAGES = ("qemu-system-x86", "qemu-system-common", "qemu-system-data", "seabios")
+QEMU_MIN = (9, 1)
 
 
 class BuildError(Exception):
@@ -182,6 +193,63 @@ def fetch(debs: Path, offline: bool) -> dict[str, Path]:
     return {"kernel": kernel, "busybox": busybox}
 
 
+def qemu_version(binary: Path) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"version (\d+)\.(\d+)\.(\d+)", out.stdout)
+    return tuple(int(x) for x in m.groups()) if out.returncode == 0 and m else None
+
+
+def fetch_qemu(build: Path, offline: bool) -> dict:
+    """QEMU >= 9.1 unpacked under build/qemu (reused when already there). Returns the manifest's
+    "qemu" entry: the binary and firmware paths relative to build/, the version, the packages;
+    or {"error": why} when it cannot be had (the slow tier is then unavailable)."""
+    root = build / "qemu"
+    binary = root / "usr" / "bin" / "qemu-system-x86_64"
+    debs = build / "debs" / "qemu"
+    have = sorted(debs.glob("*.deb")) if debs.is_dir() else []
+    names = {p.name.split("_")[0] for p in have}
+    if not set(QEMU_PACKAGES) <= names:
+        if offline:
+            return {"error": f"the QEMU packages are not in {debs} and --offline was given"}
+        debs.mkdir(parents=True, exist_ok=True)
+        apt = Apt(build / "apt")
+        try:
+            apt.update()
+            version = apt.field("qemu-system-x86", "Version")
+            if version is None:
+                return {"error": "bookworm-backports offers no qemu-system-x86"}
+            log(f"downloading QEMU {version} from bookworm-backports")
+            for p in debs.glob("*.deb"):
+                p.unlink()
+            for pkg in QEMU_PACKAGES:
+                apt.download(pkg, debs)
+        except BuildError as e:
+            return {"error": f"could not download QEMU from bookworm-backports: {e}"}
+        have = sorted(debs.glob("*.deb"))
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for deb in have:
+        sh(["dpkg-deb", "-x", str(deb), str(root)])
+    infos = [deb_info(d) for d in have]
+    v = qemu_version(binary)
+    entry = {"binary": str(binary.relative_to(build)),
+             "data_dirs": [str((root / "usr" / "share" / d).relative_to(build)) for d in ("qemu", "seabios")],
+             "packages": infos}
+    if v is None:
+        missing = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        lacking = [l.split()[0] for l in missing.splitlines() if "not found" in l]
+        why = f"needs {', '.join(lacking)}" if lacking else "does not run"
+        return {**entry, "error": f"the unpacked {binary.name} {why} (apt-get install qemu-system-x86 from bookworm-backports instead)"}
+    entry["version"] = ".".join(map(str, v))
+    if v[:2] < QEMU_MIN:
+        entry["error"] = f"QEMU {entry['version']} is older than {'.'.join(map(str, QEMU_MIN))}"
+    return entry
+
+
 # --- the image ---------------------------------------------------------------------------------
 
 def deb_info(deb: Path) -> dict:
@@ -290,11 +358,16 @@ def build(args) -> dict:
     programs = sorted(p.name for p in (out / "bin").glob("*") if p.is_file()) if (out / "bin").is_dir() else []
     for name in programs:
         fs.add_file(out / "bin" / name, f"/usr/local/bin/{name}")
+    qemu = fetch_qemu(out, args.offline)
+    if "error" in qemu:
+        log(f"no slow tier: {qemu['error']}")
+    elif not (out / "slowtier.so").is_file():
+        qemu["error"] = f"the slow-tier plugin is not built ({out / 'slowtier.so'}; make -C testbed plugin)"
     data = gzip.compress(fs.cpio(), compresslevel=6, mtime=0)
     data += b"\0" * (-len(data) % 4)
     (out / "initramfs.cpio.gz").write_bytes(data)
     m = {"kernel": "vmlinuz", "initramfs": "initramfs.cpio.gz", "kernel_release": release,
-         "packages": [kinfo, binfo], "modules": load, "programs": programs,
+         "packages": [kinfo, binfo], "modules": load, "programs": programs, "qemu": qemu,
          "initramfs_bytes": len(data)}
     (out / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
     # the unpacked packages are only needed while building

@@ -182,6 +182,55 @@ def shared_libraries(binary) -> list[Path]:
 
 # --- the VM ------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class SlowTier:
+    """The time model the slow-tier plugin (testbed/slowtier.c) paces the VM to: each guest
+    instruction costs 1/ips s, each miss of a last-level cache model costs ``fast_latency_ns``
+    when the line is on node 0 and ``slow_latency_ns`` on node 1 (docs/real-linux.md, "A slow
+    tier that is really slower"). The defaults describe a machine about 40 times slower than a
+    real one, slow enough that this host emulates it faster than its model even under load:
+    25 M instructions per second, 1 and 3 us per miss (the 100 vs 300 ns of the HMAT, scaled)."""
+
+    ips: int = 25_000_000
+    fast_latency_ns: int = 1000
+    slow_latency_ns: int = 3000
+    llc_bytes: int = 4 << 20
+    llc_ways: int = 16
+    scope: str = "user"           # whose accesses are modelled: user space, or all code
+    credit_ns: int = 50_000_000   # how far behind its model a vCPU may fall and still catch up
+
+    def check(self):
+        if self.ips < 1000:
+            raise TestbedError(f"testbed: slow tier ips={self.ips} is too low (at least 1000)")
+        if not 0 < self.fast_latency_ns < self.slow_latency_ns:
+            raise TestbedError("testbed: slow tier: node 1's latency must be above node 0's, both above 0")
+        sets = self.llc_bytes // 64 // max(self.llc_ways, 1)
+        if not 1 <= self.llc_ways <= 64 or self.llc_bytes % (64 * self.llc_ways) or sets & (sets - 1) or sets == 0:
+            raise TestbedError(f"testbed: slow tier cache {self.llc_bytes} bytes, {self.llc_ways} ways: "
+                               "the number of sets (bytes / 64 / ways) must be a power of two, ways 1..64")
+        if self.scope not in ("user", "all"):
+            raise TestbedError(f"testbed: slow tier scope={self.scope!r} is not user or all")
+
+    def plugin_args(self) -> list[str]:
+        return [f"ips={self.ips}", f"lat0={self.fast_latency_ns}", f"lat1={self.slow_latency_ns}",
+                f"llc={self.llc_bytes}", f"ways={self.llc_ways}", f"scope={self.scope}", f"credit={self.credit_ns}"]
+
+
+def node1_ranges(fast_mib: int, slow_mib: int) -> list[tuple[int, int]]:
+    """Node 1's guest physical ranges (base, size) on QEMU's pc machine: RAM is laid out node by
+    node, below 4 GiB up to 3 GiB when there are 3.5 GiB or more (else all of it), the rest from
+    4 GiB. `calibrate` checks the answer against the guest's own view (its memory blocks)."""
+    fast, total = fast_mib << 20, (fast_mib + slow_mib) << 20
+    low = 0xC0000000 if total >= 0xE0000000 else total
+    out = []
+    if fast < low:
+        out.append((fast, low - fast))
+    hi_start = max(fast, low)
+    if total > hi_start:
+        out.append(((1 << 32) + hi_start - low, total - hi_start))
+    return out
+
+
 @dataclass
 class VMConfig:
     """The VM's shape. Node 0 holds both vCPUs and is the fast tier; node 1 has memory only and
@@ -199,6 +248,8 @@ class VMConfig:
     # TIERKIT_TESTBED_ACCEL=kvm on a machine where nested KVM works
     accel: str = field(default_factory=lambda: os.environ.get("TIERKIT_TESTBED_ACCEL", "tcg"))
     kernel_args: str = ""
+    # None: both nodes run at the host's speed; a SlowTier: node 1 is really slower
+    slow_tier: "SlowTier | None" = None
 
     def check(self):
         if self.fast_mib < 256:
@@ -214,14 +265,59 @@ class VMConfig:
             raise TestbedError(f"testbed: accel={self.accel!r} is not tcg or kvm")
         if not (self.fast_latency_ns < self.slow_latency_ns and self.fast_bandwidth_mb_s > self.slow_bandwidth_mb_s):
             raise TestbedError("testbed: node 1 must be slower than node 0 (higher latency, lower bandwidth)")
+        if self.slow_tier is not None:
+            self.slow_tier.check()
+            if self.accel != "tcg":
+                raise TestbedError("testbed: the slow tier is a TCG plugin; it needs accel=tcg")
+
+    def hmat(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(latency ns, bandwidth MB/s) of node 0 and node 1 as the HMAT tells the kernel: the
+        slow tier's own figures when it is on (a 64-byte line per miss latency), else the
+        configured ones."""
+        st = self.slow_tier
+        if st is None:
+            return ((self.fast_latency_ns, self.fast_bandwidth_mb_s), (self.slow_latency_ns, self.slow_bandwidth_mb_s))
+        return tuple((lat, max(1, 64 * 1000 // lat)) for lat in (st.fast_latency_ns, st.slow_latency_ns))  # type: ignore[return-value]
 
 
-def qemu_command(cfg: VMConfig, kernel: Path, initrd: Path, control_sock: Path, console_log: Path) -> list[str]:
+def qemu_binary(slow_tier: bool = False) -> tuple[str, list[str]]:
+    """The QEMU to run and its firmware directories. With the slow tier, the one ``make
+    testbed`` unpacked from bookworm-backports (QEMU >= 9.1: the plugin needs its API); without,
+    the host's (the one the kernel validation and the other VM tests were measured on), or the
+    unpacked one where the host has none."""
+    q = manifest().get("qemu") or {}
+    if not slow_tier and shutil.which("qemu-system-x86_64") is not None:
+        return "qemu-system-x86_64", []
+    if q.get("binary") and "version" in q and (build_dir() / q["binary"]).is_file():
+        dirs = [a for d in q.get("data_dirs", []) for a in ("-L", str(build_dir() / d))]
+        return str(build_dir() / q["binary"]), dirs
+    return "qemu-system-x86_64", []
+
+
+def slow_tier_unavailable() -> str | None:
+    """None when the slow-tier plugin can run here, else one line saying why not."""
+    why = availability()
+    if why:
+        return why
+    q = manifest().get("qemu") or {}
+    if "error" in q:
+        return f"no slow tier: {q['error']}"
+    if not q:
+        return "no slow tier: the testbed was built before it had one (run make testbed)"
+    if not (build_dir() / "slowtier.so").is_file():
+        return f"no slow tier: {build_dir() / 'slowtier.so'} is missing (run make testbed)"
+    return None
+
+
+def qemu_command(cfg: VMConfig, kernel: Path, initrd: Path, control_sock: Path, console_log: Path,
+                 plugin: list[str] | None = None) -> list[str]:
     """The QEMU command line: two NUMA nodes, node 1 CPU-less with worse HMAT figures, no
-    devices but a serial console (to a file) and the virtio-serial control port."""
+    devices but a serial console (to a file) and the virtio-serial control port; with
+    ``plugin`` (the slow tier's arguments after the .so path), -plugin."""
     cpus = f"0-{cfg.cpus - 1}" if cfg.cpus > 1 else "0"
+    binary, data = qemu_binary(cfg.slow_tier is not None)
     cmd = [
-        "qemu-system-x86_64", "-accel", cfg.accel, "-cpu", "max" if cfg.accel == "tcg" else "host",
+        binary, *data, "-accel", cfg.accel, "-cpu", "max" if cfg.accel == "tcg" else "host",
         "-machine", "pc,hmat=on", "-smp", str(cfg.cpus), "-m", f"{cfg.fast_mib + cfg.slow_mib}M",
         "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
         "-object", f"memory-backend-ram,id=m0,size={cfg.fast_mib}M",
@@ -229,7 +325,9 @@ def qemu_command(cfg: VMConfig, kernel: Path, initrd: Path, control_sock: Path, 
         "-numa", f"node,nodeid=0,cpus={cpus},memdev=m0,initiator=0",
         "-numa", "node,nodeid=1,memdev=m1,initiator=0",
     ]
-    for target, lat, bw in ((0, cfg.fast_latency_ns, cfg.fast_bandwidth_mb_s), (1, cfg.slow_latency_ns, cfg.slow_bandwidth_mb_s)):
+    if plugin is not None:
+        cmd += ["-plugin", ",".join([str(build_dir() / "slowtier.so"), *plugin])]
+    for target, (lat, bw) in enumerate(cfg.hmat()):
         cmd += ["-numa", f"hmat-lb,initiator=0,target={target},hierarchy=memory,data-type=access-latency,latency={lat}",
                 "-numa", f"hmat-lb,initiator=0,target={target},hierarchy=memory,data-type=access-bandwidth,bandwidth={bw}M"]
     cmd += [
@@ -249,9 +347,9 @@ def manifest() -> dict:
 
 def availability() -> str | None:
     """None when the testbed can boot here, else one line saying why not."""
-    if shutil.which("qemu-system-x86_64") is None:
-        return "qemu-system-x86_64 is not installed (make testbed installs qemu-system-x86)"
     m = manifest()
+    if shutil.which(qemu_binary()[0]) is None:
+        return "qemu-system-x86_64 is not installed (make testbed installs qemu-system-x86)"
     if not m:
         last = build_dir() / "last-error.txt"
         if last.is_file():
@@ -272,6 +370,8 @@ class Result:
     stderr: str
     files: dict[str, bytes]
     wall_s: float
+    # with a slow tier: the plugin's counters over the command (lag_ns, misses_node1, ...)
+    model: dict | None = None
 
     def save_files(self, dest) -> list[Path]:
         dest = Path(dest)
@@ -282,6 +382,9 @@ class Result:
             p.write_bytes(data)
             written.append(p)
         return written
+
+
+_COUNTERS = ("insns", "stall_ns", "lag_ns", "accesses", "misses_node0", "misses_node1")
 
 
 class Testbed:
@@ -297,6 +400,7 @@ class Testbed:
         self.boot_s: float | None = None
         self.boot_retries = 0
         self.guest_uptime_s: float | None = None
+        self.calibration: dict | None = None  # set by calibrate()
         self.proc: subprocess.Popen | None = None
         self.conn: socket.socket | None = None
         self._buf = b""
@@ -372,7 +476,18 @@ class Testbed:
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         srv.bind(str(sock_path))
         srv.listen(1)
-        cmd = qemu_command(self.config, build_dir() / m["kernel"], initrd, sock_path, self.console_log)
+        plugin = None
+        st = self.config.slow_tier
+        if st is not None:
+            why = slow_tier_unavailable()
+            if why:
+                srv.close()
+                raise TestbedUnavailable(f"testbed: {why}")
+            # boots at the host's pace; pacing starts once the agent answers
+            self._control.write_text("0")
+            ranges = [f"slow={b:#x}:{n:#x}" for b, n in node1_ranges(self.config.fast_mib, self.config.slow_mib)]
+            plugin = [*ranges, *st.plugin_args(), f"stats={self._stats}", f"control={self._control}"]
+        cmd = qemu_command(self.config, build_dir() / m["kernel"], initrd, sock_path, self.console_log, plugin)
         t0 = time.monotonic()
         try:
             # QEMU's own messages to a file, not a pipe nobody drains while the VM runs
@@ -403,7 +518,41 @@ class Testbed:
             self.guest_uptime_s = float(line.split()[1])  # the kernel's own clock at the agent's start
         except (IndexError, ValueError):
             self.guest_uptime_s = None
+        if st is not None:
+            self.pacing(True)
         return self
+
+    # the slow tier
+    @property
+    def _stats(self) -> Path:
+        assert self._tmp is not None
+        return Path(self._tmp.name) / "slowtier-stats.json"
+
+    @property
+    def _control(self) -> Path:
+        assert self._tmp is not None
+        return Path(self._tmp.name) / "slowtier-control"
+
+    def pacing(self, on: bool):
+        """Pace the VM to the slow tier's time model (on) or let it run at the host's pace.
+        The plugin reads the switch about every 50 ms; this waits until it has."""
+        if self.config.slow_tier is None or self._tmp is None:
+            raise TestbedError("testbed: the VM has no slow tier")
+        self._control.write_text("1" if on else "0")
+        time.sleep(0.15)
+
+    def model_stats(self) -> dict | None:
+        """The slow-tier plugin's counters (instructions, misses per node, stall and lag in ns,
+        its parameters), or None without a slow tier. ``lag_ns`` is how far the host fell
+        behind the model: time the guest saw pass that the model did not ask for."""
+        if self.config.slow_tier is None or self._tmp is None:
+            return None
+        for _ in range(20):
+            try:
+                return json.loads(self._stats.read_text())
+            except (OSError, ValueError):
+                time.sleep(0.06)  # between the plugin's truncate and write; it rewrites every 50 ms
+        raise TestbedError(f"testbed: the slow-tier plugin's counters ({self._stats}) cannot be read")
 
     def close(self):
         if self.proc and self.proc.poll() is None and self.conn is not None:
@@ -444,6 +593,7 @@ class Testbed:
         rid = self._next_id
         self._next_id += 1
         script = command.encode()
+        before = self.model_stats()
         t0 = time.monotonic()
         deadline = t0 + timeout_s
         what = f"command {command[:60]!r}"
@@ -469,9 +619,14 @@ class Testbed:
                     out[m.name] = content
                 elif m.name.startswith("out/"):
                     files[m.name[4:]] = content
+        model = None
+        if before is not None:
+            time.sleep(0.06)  # one more rewrite of the counters by the plugin
+            after = self.model_stats() or {}
+            model = {k: (v - before.get(k, 0) if k in _COUNTERS else v) for k, v in after.items()}
         return Result(status=int(out.get("status", b"255").strip() or 255),
                       stdout=out.get("stdout", b"").decode(errors="replace"),
-                      stderr=out.get("stderr", b"").decode(errors="replace"), files=files, wall_s=wall)
+                      stderr=out.get("stderr", b"").decode(errors="replace"), files=files, wall_s=wall, model=model)
 
     def put(self, files: FileSet, timeout_s: float = 120.0):
         """Copy files into the running VM (a tar over the control port)."""
@@ -573,6 +728,56 @@ class Testbed:
         return data
 
 
+def calibrate(vm: Testbed, mib: int = 64, steps: int = 200_000) -> dict:
+    """What each node costs a program in this VM, measured inside it by testbed/memlat.c (a
+    dependent chase over MIB MiB, a sequential read, a move_pages of the buffer to the other
+    node): per node ``chase_ns`` (per step), ``stream_gb_per_s`` and ``move_ns_per_page``,
+    ``on_node_fraction`` (where the pages really were); ``cache_hit_chase_ns``, the same chase
+    over 1 MiB (it stays in the cache: a step's instructions alone); and the slow-tier
+    plugin's counters over the measurement (``lag_ns``: how far the host fell behind the model).
+    Checks that node 1's memory blocks are where the plugin was told they are."""
+    nodes = []
+    lag = 0
+    # a chase that stays in the cache: the cost of a step's instructions alone
+    r = vm.run(["memlat", "0", "1", str(steps)], timeout_s=900)
+    if r.status != 0:
+        raise TestbedError(f"testbed: memlat 0 1 failed ({r.status}): {(r.stderr or r.stdout).strip()[-200:]}")
+    hit_ns = json.loads(r.stdout)["chase_ns"]
+    for node in (0, 1):
+        r = vm.run(["memlat", str(node), str(mib), str(steps)], timeout_s=900)
+        if r.status != 0:
+            raise TestbedError(f"testbed: memlat {node} {mib} failed ({r.status}): {(r.stderr or r.stdout).strip()[-200:]}")
+        try:
+            row = json.loads(r.stdout)
+        except ValueError:
+            raise TestbedError(f"testbed: memlat printed no JSON: {r.stdout.strip()[:120]!r}") from None
+        if row["on_node_fraction"] < 0.99:
+            raise TestbedError(f"testbed: memlat's buffer was only {row['on_node_fraction']:.0%} on node {node}")
+        if r.model is not None:
+            row["lag_ns"] = r.model.get("lag_ns", 0)
+            lag += row["lag_ns"]
+        nodes.append(row)
+    out = {"mib": mib, "steps": steps, "nodes": nodes, "cache_hit_chase_ns": hit_ns,
+           "chase_ratio": round(nodes[1]["chase_ns"] / nodes[0]["chase_ns"], 4),
+           "stream_ratio": round(nodes[0]["stream_gb_per_s"] / nodes[1]["stream_gb_per_s"], 4)}
+    st = vm.config.slow_tier
+    if st is not None:
+        blocks = vm.run("cat /sys/devices/system/memory/block_size_bytes; ls /sys/devices/system/node/node1 | grep '^memory[0-9]'")
+        lines = blocks.stdout.split()
+        size = int(lines[0], 16)
+        told = node1_ranges(vm.config.fast_mib, vm.config.slow_mib)
+        for name in lines[1:]:
+            base = int(name[len("memory"):]) * size
+            if not any(b <= base and base + size <= b + n for b, n in told):
+                raise TestbedError(f"testbed: node 1's memory block {name} ({base:#x}) is outside the range the slow-tier plugin "
+                                   f"was given ({', '.join(f'{b:#x}+{n:#x}' for b, n in told)})")
+        out["slow_tier"] = {k: getattr(st, k) for k in st.__dataclass_fields__}
+        out["lag_ns"] = lag
+        out["qemu"] = (manifest().get("qemu") or {}).get("version")
+    vm.calibration = out
+    return out
+
+
 def run_once(command, config: VMConfig | None = None, files: FileSet | None = None, timeout_s: float = 120.0) -> Result:
     """Boot, run one command, shut down."""
     with Testbed(config, files) as vm:
@@ -595,12 +800,33 @@ def main(argv=None) -> int:
     r.add_argument("--out", metavar="DIR", help="write the files the command left under $OUT here")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds before the VM is killed (default 300)")
     r.add_argument("command", nargs=argparse.REMAINDER)
+    c = sub.add_parser("calibrate", help="boot the VM with the slow tier and measure each node (chase_ns, stream_gb_per_s)")
+    c.add_argument("--json", action="store_true", help="print the whole calibration as JSON")
+    c.add_argument("--mib", type=int, default=64, help="buffer per node in MiB (default 64; above the 4 MiB cache model)")
+    c.add_argument("--steps", type=int, default=200_000, help="chase steps (default 200000)")
+    c.add_argument("--no-slow-tier", action="store_true", help="measure without the plugin (both nodes at the host's speed)")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "info":
             why = availability()
             print(json.dumps({"ready": why is None, "why_not": why, "build_dir": str(build_dir()), **manifest()}, indent=2))
             return 0 if why is None else 2
+        if a.cmd == "calibrate":
+            if a.mib < 1 or a.steps < 1:
+                print("error: --mib and --steps must be at least 1", file=sys.stderr)
+                return 2
+            cfg = VMConfig(slow_tier=None if a.no_slow_tier else SlowTier())
+            with Testbed(cfg, boot_timeout_s=300) as vm:
+                cal = calibrate(vm, a.mib, a.steps)
+                cal["boot_s"] = round(vm.boot_s or 0, 1)
+            if a.json:
+                print(json.dumps(cal, indent=2))
+            else:
+                for n in cal["nodes"]:
+                    print(f"node {n['node']}: chase {n['chase_ns']:.1f} ns/step, stream {n['stream_gb_per_s']:.4f} GB/s")
+                print(f"node 1 / node 0: chase {cal['chase_ratio']:.3f}x, stream {cal['stream_ratio']:.3f}x"
+                      + (f"; the host fell {cal['lag_ns'] / 1e6:.1f} ms behind the model" if "lag_ns" in cal else ""))
+            return 0
         command = a.command[1:] if a.command[:1] == ["--"] else a.command
         if not command:
             print("error: no command given (python -m tierkit.testbed run -- CMD ARGS...)", file=sys.stderr)
