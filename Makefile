@@ -12,7 +12,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: dist lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-guided validate-guided-programs
+.PHONY: dist lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-timing validate-guided validate-guided-programs
 
 all: build
 
@@ -168,6 +168,11 @@ experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 # minutes (traces cached per length in target/validation)
 validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
 	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
+
+# predicted runtimes against runtimes measured in the testbed VM with a slow tier that is really
+# slower (docs/validation.md, "Predicted runtimes against measured ones"); about 25 minutes
+validate-timing: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
+	$(PY) -m tierkit.cli validate --timing --out experiments/results/validation_timing.json --img-dir docs/img
 
 # guidance applied by the preloaded allocator in the testbed VM against the simulated
 # guided run, on sites and bfs (docs/guidance.md, "Checked in the VM"); 3.5 minutes (traces reused)

@@ -453,8 +453,9 @@ def streams(work: Path) -> Iterator[None]:
         os.close(saved_out)
 
 
-def record(t: Trace, work: Path, dest: Path) -> tuple[dict, float]:
-    """Record `t` in `work` (its inputs written there first); the report and the seconds."""
+def record(t: Trace, work: Path, dest: Path, cache: Optional[str] = None) -> tuple[dict, float]:
+    """Record `t` in `work` (its inputs written there first); the report and the seconds.
+    `cache`: the tracer's cache (None: its default preset, as the suite is recorded)."""
     import tierkit
 
     t.make(work)
@@ -467,7 +468,7 @@ def record(t: Trace, work: Path, dest: Path) -> tuple[dict, float]:
         try:
             if driver:
                 driver.start()
-            r = tierkit.record(t.argv[0], list(t.argv[1:]), dest, context=FRAMES, slice="100M", force=True)
+            r = tierkit.record(t.argv[0], list(t.argv[1:]), dest, cache=cache, context=FRAMES, slice="100M", force=True)
         finally:
             os.chdir(cwd)
             done.set()

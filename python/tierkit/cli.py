@@ -1096,7 +1096,7 @@ def list_policies(json_out: JsonOpt = False) -> None:
 
 @app.command("validate")
 def validate_cmd(
-    workloads: Annotated[Optional[str], typer.Option("--workloads", help="comma-separated: phases, sites, stencil, rwmix (default: all four)")] = None,
+    workloads: Annotated[Optional[str], typer.Option("--workloads", help="comma-separated: phases, sites, stencil, rwmix (default: all four); with --timing also the real programs xz, perl (default: all six)")] = None,
     policies: Annotated[Optional[str], typer.Option("--policies", help="comma-separated: autonuma-tiering, damon-tiering (default: both)")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="results JSON (its table goes beside it as .md)")] = Path("experiments/results/validation.json"),
     img_dir: Annotated[Optional[Path], typer.Option("--img-dir", help="write a plot per workload here (PNG)")] = None,
@@ -1108,11 +1108,46 @@ def validate_cmd(
     length: Annotated[Optional[float], typer.Option("--length", help="multiply each workload's --work by this (traces are recorded at the same length); default: the length whose run lasts --min-vm-seconds in the VM")] = None,
     min_vm_seconds: Annotated[float, typer.Option("--min-vm-seconds", help="without --length: find per workload the length whose run lasts at least this long in the VM (0: length 1)")] = 8.0,
     programs: Annotated[Optional[str], typer.Option("--programs", help="with --guided: comma-separated real programs of the suite (sqlite3, xz: data/traces/real's traces, recorded when missing), run from the host's binaries in the VM; without --workloads, only these")] = None,
+    timing: Annotated[bool, typer.Option("--timing", help="instead: predicted runtimes against runtimes measured in the VM with a slow tier that is really slower (docs/validation.md, 'Predicted runtimes against measured ones'); policies all-fast, all-slow, first-touch, autonuma-tiering, damon-tiering, hyplacer, history")] = False,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
     VM, on the same programs (docs/validation.md); with --guided, the guided allocator's
-    placement against the simulated guided run (docs/guidance.md)."""
+    placement against the simulated guided run (docs/guidance.md); with --timing, predicted
+    runtimes against measured ones."""
     from . import validate as v
+
+    if timing:
+        from . import validate_timing as vt
+        from .testbed import slow_tier_unavailable
+
+        if guided or programs is not None:
+            raise TierkitError("--timing: not with --guided or --programs")
+        names = [x.strip() for x in workloads.split(",")] if workloads else [*vt.WORKLOADS, *vt.PROGRAMS]
+        pols = [x.strip() for x in policies.split(",")] if policies else list(vt.POLICIES)
+        for n in names:
+            if n not in vt.WORKLOADS and n not in vt.PROGRAMS:
+                raise TierkitError(f"--workloads: unknown workload '{n}' for --timing (known: {', '.join([*vt.WORKLOADS, *vt.PROGRAMS])})")
+        for p in pols:
+            if p not in vt.RUNS:
+                raise TierkitError(f"--policies: unknown policy '{p}' for --timing (known: {', '.join(vt.RUNS)})")
+        if not 16 <= fast_free_mib <= 400:
+            raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
+        if not 1 <= repeats <= 10:
+            raise TierkitError(f"--repeats: {repeats} is outside [1, 10]")
+        why = slow_tier_unavailable()
+        if why is not None:
+            raise TierkitError(f"validate --timing: the testbed's slow tier cannot run here: {why}")
+        run_bin = v.ROOT / "target" / "release" / "tierkit-run"
+        if not run_bin.is_file():
+            raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
+        o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/validation_timing.json")
+        img = (img_dir / "validation-timing.png") if img_dir is not None else None
+        try:
+            res = vt.validate_timing(names, pols, o, work, img, fast_free_mib, True, repeats=repeats if repeats != 3 else 1)
+        except RuntimeError as e:
+            raise TierkitError(f"validate --timing: {e}") from None
+        print(vt.table(res), end="")
+        return
 
     if guided:
         from . import guided_vm as gv

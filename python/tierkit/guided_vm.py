@@ -275,8 +275,8 @@ def program_inputs(name: str, work: Path, progress: bool = True, traces: Optiona
 # ---------------------------------------------------------------------------------------------
 # VM runs
 
-def _run_cmd(i: str, prog: str, how: str, env: str = "", dest: str = "$OUT") -> str:
-    return (f"{env}tierkit-run --json {how} --interval 200ms --timeseries {dest}/ts.csv -- {prog} "
+def _run_cmd(i: str, prog: str, how: str, env: str = "", dest: str = "$OUT", interval: str = "200ms") -> str:
+    return (f"{env}tierkit-run --json {how} --interval {interval} --timeseries {dest}/ts.csv -- {prog} "
             f"> {dest}/run 2> {dest}/err; echo $? > {dest}/rc; ")
 
 
@@ -308,7 +308,7 @@ _PROGRAM_SETUP = ("echo 0 > /proc/sys/vm/watermark_boost_factor; echo 100000 > /
                   f"mkdir -p {N1} && mount -t tmpfs -o mpol=bind:1 tmpfs {N1}; ")
 
 
-def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = False) -> str:
+def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = False, interval: str = "200ms") -> str:
     """A program of the suite in its directory on node 1's tmpfs (its input files, copied
     there at the VM's start), tierkit-run's outputs there too, copied to $OUT afterwards.
     With `rest_on_node1`, tierkit-run runs bound to node 1 (testbed/numapol.c) and the program
@@ -318,7 +318,7 @@ def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = Fa
     d = f"{N1}/out-{n}"
     penv = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(inp["env"].items()))
     return (f"rm -rf {d}; mkdir -p {d}; " + _state("start", d) + f"cd {N1}/{n} && "
-            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv + ("numapol bind:1 " if rest_on_node1 else ""), d)
+            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv + ("numapol bind:1 " if rest_on_node1 else ""), d, interval)
             + "cd /; " + _state("after", d) + f"cp {d}/* $OUT/; ")
 
 
