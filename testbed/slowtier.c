@@ -171,7 +171,7 @@ static void write_stats(void)
 {
     if (stats_fd < 0)
         return;
-    uint64_t t[7] = {0};
+    uint64_t t[6] = {0};
     int n = qemu_plugin_num_vcpus();
     for (int i = 0; i < n; i++) {
         vcpu_t *v = vcpu(i);

@@ -11,7 +11,7 @@ import math
 import sys
 import textwrap
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 
 import typer
 from typing_extensions import Annotated
@@ -1094,6 +1094,32 @@ def list_policies(json_out: JsonOpt = False) -> None:
         print()
 
 
+def _chosen(value: Optional[str], known: Sequence[str], flag: str, default: Sequence[str], what: str, mode: str = "") -> list[str]:
+    """A comma-separated --workloads/--policies/--programs value (or `default`), each name
+    checked against `known`; `mode` (" for --timing") goes into the error."""
+    names = [x.strip() for x in value.split(",")] if value else list(default)
+    for n in names:
+        if n not in known:
+            raise TierkitError(f"{flag}: unknown {what} '{n}'{mode} (known: {', '.join(known)})")
+    return names
+
+
+def _tierkit_run_bin() -> Path:
+    """target/release/tierkit-run, which the VM validations copy into the VM."""
+    from .validate import ROOT
+
+    run_bin = ROOT / "target" / "release" / "tierkit-run"
+    if not run_bin.is_file():
+        raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
+    return run_bin
+
+
+def _repeats(repeats: int) -> int:
+    if not 1 <= repeats <= 10:
+        raise TierkitError(f"--repeats: {repeats} is outside [1, 10]")
+    return repeats
+
+
 @app.command("validate")
 def validate_cmd(
     workloads: Annotated[Optional[str], typer.Option("--workloads", help="comma-separated: phases, sites, stencil, rwmix (default: all four); with --timing also the real programs xz, perl (default: all six)")] = None,
@@ -1104,7 +1130,7 @@ def validate_cmd(
     fast_free_mib: Annotated[int, typer.Option("--fast-free-mib", help="node 0's free memory at each program's start, MiB (the rest is reserved as hugetlb pages)")] = 64,
     scales: Annotated[str, typer.Option("--scales", help="factors on the clock alignment K to run the models at (sensitivity)")] = "0.5,1,2",
     guided: Annotated[bool, typer.Option("--guided", help="instead: guidance applied by the preloaded allocator (tierkit run --guidance) in the VM against the simulated guided run (docs/guidance.md, 'Checked in the VM'); workloads sites, bfs; --fast-free-mib default 96")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", help="kernel runs per workload and policy (their counts vary from run to run: the table gives mean and range)")] = 3,
+    repeats: Annotated[Optional[int], typer.Option("--repeats", help="kernel runs per workload and policy (their counts vary from run to run: the table gives mean and range); default 3, with --timing 1")] = None,
     length: Annotated[Optional[float], typer.Option("--length", help="multiply each workload's --work by this (traces are recorded at the same length); default: the length whose run lasts --min-vm-seconds in the VM")] = None,
     min_vm_seconds: Annotated[float, typer.Option("--min-vm-seconds", help="without --length: find per workload the length whose run lasts at least this long in the VM (0: length 1)")] = 8.0,
     programs: Annotated[Optional[str], typer.Option("--programs", help="with --guided: comma-separated real programs of the suite (sqlite3, xz: data/traces/real's traces, recorded when missing), run from the host's binaries in the VM; without --workloads, only these")] = None,
@@ -1122,28 +1148,20 @@ def validate_cmd(
 
         if guided or programs is not None:
             raise TierkitError("--timing: not with --guided or --programs")
-        names = [x.strip() for x in workloads.split(",")] if workloads else [*vt.WORKLOADS, *vt.PROGRAMS]
-        pols = [x.strip() for x in policies.split(",")] if policies else list(vt.POLICIES)
-        for n in names:
-            if n not in vt.WORKLOADS and n not in vt.PROGRAMS:
-                raise TierkitError(f"--workloads: unknown workload '{n}' for --timing (known: {', '.join([*vt.WORKLOADS, *vt.PROGRAMS])})")
-        for p in pols:
-            if p not in vt.RUNS:
-                raise TierkitError(f"--policies: unknown policy '{p}' for --timing (known: {', '.join(vt.RUNS)})")
+        subjects = [*vt.WORKLOADS, *vt.PROGRAMS]
+        names = _chosen(workloads, subjects, "--workloads", subjects, "workload", " for --timing")
+        pols = _chosen(policies, list(vt.RUNS), "--policies", vt.POLICIES, "policy", " for --timing")
         if not 16 <= fast_free_mib <= 400:
             raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
-        if not 1 <= repeats <= 10:
-            raise TierkitError(f"--repeats: {repeats} is outside [1, 10]")
+        reps = _repeats(1 if repeats is None else repeats)
         why = slow_tier_unavailable()
         if why is not None:
             raise TierkitError(f"validate --timing: the testbed's slow tier cannot run here: {why}")
-        run_bin = v.ROOT / "target" / "release" / "tierkit-run"
-        if not run_bin.is_file():
-            raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
+        _tierkit_run_bin()
         o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/validation_timing.json")
         img = (img_dir / "validation-timing.png") if img_dir is not None else None
         try:
-            res = vt.validate_timing(names, pols, o, work, img, fast_free_mib, True, repeats=repeats if repeats != 3 else 1)
+            res = vt.validate_timing(names, pols, o, work, img, fast_free_mib, True, repeats=reps)
         except RuntimeError as e:
             raise TierkitError(f"validate --timing: {e}") from None
         print(vt.table(res), end="")
@@ -1154,10 +1172,7 @@ def validate_cmd(
         from .testbed import availability
 
         progs = [x.strip() for x in programs.split(",") if x.strip()] if programs else []
-        names = [x.strip() for x in workloads.split(",")] if workloads else ([] if progs else list(gv.WORKLOADS))
-        for n in names:
-            if n not in gv.WORKLOADS:
-                raise TierkitError(f"--workloads: unknown workload '{n}' for --guided (known: {', '.join(gv.WORKLOADS)})")
+        names = _chosen(workloads, list(gv.WORKLOADS), "--workloads", [] if progs else list(gv.WORKLOADS), "workload", " for --guided")
         for n in progs:
             if n not in gv.PROGRAMS:
                 raise TierkitError(f"--programs: unknown program '{n}' (known: {', '.join(gv.PROGRAMS)})")
@@ -1181,22 +1196,15 @@ def validate_cmd(
 
     if programs is not None:
         raise TierkitError("--programs: only with --guided")
-    names = [x.strip() for x in workloads.split(",")] if workloads else list(v.WORKLOADS)
-    pols = [x.strip() for x in policies.split(",")] if policies else list(v.POLICIES)
-    for n in names:
-        if n not in v.WORKLOADS:
-            raise TierkitError(f"--workloads: unknown workload '{n}' (known: {', '.join(v.WORKLOADS)})")
-    for p in pols:
-        if p not in v.POLICIES:
-            raise TierkitError(f"--policies: unknown policy '{p}' (known: {', '.join(v.POLICIES)})")
+    names = _chosen(workloads, list(v.WORKLOADS), "--workloads", list(v.WORKLOADS), "workload")
+    pols = _chosen(policies, list(v.POLICIES), "--policies", v.POLICIES, "policy")
     try:
         fs = [float(x) for x in scales.split(",")]
     except ValueError:
         raise TierkitError(f"--scales: '{scales}' is not a comma-separated list of numbers") from None
     if 1.0 not in fs or any(not (f > 0) for f in fs):
         raise TierkitError(f"--scales: '{scales}' must hold 1 and only positive factors")
-    if not 1 <= repeats <= 10:
-        raise TierkitError(f"--repeats: {repeats} is outside [1, 10]")
+    reps = _repeats(v.REPEATS if repeats is None else repeats)
     if not 16 <= fast_free_mib <= 400:
         raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
     from .testbed import availability
@@ -1204,14 +1212,12 @@ def validate_cmd(
     why = availability()
     if why is not None:
         raise TierkitError(f"validate: the testbed VM cannot run here: {why}")
-    run_bin = v.ROOT / "target" / "release" / "tierkit-run"
-    if not run_bin.is_file():
-        raise TierkitError(f"validate: {run_bin} is missing (cargo build --release -p tierkit-run)")
+    _tierkit_run_bin()
     if length is not None and not 0.1 <= length <= 32:
         raise TierkitError(f"--length: {length:g} is outside [0.1, 32]")
     if not 0 <= min_vm_seconds <= 120:
         raise TierkitError(f"--min-vm-seconds: {min_vm_seconds:g} is outside [0, 120]")
-    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=repeats,
+    res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=reps,
                      length=length, min_vm_s=min_vm_seconds)
     print(v.table(res), end="")
 

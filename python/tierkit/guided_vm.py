@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .guidance import site_frames
-from .validate import PAGE, ROOT, platform_toml, write_results
+from .validate import PAGE, ROOT, meminfo_free, platform_toml, write_results
 
 #: name -> (workload, arguments, strategy, why it is here)
 WORKLOADS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
@@ -152,16 +152,6 @@ def usable_pages(zones: list[dict], pcp: bool = False) -> int:
     for z in zones:
         above = z.get("free", 0) - z.get("low", 0) - z.get("reserve", 0)
         out += max(0, above) + (z.get("pcp", 0) if pcp and above > 0 else 0)
-    return out
-
-
-def _meminfo_free(text: str) -> dict[int, int]:
-    out = {}
-    for line in text.splitlines():
-        # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
-        w = line.split()
-        if "MemFree:" in w:
-            out[int(w[w.index("MemFree:") - 1])] = int(w[-2]) * 1024
     return out
 
 
@@ -295,7 +285,7 @@ def _collect(r: Any, what: str, pcp: bool = False) -> dict:
             out[f"zones_{tag}"] = z
             out[f"usable_pages_{tag}"] = usable_pages(z, pcp)
         if f"meminfo_{tag}" in r.files:
-            out[f"memfree_{tag}"] = _meminfo_free(r.files[f"meminfo_{tag}"].decode())
+            out[f"memfree_{tag}"] = meminfo_free(r.files[f"meminfo_{tag}"].decode())
     return out
 
 

@@ -736,27 +736,26 @@ def calibrate(vm: Testbed, mib: int = 64, steps: int = 200_000) -> dict:
     over 1 MiB (it stays in the cache: a step's instructions alone); and the slow-tier
     plugin's counters over the measurement (``lag_ns``: how far the host fell behind the model).
     Checks that node 1's memory blocks are where the plugin was told they are."""
-    nodes = []
-    lag = 0
-    # a chase that stays in the cache: the cost of a step's instructions alone
-    r = vm.run(["memlat", "0", "1", str(steps)], timeout_s=900)
-    if r.status != 0:
-        raise TestbedError(f"testbed: memlat 0 1 failed ({r.status}): {(r.stderr or r.stdout).strip()[-200:]}")
-    hit_ns = json.loads(r.stdout)["chase_ns"]
-    for node in (0, 1):
-        r = vm.run(["memlat", str(node), str(mib), str(steps)], timeout_s=900)
+
+    def memlat(node: int, size_mib: int) -> dict:
+        r = vm.run(["memlat", str(node), str(size_mib), str(steps)], timeout_s=900)
         if r.status != 0:
-            raise TestbedError(f"testbed: memlat {node} {mib} failed ({r.status}): {(r.stderr or r.stdout).strip()[-200:]}")
+            raise TestbedError(f"testbed: memlat {node} {size_mib} failed ({r.status}): {(r.stderr or r.stdout).strip()[-200:]}")
         try:
             row = json.loads(r.stdout)
         except ValueError:
             raise TestbedError(f"testbed: memlat printed no JSON: {r.stdout.strip()[:120]!r}") from None
-        if row["on_node_fraction"] < 0.99:
-            raise TestbedError(f"testbed: memlat's buffer was only {row['on_node_fraction']:.0%} on node {node}")
         if r.model is not None:
             row["lag_ns"] = r.model.get("lag_ns", 0)
-            lag += row["lag_ns"]
-        nodes.append(row)
+        return row
+
+    # a chase that stays in the cache: the cost of a step's instructions alone
+    hit_ns = memlat(0, 1)["chase_ns"]
+    nodes = [memlat(node, mib) for node in (0, 1)]
+    for row in nodes:
+        if row["on_node_fraction"] < 0.99:
+            raise TestbedError(f"testbed: memlat's buffer was only {row['on_node_fraction']:.0%} on node {row['node']}")
+    lag = sum(row.get("lag_ns", 0) for row in nodes)
     out = {"mib": mib, "steps": steps, "nodes": nodes, "cache_hit_chase_ns": hit_ns,
            "chase_ratio": round(nodes[1]["chase_ns"] / nodes[0]["chase_ns"], 4),
            "stream_ratio": round(nodes[0]["stream_gb_per_s"] / nodes[1]["stream_gb_per_s"], 4)}

@@ -385,6 +385,28 @@ def damon_node0_args(kp: Optional[dict]) -> str:
     return f",wmark_low_pages={low},wmark_min_pages={mn},fast_other_pages={kp['fast_other_pages']}"
 
 
+def meminfo_free(text: str) -> dict[int, int]:
+    """Node -> MemFree bytes, from `grep MemFree /sys/devices/system/node/node*/meminfo`."""
+    out = {}
+    for line in text.splitlines():
+        # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
+        w = line.split()
+        if "MemFree:" in w:
+            out[int(w[w.index("MemFree:") - 1])] = int(w[-2]) * 1024
+    return out
+
+
+def run_report(r, i: int, what: str) -> tuple[dict, dict[int, int]]:
+    """Run `i` of a `_vm_script`-shaped command: tierkit-run's report (its last JSON line) and
+    each node's MemFree at the program's start; a run that failed is a RuntimeError naming it."""
+    rc = int(r.files.get(f"rc{i}", b"-1") or -1)
+    if r.status != 0 or rc != 0:
+        err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
+        raise RuntimeError(f"the VM run of {what} failed (rc {rc}): {err}")
+    rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
+    return rep, meminfo_free(r.files[f"meminfo{i}"].decode())
+
+
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
                progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None,
                repeats: int = 1) -> dict:
@@ -415,16 +437,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                 if p == "damon-tiering":
                     script = _damon_pace_script(i, script)
                 r = vm.run(script, timeout_s=300)
-                rc = int(r.files.get(f"rc{i}", b"-1") or -1)
-                if r.status != 0 or rc != 0:
-                    err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
-                    raise RuntimeError(f"the VM run of {n} under {p} failed (rc {rc}): {err}")
-                rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
-                free = {}
-                for line in r.files[f"meminfo{i}"].decode().splitlines():
-                    # "/sys/.../node0/meminfo:Node 0 MemFree:   90480 kB"
-                    w = line.split()
-                    free[int(w[1])] = int(w[-2]) * 1024
+                rep, free = run_report(r, i, f"{n} under {p}")
                 ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
                 ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
                 one = {

@@ -143,17 +143,15 @@ def _script(i: int, program: str, spec: str, shrink: bool, fast_free_mib: int) -
     series, as the kernel validation has): in the paced VM an instruction costs 40 ns, and
     that sampling over a program's 4 KiB pages took a vCPU's worth of the guest's time. A
     memory policy observes once (--interval longer than any run); a daemon every INTERVAL."""
-    hp = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
-    mib = fast_free_mib if shrink else 400
+    from . import guided_vm as gv
+
     interval = INTERVAL if spec.split(":")[0] in DAEMONS else "3600s"
     return (
-        COMPACT + f"echo 0 > {hp}; sync; echo 3 > /proc/sys/vm/drop_caches; "
-        f"f=$(awk '/MemFree/{{print $4}}' /sys/devices/system/node/node0/meminfo); "
-        f"n=$(( (f - {mib * 1024}) / 2048 )); [ $n -gt 0 ] && echo $n > {hp}; "
-        f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo{i}; "
+        COMPACT + gv._shrink(fast_free_mib if shrink else 400)
+        + f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo{i}; "
         f"cat /proc/zoneinfo > $OUT/zoneinfo{i}; cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo{i}; "
         f"tierkit-run --json --policy {shlex.quote(spec)} --interval {interval} -- {program} > $OUT/run{i} 2> $OUT/err{i}; "
-        f"echo $? > $OUT/rc{i}; echo 0 > {hp}"
+        f"echo $? > $OUT/rc{i}; echo 0 > {gv.HP}"
     )
 
 
@@ -196,15 +194,7 @@ def _one_run(vm, i: int, n: str, p: str, prog: str, programs: dict, fast_free_mi
         zi, nm = r.files["zoneinfo_start"].decode(), r.files["node0meminfo_start"].decode()
     else:
         r = vm.run(_script(i, prog, spec, shrink, fast_free_mib), timeout_s=1800)
-        rc = int(r.files.get(f"rc{i}", b"-1") or -1)
-        if r.status != 0 or rc != 0:
-            err = (r.files.get(f"err{i}", b"").decode() + r.stderr)[-400:]
-            raise RuntimeError(f"the VM run of {n} under {p} failed (rc {rc}): {err}")
-        rep = json.loads(r.files[f"run{i}"].decode().strip().splitlines()[-1])
-        free = {}
-        for line in r.files[f"meminfo{i}"].decode().splitlines():
-            w = line.split()
-            free[int(w[1])] = int(w[-2]) * 1024
+        rep, free = v.run_report(r, i, f"{n} under {p}")
         zi, nm = r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()
     mo = r.model or {}
     return {"wall_s": rep["wall_s"], "node0_free_bytes": free.get(0), "lag_s": mo.get("lag_ns", 0) / 1e9,
@@ -258,7 +248,6 @@ def measure(names: Sequence[str], policies: Sequence[str], specs: dict, fast_fre
         for n in names:
             prog = " ".join([specs[n][1], *specs[n][2]]) if n not in programs else shlex.join(programs[n]["argv"])
             for p in policies:
-                spec, _, shrink = RUNS[p]
                 for _ in range(repeats):
                     t = time.time()
                     try:
@@ -312,14 +301,14 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
             meta.write_text(json.dumps(rec))
             _say(progress, f"recorded {n}: {r['instructions'] / 1e6:.0f} M instructions in {time.time() - t0:.0f} s")
         compute_s = rec["instructions"] / st["ips"]
+        if (n, "all-slow") not in meas["runs"]:
+            continue  # no reference to predict against: compare() leaves it out
         k = None
         for p in ["first-touch", *[q for q in policies if q != "first-touch"]]:
             reps = meas["runs"].get((n, p))
             if reps is None and p != "first-touch":
                 continue
             shrink = RUNS[p][2]
-            if (n, "all-slow") not in meas["runs"]:
-                break
             ref = reps[0] if reps else meas["runs"][(n, "all-slow")][0]
             kp = ref.get("node0_model_params") if p == "autonuma-tiering" else None
             if not (shrink and reps):
