@@ -88,6 +88,10 @@ def test_first_touch_placement_and_soft_dirty_bits_of_its_own_child(tmp_path):
         assert all(x[col["dirty"]] == 0 for x in rows)
         assert any("soft-dirty" in n for n in r["notes"])
     assert r["daemon_cpu_s"] > 0
+    # the program's own resource use: it faulted in its 128 MiB buffer (4 KiB or 2 MiB pages)
+    # and spent CPU time doing it
+    ru = r["program_rusage"]
+    assert ru["user_s"] + ru["sys_s"] > 0 and ru["minor_faults"] >= 64 and ru["major_faults"] >= 0
 
 
 def test_bad_nodes_pids_and_options_are_one_line_exit_2(tmp_path):

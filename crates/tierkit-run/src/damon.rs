@@ -29,6 +29,25 @@ fn write(p: &Path, v: impl AsRef<str>) -> Result<()> {
     std::fs::write(p, v.as_ref()).map_err(|e| Error::config(p.display().to_string(), format!("writing '{}': {e}", v.as_ref())))
 }
 
+/// Write a kdamond's `state`. The kernel's handler only try-locks DAMON's sysfs lock and
+/// answers EBUSY while another kdamond's callback holds it (mm/damon/sysfs.c, `state_store`):
+/// with two kdamonds (damon-tiering) turning the second on raced the first's callbacks, more
+/// often in a slow guest. A busy answer is retried for up to 5 s; anything else is an error.
+fn write_state(kdamond: &Path, v: &str) -> Result<()> {
+    write_busy_retried(&kdamond.join("state"), v, std::time::Duration::from_secs(5))
+}
+
+fn write_busy_retried(p: &Path, v: &str, patience: std::time::Duration) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    loop {
+        match std::fs::write(p, v) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(16 /* EBUSY */) && t0.elapsed() < patience => std::thread::sleep(std::time::Duration::from_millis(10)),
+            Err(e) => return Err(Error::config(p.display().to_string(), format!("writing '{v}': {e}"))),
+        }
+    }
+}
+
 /// Read a scheme's `tried_regions` directory: every numbered subdirectory's start, end,
 /// nr_accesses and age, sorted by start.
 pub fn read_tried_regions(dir: &Path) -> Result<Vec<Region>> {
@@ -110,8 +129,8 @@ impl DamonAdmin {
         for i in 0..self.n {
             let st = self.kdamond(i).join("state");
             if std::fs::read_to_string(&st).map(|s| s.trim() == "on").unwrap_or(false) {
-                if let Err(e) = std::fs::write(&st, "off") {
-                    errs.push(format!("{}: {e}", st.display()));
+                if let Err(e) = write_state(&self.kdamond(i), "off") {
+                    errs.push(e.to_string());
                 }
             }
         }
@@ -197,7 +216,7 @@ impl VaddrMonitor {
         let scheme = ctx.join("schemes/0");
         write(&scheme.join("action"), "stat")?;
         match_all(&scheme)?;
-        write(&kd.join("state"), "on")?;
+        write_state(&kd, "on")?;
         Ok(VaddrMonitor { kdamond: kd, scheme, attrs })
     }
 
@@ -209,7 +228,7 @@ impl VaddrMonitor {
         if std::fs::read_to_string(&st).map(|s| s.trim() != "on").unwrap_or(true) {
             return Ok(Vec::new());
         }
-        if std::fs::write(&st, "update_schemes_tried_regions").is_err() {
+        if write_state(&self.kdamond, "update_schemes_tried_regions").is_err() {
             return Ok(Vec::new());
         }
         read_tried_regions(&self.scheme.join("tried_regions"))
@@ -422,7 +441,7 @@ impl TieringSchemes {
             kds.push(kd);
         }
         for kd in &kds {
-            write(&kd.join("state"), "on")?;
+            write_state(kd, "on")?;
         }
         let effective = kds.iter().map(|kd| SchemeConfig::read(kd)).collect();
         Ok(TieringSchemes { kdamonds: kds, goals, actions: vec!["migrate_hot", "migrate_cold"], effective })
@@ -451,7 +470,7 @@ impl TieringSchemes {
     pub fn stats(&self) -> Vec<SchemeStats> {
         let mut out = Vec::new();
         for (i, kd) in self.kdamonds.iter().enumerate() {
-            let _ = std::fs::write(kd.join("state"), "update_schemes_stats");
+            let _ = write_state(kd, "update_schemes_stats");
             let st = kd.join("contexts/0/schemes/0/stats");
             let g = |k: &str| read_u64(&st.join(k)).unwrap_or(0);
             out.push(SchemeStats {
@@ -511,6 +530,17 @@ mod tests {
         put(d.path(), &format!("{ADMIN}/kdamonds/nr_kdamonds"), "1\n");
         let e = DamonAdmin::claim(d.path(), 1).err().unwrap().to_string();
         assert!(e.contains("1 kdamond(s) already exist") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_state_write_that_is_not_busy_fails_at_once_naming_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let t0 = std::time::Instant::now();
+        let e = write_busy_retried(&d.path().join("gone/state"), "on", std::time::Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(t0.elapsed() < std::time::Duration::from_secs(1), "ENOENT was retried");
+        assert!(e.contains("gone/state") && e.contains("writing 'on'"), "{e}");
+        write_busy_retried(&d.path().join("state"), "off", std::time::Duration::ZERO).unwrap();
+        assert_eq!(std::fs::read_to_string(d.path().join("state")).unwrap(), "off");
     }
 
     #[test]

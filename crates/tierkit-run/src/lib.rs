@@ -412,6 +412,23 @@ impl Drop for Proc {
     }
 }
 
+/// The program's own resource use once it has been reaped (getrusage(2), RUSAGE_CHILDREN:
+/// tierkit starts no other child): CPU time in user and kernel mode, page faults, and context
+/// switches (involuntary ones: something else wanted the program's CPU).
+fn child_rusage() -> Value {
+    // SAFETY: rusage is plain data; getrusage fills it
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return Value::Null;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    json!({
+        "user_s": s(ru.ru_utime), "sys_s": s(ru.ru_stime),
+        "minor_faults": ru.ru_minflt, "major_faults": ru.ru_majflt,
+        "voluntary_switches": ru.ru_nvcsw, "involuntary_switches": ru.ru_nivcsw,
+    })
+}
+
 fn pidfd_open(pid: i32) -> Option<i32> {
     // SAFETY: no pointers
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -1343,6 +1360,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             "over_budget_pages_seen": over_budget_seen,
         },
         "daemon_cpu_s": cpu_s,
+        "program_rusage": if args.pid.is_none() { child_rusage() } else { Value::Null },
         "daemon_cpu_s_per_s_per_gib": if wall.as_secs_f64() > 0.0 && gib_monitored > 0.0 { json!(cpu_s / wall.as_secs_f64() / gib_monitored) } else { Value::Null },
         "vmstat": sys::vmstat_delta(&vm_before, &vm_after),
         "kernel_settings": restored,
