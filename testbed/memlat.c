@@ -1,17 +1,23 @@
 /* memlat: what one node's memory costs a program, measured from inside the testbed VM
  * (`python -m tierkit.testbed calibrate`; docs/real-linux.md).
  * usage: memlat NODE MIB [STEPS]
- * Binds MIB MiB to NODE (mbind MPOL_BIND, then touched), checks with move_pages(2) where the
- * pages are, then measures
+ * Binds MIB MiB to NODE (mbind MPOL_BIND, 4 KiB pages: MADV_NOHUGEPAGE), then measures
+ *   - fault_ns_per_page: the first touch of each page (one store per page, in address order),
+ *     per page: the kernel's page fault, allocation and zeroing of a 4 KiB page;
+ * checks with move_pages(2) where the pages are, then measures
  *   - chase_ns: a dependent pointer chase over every 64-byte line of the buffer in a random
  *     cyclic order (one load per step, no two steps on the same line in a row), per step;
  *   - stream_gb_per_s: a sequential read of the whole buffer (8-byte loads), bytes per second;
+ *   - clear_refs_ns_per_page, wp_fault_ns_per_page: soft-dirty tracking's costs, per page:
+ *     clearing the bits (/proc/self/clear_refs), then a store to each page (a write fault each);
+ *     null where the kernel has no soft-dirty bits;
  *   - move_ns_per_page: move_pages(2) of the whole buffer to the other node (node 0 <-> 1), in
  *     batches of 512 pages, per page: the kernel's cost of a migration, copy included.
  * Times come from clock_gettime(CLOCK_MONOTONIC), the guest's clock. Prints one JSON object.
  * Static, no libnuma: the VM has no libc. Exit 2 with one line on an error. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +71,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "memlat: mbind to node %ld: %s\n", node, strerror(errno));
         return 2;
     }
+    madvise(buf, bytes, MADV_NOHUGEPAGE); /* 4 KiB faults whatever the VM's THP setting */
+    long page = sysconf(_SC_PAGESIZE), npages = (long)(bytes / page), on_node = 0;
+    double t0 = now_s();
+    for (long i = 0; i < npages; i++)
+        ((volatile char *)buf)[i * page] = 1;
+    double fault = (now_s() - t0) / npages;
     /* the chase: a random cyclic permutation of the lines (Sattolo's algorithm) */
     uint32_t *order = malloc(lines * sizeof *order);
     if (!order) {
@@ -83,7 +95,6 @@ int main(int argc, char **argv)
         *(char **)(buf + (size_t)order[i] * LINE) = buf + (size_t)order[(i + 1) % lines] * LINE;
     free(order);
     /* where the pages are */
-    long page = sysconf(_SC_PAGESIZE), npages = (long)(bytes / page), on_node = 0;
     void **pages = malloc(npages * sizeof *pages);
     int *status = malloc(npages * sizeof *status);
     for (long i = 0; i < npages; i++)
@@ -98,7 +109,7 @@ int main(int argc, char **argv)
     char *p = buf;
     for (size_t i = 0; i < lines; i++)
         p = *(char **)p;
-    double t0 = now_s();
+    t0 = now_s();
     for (long i = 0; i < steps; i++)
         p = *(char **)p;
     double chase = (now_s() - t0) / steps;
@@ -109,6 +120,22 @@ int main(int argc, char **argv)
         sum += ((uint64_t *)buf)[i];
     double stream = now_s() - t0;
     sink += sum;
+    /* soft-dirty tracking as tierkit-run's daemons use it: clearing the bits (/proc/self/
+     * clear_refs "4" write-protects every PTE of the process and flushes its TLB), then the first
+     * store to each page afterwards takes a write-protect fault */
+    char clear_s[32] = "null", wp_s[32] = "null";
+    int fd = open("/proc/self/clear_refs", O_WRONLY);
+    if (fd >= 0) {
+        t0 = now_s();
+        if (write(fd, "4", 1) == 1) {
+            snprintf(clear_s, sizeof clear_s, "%.1f", (now_s() - t0) * 1e9 / npages);
+            t0 = now_s();
+            for (long i = 0; i < npages; i++)
+                ((volatile char *)buf)[i * page + 8] = 2; /* beside the chase's pointer */
+            snprintf(wp_s, sizeof wp_s, "%.1f", (now_s() - t0) * 1e9 / npages);
+        }
+        close(fd);
+    }
     int *to = malloc(npages * sizeof *to);
     for (long i = 0; i < npages; i++)
         to[i] = node == 0 ? 1 : 0;
@@ -125,8 +152,9 @@ int main(int argc, char **argv)
     }
     double move = now_s() - t0;
     printf("{\"node\": %ld, \"mib\": %ld, \"steps\": %ld, \"on_node_fraction\": %.4f, \"chase_ns\": %.2f, "
-           "\"stream_gb_per_s\": %.4f, \"move_ns_per_page\": %.1f, \"moved_fraction\": %.4f}\n",
+           "\"stream_gb_per_s\": %.4f, \"move_ns_per_page\": %.1f, \"moved_fraction\": %.4f, \"fault_ns_per_page\": %.1f, "
+           "\"clear_refs_ns_per_page\": %s, \"wp_fault_ns_per_page\": %s}\n",
            node, mib, steps, (double)on_node / npages, chase * 1e9, bytes / stream / 1e9, move * 1e9 / npages,
-           (double)moved / npages);
+           (double)moved / npages, fault * 1e9, clear_s, wp_s);
     return 0;
 }
