@@ -12,7 +12,7 @@ RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml $(w
 DEMO_TRACE := data/traces/sqlite3-orders.tkt
 ALLOC_LIB := target/release/libtierkit_alloc.so
 
-.PHONY: dist lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-timing validate-guided validate-guided-programs
+.PHONY: dist lint fuzz-campaign bench-sweep bench-mix alloc bench-alloc bench-alloc-stress all demo test setup build rust-test py-test fuzz fuzz-smoke bench clean workloads tracer bench-tracer traces experiments-migration experiments-guided experiments-guided-suite experiments-learned experiments-learned-honest experiments-tiering experiments-mixes experiments-tiering-cores bench-guidance bench-learn bench-run experiments-live validate-kernel validate-kernel-paced validate-timing validate-guided validate-guided-programs
 
 all: build
 
@@ -168,6 +168,11 @@ experiments-live: $(VENV)/.built target/release/tierkit-run testbed
 # minutes (traces cached per length in target/validation)
 validate-kernel: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
 	$(PY) -m tierkit.cli validate --out experiments/results/validation.json --img-dir docs/img
+
+# the kernel validation twice in VMs paced by the slow-tier plugin, on an idle and on a loaded
+# host, side by side (docs/validation.md, "Reproducible under the slow tier"; about 30 minutes)
+validate-kernel-paced: $(VENV)/.built workloads tracer target/release/tierkit-run testbed
+	$(PY) experiments/kernel_reproducible.py
 
 # predicted runtimes against runtimes measured in the testbed VM with a slow tier that is really
 # slower (docs/validation.md, "Predicted runtimes against measured ones"); about 25 minutes

@@ -1134,6 +1134,9 @@ def validate_cmd(
     length: Annotated[Optional[float], typer.Option("--length", help="multiply each workload's --work by this (traces are recorded at the same length); default: the length whose run lasts --min-vm-seconds in the VM")] = None,
     min_vm_seconds: Annotated[float, typer.Option("--min-vm-seconds", help="without --length: find per workload the length whose run lasts at least this long in the VM (0: length 1)")] = 8.0,
     programs: Annotated[Optional[str], typer.Option("--programs", help="with --guided: comma-separated real programs of the suite (sqlite3, xz: data/traces/real's traces, recorded when missing), run from the host's binaries in the VM; without --workloads, only these")] = None,
+    vcpus: Annotated[int, typer.Option("--vcpus", help="with --timing: the VM's vCPUs (node 0's); 4 leaves the daemons' observation and the kdamonds a vCPU of their own beside the program")] = 2,
+    remodel: Annotated[Optional[Path], typer.Option("--remodel", help="with --timing: no VM; the model's side again on the VM runs this earlier --timing result holds (its 'measurements')")] = None,
+    slow_tier: Annotated[bool, typer.Option("--slow-tier", help="the kernel validation in VMs paced by the slow-tier plugin: the guest's clock follows its time model, not the host's speed (docs/validation.md, 'Reproducible under the slow tier')")] = False,
     timing: Annotated[bool, typer.Option("--timing", help="instead: predicted runtimes against runtimes measured in the VM with a slow tier that is really slower (docs/validation.md, 'Predicted runtimes against measured ones'); policies all-fast, all-slow, first-touch, autonuma-tiering, damon-tiering, hyplacer, history")] = False,
 ) -> None:
     """Validate tierkit's models of Linux's tiering policies against the kernel in the testbed
@@ -1146,14 +1149,28 @@ def validate_cmd(
         from . import validate_timing as vt
         from .testbed import slow_tier_unavailable
 
-        if guided or programs is not None:
-            raise TierkitError("--timing: not with --guided or --programs")
+        if guided or programs is not None or slow_tier:
+            raise TierkitError("--timing: not with --guided, --programs or --slow-tier (its VM always has the slow tier)")
+        if remodel is not None:
+            if workloads is not None or policies is not None:
+                raise TierkitError("--remodel: the workloads and policies are those of the measurements")
+            o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/validation_timing.json")
+            if o.resolve() == remodel.resolve():
+                raise TierkitError(f"--remodel: --out {o} would overwrite the measurements it reads")
+            try:
+                res = vt.repredict(remodel, o, work, (img_dir / "validation-timing.png") if img_dir is not None else None)
+            except RuntimeError as e:
+                raise TierkitError(f"validate --timing --remodel: {e}") from None
+            print(vt.table(res), end="")
+            return
         subjects = [*vt.WORKLOADS, *vt.PROGRAMS]
         names = _chosen(workloads, subjects, "--workloads", subjects, "workload", " for --timing")
         pols = _chosen(policies, list(vt.RUNS), "--policies", vt.POLICIES, "policy", " for --timing")
         if not 16 <= fast_free_mib <= 400:
             raise TierkitError(f"--fast-free-mib: {fast_free_mib} is outside [16, 400]")
         reps = _repeats(1 if repeats is None else repeats)
+        if not 1 <= vcpus <= 8:
+            raise TierkitError(f"--vcpus: {vcpus} is outside [1, 8]")
         why = slow_tier_unavailable()
         if why is not None:
             raise TierkitError(f"validate --timing: the testbed's slow tier cannot run here: {why}")
@@ -1161,12 +1178,14 @@ def validate_cmd(
         o = out if out != Path("experiments/results/validation.json") else Path("experiments/results/validation_timing.json")
         img = (img_dir / "validation-timing.png") if img_dir is not None else None
         try:
-            res = vt.validate_timing(names, pols, o, work, img, fast_free_mib, True, repeats=reps)
+            res = vt.validate_timing(names, pols, o, work, img, fast_free_mib, True, repeats=reps, cpus=vcpus)
         except RuntimeError as e:
             raise TierkitError(f"validate --timing: {e}") from None
         print(vt.table(res), end="")
         return
 
+    if vcpus != 2:
+        raise TierkitError("--vcpus: only with --timing")
     if guided:
         from . import guided_vm as gv
         from .testbed import availability
@@ -1178,6 +1197,8 @@ def validate_cmd(
                 raise TierkitError(f"--programs: unknown program '{n}' (known: {', '.join(gv.PROGRAMS)})")
         if policies is not None:
             raise TierkitError("--policies: not used with --guided (the runs are guided, first-touch and all-slow)")
+        if slow_tier or remodel is not None:
+            raise TierkitError("--slow-tier, --remodel: not with --guided")
         mib = gv.FAST_FREE_MIB if fast_free_mib == 64 else fast_free_mib
         if not 16 <= mib <= 400:
             raise TierkitError(f"--fast-free-mib: {mib} is outside [16, 400]")
@@ -1196,6 +1217,8 @@ def validate_cmd(
 
     if programs is not None:
         raise TierkitError("--programs: only with --guided")
+    if remodel is not None:
+        raise TierkitError("--remodel: only with --timing")
     names = _chosen(workloads, list(v.WORKLOADS), "--workloads", list(v.WORKLOADS), "workload")
     pols = _chosen(policies, list(v.POLICIES), "--policies", v.POLICIES, "policy")
     try:
@@ -1210,15 +1233,19 @@ def validate_cmd(
     from .testbed import availability
 
     why = availability()
+    if why is None and slow_tier:
+        from .testbed import slow_tier_unavailable
+
+        why = slow_tier_unavailable()
     if why is not None:
-        raise TierkitError(f"validate: the testbed VM cannot run here: {why}")
+        raise TierkitError(f"validate: the testbed VM{' with the slow tier' if slow_tier else ''} cannot run here: {why}")
     _tierkit_run_bin()
     if length is not None and not 0.1 <= length <= 32:
         raise TierkitError(f"--length: {length:g} is outside [0.1, 32]")
     if not 0 <= min_vm_seconds <= 120:
         raise TierkitError(f"--min-vm-seconds: {min_vm_seconds:g} is outside [0, 120]")
     res = v.validate(names, pols, out, work, img_dir, fast_free_mib, True, fs, repeats=reps,
-                     length=length, min_vm_s=min_vm_seconds)
+                     length=length, min_vm_s=min_vm_seconds, slow_tier=slow_tier)
     print(v.table(res), end="")
 
 

@@ -265,8 +265,13 @@ def program_inputs(name: str, work: Path, progress: bool = True, traces: Optiona
 # ---------------------------------------------------------------------------------------------
 # VM runs
 
-def _run_cmd(i: str, prog: str, how: str, env: str = "", dest: str = "$OUT", interval: str = "200ms") -> str:
-    return (f"{env}tierkit-run --json {how} --interval {interval} --timeseries {dest}/ts.csv -- {prog} "
+def _run_cmd(i: str, prog: str, how: str, env: str = "", dest: str = "$OUT", interval: str = "200ms",
+             timeseries: bool = True) -> str:
+    """tierkit-run's command line; with `timeseries` it samples the program's residency every
+    `interval` into ts.csv (validate --timing's runs sample nothing: that sampling takes the
+    paced VM's time)."""
+    ts = f"--timeseries {dest}/ts.csv " if timeseries else ""
+    return (f"{env}tierkit-run --json {how} --interval {interval} {ts}-- {prog} "
             f"> {dest}/run 2> {dest}/err; echo $? > {dest}/rc; ")
 
 
@@ -276,8 +281,8 @@ def _collect(r: Any, what: str, pcp: bool = False) -> dict:
         err = ((r.files.get("err") or b"").decode() + r.stderr)[-600:]
         raise RuntimeError(f"the VM run ({what}) failed (rc {rc}): {err}")
     rep = json.loads(r.files["run"].decode().strip().splitlines()[-1])
-    ts_lines = [line.split(",") for line in r.files["ts.csv"].decode().splitlines()]
-    ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
+    ts_lines = [line.split(",") for line in (r.files.get("ts.csv") or b"").decode().splitlines()]
+    ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]  # none: the run sampled nothing
     out = {"report": rep, "timeseries": ts, "hugepages": int((r.files.get("hugepages") or b"0").strip() or 0)}
     for tag in ("start", "after"):
         if f"zoneinfo_{tag}" in r.files:
@@ -298,7 +303,8 @@ _PROGRAM_SETUP = ("echo 0 > /proc/sys/vm/watermark_boost_factor; echo 100000 > /
                   f"mkdir -p {N1} && mount -t tmpfs -o mpol=bind:1 tmpfs {N1}; ")
 
 
-def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = False, interval: str = "200ms") -> str:
+def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = False, interval: str = "200ms",
+                 timeseries: bool = True) -> str:
     """A program of the suite in its directory on node 1's tmpfs (its input files, copied
     there at the VM's start), tierkit-run's outputs there too, copied to $OUT afterwards.
     With `rest_on_node1`, tierkit-run runs bound to node 1 (testbed/numapol.c) and the program
@@ -308,7 +314,8 @@ def _program_cmd(n: str, inp: dict, how: str, env: str, rest_on_node1: bool = Fa
     d = f"{N1}/out-{n}"
     penv = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(inp["env"].items()))
     return (f"rm -rf {d}; mkdir -p {d}; " + _state("start", d) + f"cd {N1}/{n} && "
-            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv + ("numapol bind:1 " if rest_on_node1 else ""), d, interval)
+            + _run_cmd("p", shlex.join(inp["argv"]), how, env + penv + ("numapol bind:1 " if rest_on_node1 else ""), d, interval,
+                       timeseries)
             + "cd /; " + _state("after", d) + f"cp {d}/* $OUT/; ")
 
 

@@ -86,18 +86,22 @@ MIN_VM_S = 8.0
 LENGTH_GRID = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 
-def _vm_factory(names: Sequence[str], specs: dict, tierkit_run: Path) -> Callable:
-    """A testbed VM (node 0 512 MiB, node 1 1 GiB) with tierkit-run and the workloads' binaries."""
-    from .testbed import FileSet, Testbed, VMConfig
+def _vm_factory(names: Sequence[str], specs: dict, tierkit_run: Path, slow_tier: bool = False) -> Callable:
+    """A testbed VM (node 0 512 MiB, node 1 1 GiB) with tierkit-run and the workloads' binaries;
+    with `slow_tier`, paced by the slow-tier plugin (docs/real-linux.md, "A slow tier that is
+    really slower"): the guest's clock, the kernel's time constants and the program's run
+    length then all follow the plugin's time model, not the host's speed."""
+    from .testbed import FileSet, SlowTier, Testbed, VMConfig
 
     files = FileSet().add_binary(tierkit_run)
     for n in names:
         files.add_binary(ROOT / "workloads" / "build" / specs[n][1])
-    return lambda: Testbed(VMConfig(fast_mib=512, slow_mib=1024), files)
+    cfg = VMConfig(fast_mib=512, slow_mib=1024, slow_tier=SlowTier() if slow_tier else None)
+    return lambda: Testbed(cfg, files, boot_timeout_s=300 if slow_tier else 120)
 
 
 def calibrate(names: Sequence[str], specs: dict, tierkit_run: Path, min_vm_s: float, progress: bool = True,
-              vm_factory: Optional[Callable] = None) -> dict:
+              vm_factory: Optional[Callable] = None, run_timeout_s: float = 600) -> dict:
     """Per workload, the smallest length on LENGTH_GRID (from 1 up) whose run lasts at least
     `min_vm_s` in the VM (under first-touch; at most 4 tries each: a run's start-up does not
     grow with its length, so each try aims 15 % over the mark)."""
@@ -109,7 +113,7 @@ def calibrate(names: Sequence[str], specs: dict, tierkit_run: Path, min_vm_s: fl
             for _ in range(4):
                 _, wl, args = length_specs(length, {n: specs[n]})[n]
                 r = vm.run(f"tierkit-run --json --policy first-touch -- {' '.join([wl, *args])} > $OUT/run 2> $OUT/err; echo $? > $OUT/rc",
-                           timeout_s=600)
+                           timeout_s=run_timeout_s)
                 if r.status != 0 or int(r.files.get("rc", b"-1") or -1) != 0:
                     raise RuntimeError(f"calibrating {n}: the VM run failed: {(r.files.get('err', b'').decode() + r.stderr)[-300:]}")
                 wall = json.loads(r.files["run"].decode().strip().splitlines()[-1])["wall_s"]
@@ -409,7 +413,7 @@ def run_report(r, i: int, what: str) -> tuple[dict, dict[int, int]]:
 
 def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int, tierkit_run: Path,
                progress: bool = True, vm_factory: Optional[Callable] = None, specs: Optional[dict] = None,
-               repeats: int = 1) -> dict:
+               repeats: int = 1, run_timeout_s: float = 300) -> dict:
     """Each (workload, policy) in a VM of its own, `repeats` times one after the other; returns
     per (workload, policy) the first run's report, series and node 0's state at the start, with
     every run (the first included) under `repeats`."""
@@ -436,7 +440,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                 script = _vm_script(i, prog, KERNEL_ARGS[p], fast_free_mib)
                 if p == "damon-tiering":
                     script = _damon_pace_script(i, script)
-                r = vm.run(script, timeout_s=300)
+                r = vm.run(script, timeout_s=run_timeout_s)
                 rep, free = run_report(r, i, f"{n} under {p}")
                 ts_lines = [l.split(",") for l in r.files[f"ts{i}.csv"].decode().splitlines()]
                 ts = [dict(zip(ts_lines[0], map(int, x))) for x in ts_lines[1:]]
@@ -447,7 +451,7 @@ def run_kernel(names: Sequence[str], policies: Sequence[str], fast_free_mib: int
                     "node0_model_params": node0_model_params(r.files[f"zoneinfo{i}"].decode(), r.files[f"node0meminfo{i}"].decode()),
                     # node 0's LRU pages at the program's end, the program's own among them
                     "node0_lru_pages_end": node0_lru_pages(r.files.get(f"node0meminfo_end{i}", b"").decode()),
-                    "wall_s": rep["wall_s"], "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
+                    "wall_s": rep["wall_s"], "lag_s": round((r.model or {}).get("lag_ns", 0) / 1e9, 4), "vmstat": rep["vmstat"], "damon_tiering": rep.get("damon_tiering"),
                     "pages": rep.get("pages"), "timeseries": ts, "vmstat_series": _parse_vmstat_series(r.files[f"vmstat{i}"].decode()),
                     "regions": parse_regions(r.files.get(f"regions{i}", b"").decode("utf-8", "replace"), f"regions{i}"),
                     "region_series": parse_region_series(r.files.get(f"rs{i}.csv", b"").decode()),
@@ -790,7 +794,7 @@ def compare(kern: dict, traces: dict, work: Path, progress: bool = True, scales:
         hot_means = [m for m in (_mean_from(kernel_hot_residency(x), x["wall_s"]) for x in reps) if m is not None]
         row = {"workload": n, "class": specs[n][0], "policy": p, "program": run["program"],
                "kernel": {**kc, "wall_s": wall_s, "node0_free_bytes": fast_bytes, "repeats": len(reps),
-                          "runs": [{**c, "wall_s": x["wall_s"], "node0_free_bytes": x["node0_free_bytes"],
+                          "runs": [{**c, "wall_s": x["wall_s"], "lag_s": x.get("lag_s", 0.0), "node0_free_bytes": x["node0_free_bytes"],
                                     # node 0's LRU pages before and after the program, and the
                                     # program's own pages there at its last observation
                                     "node0_lru_pages_start": (x.get("node0_model_params") or {}).get("fast_other_pages"),
@@ -910,6 +914,39 @@ def table(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def side_by_side(a: dict, b: dict, names: Sequence[str] = ("A", "B")) -> str:
+    """Two kernel validations of the same rows (two runs of `tierkit validate`) side by side:
+    per (workload, policy) each run's wall time, the kernel's promotions and demotions (mean
+    and range of its repeats), whether the second run's mean falls in the first's range and the
+    first's in the second's ("within the kernel's own spread"), and each run's verdict."""
+    rows_b = {(r["workload"], r["policy"]): r for r in b["results"]}
+    na, nb = names
+    lines = [f"| workload | policy | wall s {na} / {nb} | promotions {na} | promotions {nb} | demotions {na} | demotions {nb} "
+             f"| within each other's spread | goals {na} / {nb} | host lag s {na} / {nb} |", "|" + " --- |" * 10]
+
+    def spread(k: dict, c: str) -> tuple[float, float]:
+        rg = (k.get("range") or {}).get(c) or [k[c], k[c]]
+        return float(rg[0]), float(rg[1])
+
+    def lag(k: dict) -> float:
+        return max((x.get("lag_s") or 0.0 for x in k.get("runs", [])), default=0.0)
+
+    for ra in a["results"]:
+        rb = rows_b.get((ra["workload"], ra["policy"]))
+        if rb is None:
+            continue
+        ka, kb = ra["kernel"], rb["kernel"]
+        inside = []
+        for c in ("promotions", "demotions"):
+            (la, ha), (lb, hb) = spread(ka, c), spread(kb, c)
+            inside.append(la <= kb[c] <= ha or lb <= ka[c] <= hb)
+        lines.append(f"| {ra['workload']} | {ra['policy']} | {ka['wall_s']:.1f} / {kb['wall_s']:.1f} | {_kcount(ka, 'promotions')} | "
+                     f"{_kcount(kb, 'promotions')} | {_kcount(ka, 'demotions')} | {_kcount(kb, 'demotions')} | "
+                     f"{'yes' if all(inside) else 'no'} | {'yes' if ra['model']['x1']['within_goals'] else 'no'} / "
+                     f"{'yes' if rb['model']['x1']['within_goals'] else 'no'} | {lag(ka):.2f} / {lag(kb):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(res: dict, img_dir: Path) -> list[Path]:
     import matplotlib
 
@@ -963,14 +1000,24 @@ def plot(res: dict, img_dir: Path) -> list[Path]:
     return paths
 
 
+def _slow_tier_dict() -> dict:
+    from .testbed import SlowTier
+
+    st = SlowTier()
+    return {k: getattr(st, k) for k in st.__dataclass_fields__}
+
+
 def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
              work: Optional[Path] = None, img_dir: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
              scales: Sequence[float] = SCALES, tierkit_run: Optional[Path] = None, specs: Optional[dict] = None,
-             repeats: int = REPEATS, length: Optional[float] = None, min_vm_s: float = MIN_VM_S) -> dict:
+             repeats: int = REPEATS, length: Optional[float] = None, min_vm_s: float = MIN_VM_S,
+             slow_tier: bool = False) -> dict:
     """The whole validation; returns the results and writes `out` (JSON), its table
     (`out` with `.md`) and the plots. Each workload runs at `length` (a factor on its --work),
     or, without one, at the length calibrate() finds for runs of at least `min_vm_s` in the VM
-    (0: length 1)."""
+    (0: length 1). With `slow_tier` the VMs are paced by the slow-tier plugin (its time model,
+    not the host's speed, sets the guest's clock: docs/validation.md, "Reproducible under the
+    slow tier")."""
     specs = specs or WORKLOADS
     for n in names:
         if n not in specs:
@@ -982,22 +1029,28 @@ def validate(names: Sequence[str] = tuple(WORKLOADS), policies: Sequence[str] = 
     work = work or ROOT / "target" / "validation"
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
+    factory = _vm_factory(names, specs, tierkit_run, slow_tier)
+    # a paced guest runs about 40 times slower than a real machine: longer timeouts
+    tmo = 1800.0 if slow_tier else None
     if length is not None:
         lengths = {n: float(length) for n in names}
     elif min_vm_s > 0:
-        lengths = calibrate(names, specs, tierkit_run, min_vm_s, progress)
+        lengths = calibrate(names, specs, tierkit_run, min_vm_s, progress, factory, tmo or 600)
     else:
         lengths = {n: 1.0 for n in names}
     specs = {**specs, **{n: length_specs(lengths[n], {n: specs[n]})[n] for n in names}}
     traces = record_traces(names, work, progress, specs)
     if repeats < 1:
         raise ValueError(f"--repeats: {repeats} must be at least 1")
-    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, specs=specs, repeats=repeats)
+    kern = run_kernel(names, policies, fast_free_mib, tierkit_run, progress, factory, specs=specs, repeats=repeats,
+                      run_timeout_s=tmo or 300)
     res = compare(kern, traces, work, progress, scales, specs)
     res.update({"date": time.strftime("%Y-%m-%d"), "kernel": kern["kernel"], "min_free_kbytes": kern["min_free_kbytes"],
                 "watermark_scale_factor": kern["watermark_scale_factor"], "fast_free_mib_target": fast_free_mib, "repeats": repeats,
                 "lengths": lengths, "min_vm_s": min_vm_s if length is None else None,
-                "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB",
+                "vm": "testbed (QEMU TCG), node 0 512 MiB (shrunk by hugetlb pages), node 1 1 GiB"
+                      + (", paced by the slow-tier plugin" if slow_tier else ""),
+                "slow_tier": _slow_tier_dict() if slow_tier else None,
                 "goals": {"ratio_within": RATIO_GOAL, "residency_points_within": RESIDENCY_GOAL_POINTS},
                 "elapsed_s": round(time.time() - t, 1)})
     if out is not None:

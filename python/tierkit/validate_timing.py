@@ -16,7 +16,10 @@ really slower").
 3. **Predicted.** The same program, recorded natively with the Valgrind tracer through the
    plugin's cache (`L1:<llc>:<ways>`, 64-byte lines), simulated by tierkit's `simple` model on
    a platform written from the calibration (`platform_toml`), plus the trace's instructions at
-   the plugin's `ips` (the simple model counts memory time only). The policy's clock runs at
+   the plugin's `ips` (the simple model counts memory time only), plus a page fault for each
+   page the trace touches (memlat's first-touch cost in the VM), plus, under tierkit-run's
+   daemons, their soft-dirty tracking (`soft_dirty_cost`). damon-tiering's model is set up
+   from the schemes the kernel held, as the kernel validation does. The policy's clock runs at
    guest time: `--time-scale K` with K = predicted total / predicted memory time under
    first-touch.
 4. **Side by side.** `measured_speedup` and `predicted_speedup` against all-slow, per row;
@@ -61,13 +64,15 @@ WORKLOADS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 #: real programs of the suite (data/recipes/record_traces.py), run from the host's binaries in
 #: the VM as `tierkit validate --guided --programs` runs them: name -> (the suite's trace, node
 #: 0's MemFree in MiB for it, directories the program reads besides its binary and the libraries
-#: ldd names). Node 0 keeps about 26 MiB of MemFree below its low watermark and lowmem reserve
-#: (measured: 26 MiB free, 0 usable), so the targets leave about half the footprint usable.
+#: ldd names). With transparent huge pages off and the per-CPU lists capped, node 0 keeps about
+#: 3 MiB of MemFree below its low watermark and lowmem reserve (measured 2026-11-29: 36 MiB free,
+#: 33 MiB usable, and every policy equalled all-fast), so the targets leave about half the
+#: footprint usable.
 #: The "train" inputs: 0.9 and 1.2 G instructions, 45 and 63 s in the paced VM (sqlite3-ref's
 #: 5.4 G would take 3.5 minutes a run)
 PROGRAMS: dict[str, tuple[str, int, tuple[str, ...]]] = {
-    "xz": ("xz-train", 36, ()),                                              # 18.5 MiB footprint
-    "perl": ("perl-train", 35, ("/usr/lib/x86_64-linux-gnu/perl-base",)),    # 17.4 MiB; strict.pm, warnings.pm
+    "xz": ("xz-train", 12, ()),                                              # 18.5 MiB footprint
+    "perl": ("perl-train", 12, ("/usr/lib/x86_64-linux-gnu/perl-base",)),    # 17.4 MiB; strict.pm, warnings.pm
 }
 #: tierkit-run's daemons (the others are memory policies or the kernel's)
 DAEMONS = ("hyplacer", "history")
@@ -137,6 +142,17 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
 COMPACT = "echo 1 > /proc/sys/vm/compact_memory; "
 
 
+def _seconds(text: str) -> float:
+    """'500ms' or '2s' in seconds."""
+    return float(text[:-2]) / 1e3 if text.endswith("ms") else float(text[:-1])
+
+
+def _interval(spec: str) -> str:
+    """tierkit-run's --interval: a daemon's period, or, for a memory policy or the kernel's, one
+    observation (longer than any run)."""
+    return INTERVAL if spec.split(":")[0] in DAEMONS else "3600s"
+
+
 def _script(i: int, program: str, spec: str, shrink: bool, fast_free_mib: int) -> str:
     """One workload's run: node 0 shrunk (or left at 400 MiB free), its state read, the program
     under tierkit-run. Nothing samples beside it (no vmstat loop, no --timeseries or region
@@ -145,12 +161,11 @@ def _script(i: int, program: str, spec: str, shrink: bool, fast_free_mib: int) -
     memory policy observes once (--interval longer than any run); a daemon every INTERVAL."""
     from . import guided_vm as gv
 
-    interval = INTERVAL if spec.split(":")[0] in DAEMONS else "3600s"
     return (
         COMPACT + gv._shrink(fast_free_mib if shrink else 400)
         + f"grep MemFree /sys/devices/system/node/node*/meminfo > $OUT/meminfo{i}; "
         f"cat /proc/zoneinfo > $OUT/zoneinfo{i}; cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo{i}; "
-        f"tierkit-run --json --policy {shlex.quote(spec)} --interval {interval} -- {program} > $OUT/run{i} 2> $OUT/err{i}; "
+        f"tierkit-run --json --policy {shlex.quote(spec)} --interval {_interval(spec)} -- {program} > $OUT/run{i} 2> $OUT/err{i}; "
         f"echo $? > $OUT/rc{i}; echo 0 > {gv.HP}"
     )
 
@@ -187,7 +202,7 @@ def _one_run(vm, i: int, n: str, p: str, prog: str, programs: dict, fast_free_mi
     if n in programs:
         mib = programs[n]["fast_free_mib"] if shrink else 400
         r = vm.run(COMPACT + gv._shrink(mib) + "cat /sys/devices/system/node/node0/meminfo > $OUT/node0meminfo_start; "
-                   + gv._program_cmd(n, programs[n], f"--policy {shlex.quote(spec)}", "", interval=INTERVAL)
+                   + gv._program_cmd(n, programs[n], f"--policy {shlex.quote(spec)}", "", interval=_interval(spec), timeseries=False)
                    + f"echo 0 > {gv.HP}", timeout_s=1800)
         c = gv._collect(r, f"{n} {p}", True)
         rep, free = c["report"], c["memfree_start"]
@@ -201,7 +216,8 @@ def _one_run(vm, i: int, n: str, p: str, prog: str, programs: dict, fast_free_mi
             # the plugin's counts over the command (both vCPUs: the program's, and everything
             # else the VM ran meanwhile: tierkit-run, the samplers, the kernel)
             "vm_insns": mo.get("insns"), "vm_misses_node0": mo.get("misses_node0"), "vm_misses_node1": mo.get("misses_node1"),
-            "vmstat": rep.get("vmstat"), "node0_model_params": v.node0_model_params(zi, nm) if shrink else None,
+            "vmstat": rep.get("vmstat"), "program_rusage": rep.get("program_rusage"), "soft_dirty": rep.get("soft_dirty"),
+            "damon_tiering": rep.get("damon_tiering"), "node0_model_params": v.node0_model_params(zi, nm) if shrink else None,
             # what an allocation that prefers node 0 can still take there before it falls back
             # to node 1: free above each zone's low watermark and lowmem reserve (with the
             # per-CPU lists, which the programs' setup caps), not MemFree
@@ -209,7 +225,7 @@ def _one_run(vm, i: int, n: str, p: str, prog: str, programs: dict, fast_free_mi
 
 
 def measure(names: Sequence[str], policies: Sequence[str], specs: dict, fast_free_mib: int, tierkit_run: Path,
-            progress: bool = True, repeats: int = 1, programs: Optional[dict] = None) -> dict:
+            progress: bool = True, repeats: int = 1, programs: Optional[dict] = None, cpus: int = 2) -> dict:
     """Boot the paced VM, calibrate it, run every (workload or program, policy) `repeats` times."""
     programs = programs or {}
     from .testbed import FileSet, SlowTier, Testbed, VMConfig, calibrate
@@ -228,7 +244,7 @@ def measure(names: Sequence[str], policies: Sequence[str], specs: dict, fast_fre
     runs: dict = {}
     failed: list = []
     i = 0
-    with Testbed(VMConfig(fast_mib=512, slow_mib=1024, slow_tier=SlowTier()), files, boot_timeout_s=300) as vm:
+    with Testbed(VMConfig(fast_mib=512, slow_mib=1024, cpus=cpus, slow_tier=SlowTier()), files, boot_timeout_s=300) as vm:
         # 4 KiB pages only, as the model has them: with transparent huge pages a program's memory
         # on a roomy node came in 2 MiB pages (rwmix: 63 huge-page faults in all) and on a node 0
         # shrunk below its footprint in 4 KiB ones (37-47 of the 63 fell back: 45 k faults), so
@@ -276,6 +292,13 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
     cal = meas["calibration"]
     st = cal["slow_tier"]
     cache = f"L1:{st['llc_bytes'] // 1024}K:{st['llc_ways']}"
+    # a first touch's page fault (a calibration without the figure: none charged)
+    fault_ns = sum(x.get("fault_ns_per_page", 0.0) for x in cal["nodes"]) / len(cal["nodes"])
+    # soft-dirty tracking's costs (None: not measured, or no soft-dirty bits in the VM)
+    wps = [x.get("wp_fault_ns_per_page") for x in cal["nodes"]]
+    wp_ns = sum(wps) / len(wps) if wps and all(x is not None for x in wps) else None
+    crs = [x.get("clear_refs_ns_per_page") for x in cal["nodes"]]
+    clear_ns = sum(crs) / len(crs) if crs and all(x is not None for x in crs) else None
     out = {}
     for n in names:
         tkt = work / f"timing-{n}.tkt"
@@ -310,40 +333,94 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
                 continue
             shrink = RUNS[p][2]
             ref = reps[0] if reps else meas["runs"][(n, "all-slow")][0]
-            kp = ref.get("node0_model_params") if p == "autonuma-tiering" else None
+            kp = ref.get("node0_model_params") if p in ("autonuma-tiering", "damon-tiering") else None
             if not (shrink and reps):
                 fast = None
             elif kp:
-                # autonuma-tiering's model takes node 0's watermarks itself: its free frames
-                # and the other programs' pages there, as the kernel validation gives it
+                # the kernel policies' models take node 0's watermarks themselves: its free
+                # frames and the other programs' pages there, as the kernel validation gives them
                 fast = ref["node0_free_bytes"] + kp["fast_other_pages"] * PAGE
             else:
                 fast = max(ref["node0_usable_bytes"], 16 * PAGE)  # a platform's tier holds something
             plat = work / f"timing-platform-{n}-{p}.toml"
             plat.write_text(platform_toml(cal, fast))
-            spec = v.model_args(p, kp) if p in ("autonuma-tiering", "damon-tiering") else RUNS[p][1]
+            if p == "damon-tiering":
+                # set up as the kernel held the schemes (tierkit-run's read-back), on node 0's
+                # floors, as the kernel validation does (validate.damon_model_args)
+                spec = v.damon_model_args(ref) + v.damon_node0_args(kp)
+            elif p == "autonuma-tiering":
+                spec = v.model_args(p, kp)
+            else:
+                spec = RUNS[p][1]
             if k is None:  # the first: first-touch, at scale 1, sets the clock
                 r = api.run(tkt, str(plat), "first-touch", None, None, "simple", progress=False)
                 mem_s = r["runtime_ns"] / 1e9
-                k = (mem_s + compute_s) / mem_s
+                # every page the program touches faults once, whatever the policy: the
+                # kernel's fault, allocation and zeroing, as memlat measures it in the VM
+                fault_s = r["pages"] * fault_ns / 1e9
+                k = (mem_s + compute_s + fault_s) / mem_s
             r = api.run(tkt, str(plat), spec, None, None, "simple", progress=False, time_scale=k)
             if reps is not None:
-                out[(n, p)] = {"predicted_s": r["runtime_ns"] / 1e9 + compute_s, "memory_s": r["runtime_ns"] / 1e9,
-                               "compute_s": compute_s, "time_scale": k, "migrations": r["migrations"],
+                total = r["runtime_ns"] / 1e9 + compute_s + fault_s
+                sd = None
+                if p in DAEMONS and reps[0].get("soft_dirty") and wp_ns is not None:
+                    # the daemon's soft-dirty tracking, which the program pays (soft_dirty_cost)
+                    sd = soft_dirty_cost(tkt, total, _seconds(INTERVAL), clear_ns or 0.0, wp_ns)
+                    total += sd["seconds"]
+                out[(n, p)] = {"predicted_s": total, "memory_s": r["runtime_ns"] / 1e9,
+                               "compute_s": compute_s, "fault_s": fault_s, "soft_dirty_s": sd["seconds"] if sd else 0.0,
+                               "predicted_wp_faults": sd["written_page_periods"] if sd else 0,
+                               "time_scale": k, "migrations": r["migrations"],
                                "predicted_misses": r["reads"], "predicted_fast_share": r["fast_hit_ratio"],
                                "predicted_insns": rec["instructions"]}
     return out
 
 
+def soft_dirty_cost(trace: Path, total_s: float, period_s: float, clear_ns: float, wp_ns: float) -> dict:
+    """What soft-dirty tracking costs a program under one of tierkit-run's daemons, which
+    clears the bits at each observation (/proc/PID/clear_refs): per period, clearing them over
+    the pages the program has (`clear_ns` each), and then a write-protect fault on the first
+    write to each page in the period (`wp_ns` each; memlat measures both in the VM). The trace's
+    accesses are put on the run's clock by their instruction count (`total_s` for the whole
+    run). A write that hits in the cache the trace was recorded through is not in the trace:
+    a page written only that way in a period is not counted (at most the cache's 1,024 pages)."""
+    import numpy as np
+
+    from . import api
+
+    df = api.read_trace(trace)
+    page = (df["addr"].to_numpy() >> np.uint64(12)).astype(np.int64)
+    insn = df["insn"].to_numpy().astype(np.float64)
+    span = max(float(insn[-1]) if len(insn) else 0.0, 1.0)
+    periods = max(int(total_s / period_s), 0)
+    per = np.minimum((insn / span * total_s / period_s).astype(np.int64), max(periods - 1, 0))
+    # pages present at each observation: those first touched before its end
+    _, first = np.unique(page, return_index=True)
+    first_per = np.sort(per[first])
+    ends = np.arange(periods)
+    present = int(np.searchsorted(first_per, ends, side="right").sum()) if periods else 0
+    w = df["write"].to_numpy().astype(bool)
+    # the first write to each page in each period after the first observation's clear
+    keys = np.unique(per[w] * (1 << 40) + page[w]) if periods else np.array([], dtype=np.int64)
+    written = int((keys >> 40 >= 1).sum())
+    return {"periods": periods, "present_page_periods": present, "written_page_periods": written,
+            "seconds": (present * clear_ns + written * wp_ns) / 1e9}
+
+
 def _vm_side(reps: list) -> dict:
     """The VM's own counts, mean over the repeats: instructions, misses per node, the share of
-    misses node 0 served, and the kernel's migrations (vmstat)."""
+    misses node 0 served, the kernel's migrations (vmstat), and the program's own CPU time,
+    page faults and involuntary context switches."""
     if any(x.get("vm_insns") is None for x in reps):
         return {}
     m0 = sum(x["vm_misses_node0"] for x in reps) / len(reps)
     m1 = sum(x["vm_misses_node1"] for x in reps) / len(reps)
     vs = [x.get("vmstat") or {} for x in reps]
-    return {"vm_insns": round(sum(x["vm_insns"] for x in reps) / len(reps)), "vm_misses": round(m0 + m1),
+    # the program's own CPU time and faults (tierkit-run's getrusage of it), mean
+    ru = [x.get("program_rusage") for x in reps]
+    prog = ({f"vm_program_{k}": round(sum(r[k] for r in ru) / len(ru), 3)
+             for k in ("user_s", "sys_s", "minor_faults", "involuntary_switches")} if all(ru) else {})
+    return {**prog, "vm_insns": round(sum(x["vm_insns"] for x in reps) / len(reps)), "vm_misses": round(m0 + m1),
             "vm_fast_share": round(m0 / (m0 + m1), 4) if m0 + m1 else None,
             "vm_migrations": round(sum(v.get("pgmigrate_success", 0) for v in vs) / len(vs)),
             "vm_demotions": round(sum(v.get("pgdemote_kswapd", 0) + v.get("pgdemote_direct", 0) for v in vs) / len(vs))}
@@ -370,7 +447,7 @@ def compare(names: Sequence[str], policies: Sequence[str], meas: dict, pred: dic
                          "measured_range_s": [min(x["wall_s"] for x in reps), max(x["wall_s"] for x in reps)],
                          "lag_s": round(max(x["lag_s"] for x in reps), 4),
                          "node0_free_bytes": reps[0]["node0_free_bytes"], "node0_usable_bytes": reps[0].get("node0_usable_bytes"),
-                         **{k: pred[(n, p)][k] for k in ("memory_s", "compute_s", "time_scale", "migrations", "predicted_misses",
+                         **{k: pred[(n, p)][k] for k in ("memory_s", "compute_s", "fault_s", "soft_dirty_s", "predicted_wp_faults", "time_scale", "migrations", "predicted_misses",
                                                          "predicted_fast_share", "predicted_insns")},
                          **_vm_side(reps)})
     taus = {}
@@ -425,9 +502,39 @@ def plot(res: dict, img: Path) -> Path:
     return img
 
 
+def repredict(measured: Path, out: Optional[Path] = None, work: Optional[Path] = None, img: Optional[Path] = None,
+              progress: bool = True) -> dict:
+    """The model's side again on the VM runs a validation stored (its `measurements` and
+    calibration), without a VM: to judge a model change on the same measurements."""
+    try:
+        old = json.loads(Path(measured).read_text())
+        runs = {(m["workload"], m["policy"]): m["runs"] for m in old["measurements"]}
+        cal = old["calibration"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RuntimeError(f"{measured}: not a validate --timing result with its measurements ({type(e).__name__}: {e})") from None
+    names = list(dict.fromkeys(n for n, _ in runs))
+    pols = list(dict.fromkeys(p for _, p in runs))
+    for p in pols:
+        if p not in RUNS:
+            raise RuntimeError(f"{measured}: unknown policy '{p}'")
+    specs = {n: (WORKLOADS[n][0], WORKLOADS[n][1], tuple(old.get("workloads", {}).get(n, WORKLOADS[n][2]))) for n in names if n in WORKLOADS}
+    work = work or ROOT / "target" / "validation"
+    work.mkdir(parents=True, exist_ok=True)
+    programs = {n: program_input(n, work) for n in names if n in PROGRAMS}
+    meas = {"calibration": cal, "runs": runs, "failed": old.get("failed", [])}
+    res = compare(names, pols, meas, predict(names, pols, specs, meas, work, progress, programs))
+    res.update({k: old[k] for k in old if k not in res and k != "elapsed_s"})
+    res["repredicted"] = {"date": time.strftime("%Y-%m-%d"), "from": str(measured)}
+    if out is not None:
+        _say(progress, f"wrote {out} and {v.write_results(res, out, table(res))}")
+    if img is not None:
+        _say(progress, f"wrote {plot(res, img)}")
+    return res
+
+
 def validate_timing(names: Sequence[str] = (*WORKLOADS, *PROGRAMS), policies: Sequence[str] = POLICIES, out: Optional[Path] = None,
                     work: Optional[Path] = None, img: Optional[Path] = None, fast_free_mib: int = 64, progress: bool = True,
-                    tierkit_run: Optional[Path] = None, specs: Optional[dict] = None, repeats: int = 1) -> dict:
+                    tierkit_run: Optional[Path] = None, specs: Optional[dict] = None, repeats: int = 1, cpus: int = 2) -> dict:
     specs = specs or WORKLOADS
     for n in names:
         if n not in specs and n not in PROGRAMS:
@@ -441,10 +548,12 @@ def validate_timing(names: Sequence[str] = (*WORKLOADS, *PROGRAMS), policies: Se
     work.mkdir(parents=True, exist_ok=True)
     t = time.time()
     programs = {n: program_input(n, work) for n in names if n in PROGRAMS}
-    meas = measure(names, pols, specs, fast_free_mib, tierkit_run, progress, repeats, programs)
+    meas = measure(names, pols, specs, fast_free_mib, tierkit_run, progress, repeats, programs, cpus)
     pred = predict(names, pols, specs, meas, work, progress, programs)
     res = compare(names, pols, meas, pred)
-    res.update({"date": time.strftime("%Y-%m-%d"), "calibration": meas["calibration"], "fast_free_mib_target": fast_free_mib, "thp": THP,
+    res.update({"date": time.strftime("%Y-%m-%d"), "calibration": meas["calibration"],
+                # every VM run as measured, so that a model change can be judged on them again
+                "measurements": [{"workload": n, "policy": p, "runs": r} for (n, p), r in meas["runs"].items()], "fast_free_mib_target": fast_free_mib, "thp": THP, "vcpus": cpus,
                 "repeats": repeats, "workloads": {n: list(specs[n][2]) for n in names if n in specs},
                 "programs": {n: {"argv": programs[n]["argv"], "package": programs[n]["package"], "version": programs[n]["version"],
                                  "trace": programs[n]["trace_name"], "fast_free_mib": programs[n]["fast_free_mib"]} for n in programs},
