@@ -13,7 +13,6 @@ About 10 minutes a run for the defaults on 2 cores (one busy process takes one o
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import sys
 import time
@@ -62,10 +61,9 @@ def main(argv=None) -> int:
             p.start()
         try:
             t = time.time()
-            res = v.validate(names, pols, a.out_dir / f"validation_paced_{tag}.json", a.work, None, progress=True,
-                             repeats=a.repeats, length=a.length, slow_tier=True)
+            res = v.validate(names, pols, None, a.work, None, progress=True, repeats=a.repeats, length=a.length, slow_tier=True)
             res["host_load_processes"] = load
-            (a.out_dir / f"validation_paced_{tag}.json").write_text(json.dumps(res, indent=1) + "\n")
+            v.write_results(res, a.out_dir / f"validation_paced_{tag}.json", v.table(res))
             print(f"{tag} run ({load} busy processes beside it): {time.time() - t:.0f} s", file=sys.stderr)
         finally:
             stop.set()

@@ -27,6 +27,7 @@ really slower").
 """
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from . import validate as v
+from .deploy import time_ns
 
 ROOT = v.ROOT
 PAGE = 4096
@@ -140,11 +142,6 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
 #: 2 MiB blocks (without it, after the calibration moved 64 MiB between the nodes, a program
 #: asking for 10 MiB free found 26 MiB)
 COMPACT = "echo 1 > /proc/sys/vm/compact_memory; "
-
-
-def _seconds(text: str) -> float:
-    """'500ms' or '2s' in seconds."""
-    return float(text[:-2]) / 1e3 if text.endswith("ms") else float(text[:-1])
 
 
 def _interval(spec: str) -> str:
@@ -292,13 +289,11 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
     cal = meas["calibration"]
     st = cal["slow_tier"]
     cache = f"L1:{st['llc_bytes'] // 1024}K:{st['llc_ways']}"
-    # a first touch's page fault (a calibration without the figure: none charged)
-    fault_ns = sum(x.get("fault_ns_per_page", 0.0) for x in cal["nodes"]) / len(cal["nodes"])
+    # a first touch's page fault (a calibration without the figure: none charged), and
     # soft-dirty tracking's costs (None: not measured, or no soft-dirty bits in the VM)
-    wps = [x.get("wp_fault_ns_per_page") for x in cal["nodes"]]
-    wp_ns = sum(wps) / len(wps) if wps and all(x is not None for x in wps) else None
-    crs = [x.get("clear_refs_ns_per_page") for x in cal["nodes"]]
-    clear_ns = sum(crs) / len(crs) if crs and all(x is not None for x in crs) else None
+    fault_ns = _node_mean(cal, "fault_ns_per_page") or 0.0
+    wp_ns = _node_mean(cal, "wp_fault_ns_per_page")
+    clear_ns = _node_mean(cal, "clear_refs_ns_per_page")
     out = {}
     for n in names:
         tkt = work / f"timing-{n}.tkt"
@@ -365,7 +360,7 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
                 sd = None
                 if p in DAEMONS and reps[0].get("soft_dirty") and wp_ns is not None:
                     # the daemon's soft-dirty tracking, which the program pays (soft_dirty_cost)
-                    sd = soft_dirty_cost(tkt, total, _seconds(INTERVAL), clear_ns or 0.0, wp_ns)
+                    sd = soft_dirty_cost(tkt, total, (time_ns(INTERVAL) or 0.0) / 1e9, clear_ns or 0.0, wp_ns)
                     total += sd["seconds"]
                 out[(n, p)] = {"predicted_s": total, "memory_s": r["runtime_ns"] / 1e9,
                                "compute_s": compute_s, "fault_s": fault_s, "soft_dirty_s": sd["seconds"] if sd else 0.0,
@@ -373,7 +368,28 @@ def predict(names: Sequence[str], policies: Sequence[str], specs: dict, meas: di
                                "time_scale": k, "migrations": r["migrations"],
                                "predicted_misses": r["reads"], "predicted_fast_share": r["fast_hit_ratio"],
                                "predicted_insns": rec["instructions"]}
+    _trace_pages.cache_clear()  # the arrays of the last trace are not kept past the prediction
     return out
+
+
+def _node_mean(cal: dict, key: str) -> Optional[float]:
+    """A calibration figure's mean over the nodes; None where a node lacks it."""
+    xs = [x.get(key) for x in cal["nodes"]]
+    return sum(xs) / len(xs) if xs and all(x is not None for x in xs) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _trace_pages(trace: str, _stamp: tuple) -> tuple:
+    """A trace's pages, instruction counts and write flags as arrays, read once for the
+    policies that need them (`_stamp`: the file's size and mtime, so a trace recorded again
+    is read again)."""
+    import numpy as np
+
+    from . import api
+
+    df = api.read_trace(trace)
+    return ((df["addr"].to_numpy() >> np.uint64(12)).astype(np.int64), df["insn"].to_numpy().astype(np.float64),
+            df["write"].to_numpy().astype(bool))
 
 
 def soft_dirty_cost(trace: Path, total_s: float, period_s: float, clear_ns: float, wp_ns: float) -> dict:
@@ -386,11 +402,8 @@ def soft_dirty_cost(trace: Path, total_s: float, period_s: float, clear_ns: floa
     a page written only that way in a period is not counted (at most the cache's 1,024 pages)."""
     import numpy as np
 
-    from . import api
-
-    df = api.read_trace(trace)
-    page = (df["addr"].to_numpy() >> np.uint64(12)).astype(np.int64)
-    insn = df["insn"].to_numpy().astype(np.float64)
+    st = Path(trace).stat()
+    page, insn, w = _trace_pages(str(trace), (st.st_size, st.st_mtime_ns))
     span = max(float(insn[-1]) if len(insn) else 0.0, 1.0)
     periods = max(int(total_s / period_s), 0)
     per = np.minimum((insn / span * total_s / period_s).astype(np.int64), max(periods - 1, 0))
@@ -399,7 +412,6 @@ def soft_dirty_cost(trace: Path, total_s: float, period_s: float, clear_ns: floa
     first_per = np.sort(per[first])
     ends = np.arange(periods)
     present = int(np.searchsorted(first_per, ends, side="right").sum()) if periods else 0
-    w = df["write"].to_numpy().astype(bool)
     # the first write to each page in each period after the first observation's clear
     keys = np.unique(per[w] * (1 << 40) + page[w]) if periods else np.array([], dtype=np.int64)
     written = int((keys >> 40 >= 1).sum())
