@@ -360,19 +360,16 @@ impl LruHeap {
         self.segs.push_back(Segment { entries, floor, sorted: false, pos: 0 });
     }
 
-    /// Insert one page (migrated into the tier).
+    /// Insert one page (migrated into the tier). Into the newest segment while it is still
+    /// unsorted; else into the side heap. A pop takes the older of the first segment's front
+    /// and the side heap's top, so either place gives the same pops. Appending to a segment
+    /// already sorted made the next pop sort it again: with one segment (every page first
+    /// seen in one period, as a daemon's first observation sees them) a swap of n pages
+    /// sorted it n times (2 s for 20,000 swaps of 24,000 pages).
     fn push(&mut self, last: u64, page: PageId) {
         self.len += 1;
         match self.segs.back_mut() {
-            Some(seg) if last >= seg.floor => {
-                if seg.sorted {
-                    // keep what is left to take, and sort again when needed
-                    seg.entries.drain(..seg.pos);
-                    seg.pos = 0;
-                    seg.sorted = false;
-                }
-                seg.entries.push((last, page));
-            }
+            Some(seg) if last >= seg.floor && !seg.sorted => seg.entries.push((last, page)),
             _ => self.side.push(Reverse((last, page))),
         }
     }
