@@ -17,18 +17,24 @@
  * row agree page for page (at most SNAPSHOT_TRIES passes) and says whether they did. It
  * prints one JSON line at the end: region sizes in pages, the accesses made, and the series
  * [t_ms, write_fast, read_fast, cold_fast, agreed] (agreed: 1 if the counts come from two
- * passes that agreed, 0 if the daemon kept moving pages through all the passes).
+ * passes that agreed, 0 if the daemon kept moving pages through all the passes), and
+ * accesses_series, the accesses made before each sample, and work_ms_series, the time spent in
+ * the loop before each sample, the samples' own time left out (a sample's queries cost the
+ * same under every policy, and in the paced VM over a second each): with the slow-tier plugin
+ * pacing the guest, accesses per second of that time are the program's speed under a policy.
  * Static, no libnuma: the VM has no libc.
  *
- * With --tlb-flush-ms F the program drops its hot regions' translations from the TLB every F ms
- * (mprotect read-only and back: the kernel flushes the range; soft-dirty tracking is kept, a
- * page not yet soft-dirty stays write-protected until written). A real CPU's TLB holds a few
+ * With --tlb-flush-ms F the program flushes its TLB every F ms. A real CPU's TLB holds a few
  * thousand translations and the hot regions' random accesses keep missing it, so the accessed
  * bits that DAMON clears are set again soon; QEMU's software TLB holds millions and sets them
  * again only after a flush (docs/real-linux.md, "DAMON under emulation"). Without the flushes a
  * run where the daemon stops moving pages (its moves flush the TLB too) can leave DAMON seeing
- * the hot set as cold for the rest of the run.
- *
+ * the hot set as cold for the rest of the run. The flush is an mprotect, read-only and back, of
+ * a 1 MiB region of its own (256 present pages): Linux flushes the whole address space's TLB
+ * when a range of more than 33 pages changes (arch/x86/mm/tlb.c, tlb_single_page_flush_ceiling),
+ * and the hot regions' page table entries are left alone. mprotect of the hot regions
+ * themselves, as this did before, rewrote their entries and undid NUMA balancing's scan (its
+ * PROT_NONE hint faults): autonuma-tiering then made no promotion at all.
  * usage: hotcold [--cold MiB] [--write MiB] [--read MiB] [--seconds S] [--sample-ms M]
  *                [--tlb-flush-ms F] [--start-slow] [--fast-node N] [--slow-node M]
  */
@@ -46,6 +52,7 @@
 #define MPOL_MF_MOVE (1 << 1)
 #define MAX_SAMPLES 4096
 #define SNAPSHOT_TRIES 8
+#define FLUSH_BYTES (1 << 20)
 
 struct region {
     const char *name;
@@ -208,32 +215,45 @@ int main(int argc, char **argv)
         started_slow = move_all(&wr, slow) + move_all(&rd, slow);
 
     static double series[MAX_SAMPLES][5];
+    static unsigned long long acc_at[MAX_SAMPLES]; /* accesses made before each sample */
+    static double work_at[MAX_SAMPLES];            /* seconds in the loop, samples left out */
+    double sampling = 0;                           /* seconds spent sampling so far */
     struct region *all[] = {&wr, &rd, &cold};
     int nall = cold.pages ? 3 : 2;
     int n = 0;
     uint64_t s = 0x9e3779b97f4a7c15ULL, acc = 0, sum = 0;
     const uint64_t wwords = wr.pages * page_bytes / 8, rwords = rd.pages * page_bytes / 8;
     uint64_t *w = (uint64_t *)wr.base, *r = (uint64_t *)rd.base;
+    /* the region whose mprotect flushes the TLB: present pages, or nothing changes */
+    char *flusher = NULL;
+    if (flush_ms > 0) {
+        flusher = mmap(NULL, FLUSH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (flusher == MAP_FAILED) {
+            fprintf(stderr, "hotcold: cannot map the TLB flush region: %s\n", strerror(errno));
+            return 1;
+        }
+        memset(flusher, 1, FLUSH_BYTES);
+    }
     double t0 = now_s(), due = 0, flush_due = flush_ms / 1e3;
     for (;;) {
         double t = now_s() - t0;
         if (t >= due && n < MAX_SAMPLES) {
             series[n][0] = t * 1e3;
+            acc_at[n] = acc;
+            work_at[n] = t - sampling;
             series[n][4] = snapshot(all, nall);
             series[n][1] = on_node(&wr, fast);
             series[n][2] = on_node(&rd, fast);
             series[n][3] = cold.pages ? on_node(&cold, fast) : 0;
             n++;
             due += sample_ms / 1e3;
+            sampling += now_s() - t0 - t;
         }
         if (t >= seconds)
             break;
         if (flush_ms > 0 && t >= flush_due) {
-            struct region *hot[] = {&wr, &rd};
-            for (int i = 0; i < 2; i++) {
-                mprotect(hot[i]->base, hot[i]->pages * page_bytes, PROT_READ);
-                mprotect(hot[i]->base, hot[i]->pages * page_bytes, PROT_READ | PROT_WRITE);
-            }
+            mprotect(flusher, FLUSH_BYTES, PROT_READ);
+            mprotect(flusher, FLUSH_BYTES, PROT_READ | PROT_WRITE);
             flush_due = t + flush_ms / 1e3;
         }
         for (int k = 0; k < 4096; k++) {
@@ -248,6 +268,12 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++)
         printf("%s[%.0f, %.0f, %.0f, %.0f, %.0f]", i ? ", " : "", series[i][0], series[i][1], series[i][2], series[i][3],
                series[i][4]);
+    printf("], \"accesses_series\": [");
+    for (int i = 0; i < n; i++)
+        printf("%s%llu", i ? ", " : "", acc_at[i]);
+    printf("], \"work_ms_series\": [");
+    for (int i = 0; i < n; i++)
+        printf("%s%.1f", i ? ", " : "", work_at[i] * 1e3);
     printf("]}\n");
     return 0;
 }

@@ -51,26 +51,22 @@ fn write_busy_retried(p: &Path, v: &str, patience: std::time::Duration) -> Resul
 /// Read a scheme's `tried_regions` directory: every numbered subdirectory's start, end,
 /// nr_accesses and age, sorted by start.
 pub fn read_tried_regions(dir: &Path) -> Result<Vec<Region>> {
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut out = Vec::new();
-    for e in rd.flatten() {
-        if e.file_name().to_str().is_none_or(|n| n.parse::<u64>().is_err()) {
-            continue; // total_bytes
-        }
-        let p = e.path();
-        let r = Region {
-            start: read_u64(&p.join("start"))?,
-            end: read_u64(&p.join("end"))?,
-            nr_accesses: read_u64(&p.join("nr_accesses"))? as u32,
-            age: read_u64(&p.join("age"))? as u32,
-        };
-        if r.end <= r.start {
-            return Err(Error::config(p.display().to_string(), format!("region end {:#x} not after start {:#x}", r.end, r.start)));
-        }
-        out.push(r);
-    }
+    let mut out = read_tried_regions_in_order(dir)?;
     out.sort_by_key(|r| r.start);
     Ok(out)
+}
+
+fn read_region(p: &Path) -> Result<Region> {
+    let r = Region {
+        start: read_u64(&p.join("start"))?,
+        end: read_u64(&p.join("end"))?,
+        nr_accesses: read_u64(&p.join("nr_accesses"))? as u32,
+        age: read_u64(&p.join("age"))? as u32,
+    };
+    if r.end <= r.start {
+        return Err(Error::config(p.display().to_string(), format!("region end {:#x} not after start {:#x}", r.end, r.start)));
+    }
+    Ok(r)
 }
 
 /// The region holding `addr` in sorted, non-overlapping `regions`.
@@ -118,6 +114,11 @@ impl DamonAdmin {
         self.kdamonds_dir.join(i.to_string())
     }
 
+    /// CPU time so far of kdamonds `from..` running now (a kdamond that is off has none).
+    pub fn cpu_s(&self, from: usize) -> f64 {
+        (from..self.n).map(|i| kdamond_cpu_s(&self.kdamond(i))).sum()
+    }
+
     /// Turn every kdamond off and remove them. Errors are collected, not raised: this runs
     /// on the way out, also after a failure.
     pub fn release(&mut self) -> Vec<String> {
@@ -146,6 +147,16 @@ impl Drop for DamonAdmin {
     fn drop(&mut self) {
         let _ = self.release();
     }
+}
+
+/// CPU time of a kdamond's thread so far (its `pid` file names it while it runs), 0 when off.
+pub fn kdamond_cpu_s(kdamond: &Path) -> f64 {
+    std::fs::read_to_string(kdamond.join("pid"))
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0)
+        .and_then(crate::sys::task_cpu_s)
+        .unwrap_or(0.0)
 }
 
 /// Monitoring attributes of the vaddr monitor.
@@ -196,34 +207,86 @@ fn context(kdamond: &Path, ops: &str, a: &MonitorAttrs) -> Result<PathBuf> {
     Ok(ctx)
 }
 
-/// DAMON virtual-address monitoring of one process: a kdamond with one `vaddr` context whose
-/// only scheme has the action `stat` and matches every region, so that
-/// `update_schemes_tried_regions` exposes all the regions with their access frequency.
+/// DAMON virtual-address monitoring of a workload's processes: a kdamond with one `vaddr`
+/// context, one target per process, and one scheme with the action `stat` that matches every
+/// region, so that `update_schemes_tried_regions` exposes all the regions with their access
+/// frequency.
 pub struct VaddrMonitor {
     kdamond: PathBuf,
+    ctx: PathBuf,
     scheme: PathBuf,
     pub attrs: MonitorAttrs,
+    /// the processes watched, in target order
+    pub pids: Vec<i32>,
+    /// times the targets were changed (the kdamond stopped and started again)
+    pub restarts: u64,
+    /// reads whose regions could not be told apart by process (then none is used)
+    pub unsplit: u64,
+    /// CPU time of the kdamond threads stopped by [`VaddrMonitor::retarget`]
+    pub cpu_before_s: f64,
+    /// CPU time of the current kdamond thread when last read (it stops by itself when the
+    /// processes have gone, and its time goes with it)
+    pub cpu_last_s: f64,
 }
 
 impl VaddrMonitor {
-    /// Configure kdamond `idx` of `admin` to watch `pid`, and start it.
-    pub fn start(admin: &DamonAdmin, idx: usize, pid: i32, attrs: MonitorAttrs) -> Result<VaddrMonitor> {
+    /// Configure kdamond `idx` of `admin` to watch `pids`, and start it.
+    pub fn start(admin: &DamonAdmin, idx: usize, pids: &[i32], attrs: MonitorAttrs) -> Result<VaddrMonitor> {
         let kd = admin.kdamond(idx);
         let ctx = context(&kd, "vaddr", &attrs)?;
-        write(&ctx.join("targets/nr_targets"), "1")?;
-        write(&ctx.join("targets/0/pid_target"), pid.to_string())?;
         write(&ctx.join("schemes/nr_schemes"), "1")?;
         let scheme = ctx.join("schemes/0");
         write(&scheme.join("action"), "stat")?;
         match_all(&scheme)?;
-        write_state(&kd, "on")?;
-        Ok(VaddrMonitor { kdamond: kd, scheme, attrs })
+        let mut m = VaddrMonitor { kdamond: kd, ctx, scheme, attrs, pids: Vec::new(), restarts: 0, unsplit: 0, cpu_before_s: 0.0, cpu_last_s: 0.0 };
+        m.set_targets(pids)?;
+        write_state(&m.kdamond, "on")?;
+        Ok(m)
     }
 
-    /// The regions of the last aggregation window. The kernel fills `tried_regions` when the
-    /// scheme is next applied (one aggregation interval at most), and the write returns then.
-    /// A monitor whose process has gone stops by itself: then no regions.
-    pub fn regions(&self) -> Result<Vec<Region>> {
+    fn set_targets(&mut self, pids: &[i32]) -> Result<()> {
+        write(&self.ctx.join("targets/nr_targets"), pids.len().to_string())?;
+        for (i, pid) in pids.iter().enumerate() {
+            write(&self.ctx.join(format!("targets/{i}/pid_target")), pid.to_string())?;
+        }
+        self.pids = pids.to_vec();
+        Ok(())
+    }
+
+    /// CPU time of the monitor's kdamond threads so far (those stopped to change targets, and
+    /// the current one when last read).
+    pub fn cpu_s(&self) -> f64 {
+        self.cpu_before_s + self.cpu_last_s.max(kdamond_cpu_s(&self.kdamond))
+    }
+
+    /// Watch `pids` from now on, if they are not the processes watched already: the kdamond
+    /// is stopped, given the new targets and started again (its regions start over). A
+    /// process that ended meanwhile makes the start fail: then the next observation tries
+    /// again with the processes left.
+    pub fn retarget(&mut self, pids: &[i32]) -> Result<()> {
+        let on = std::fs::read_to_string(self.kdamond.join("state")).map(|s| s.trim() == "on").unwrap_or(false);
+        // the same processes, watched: nothing to do; an earlier start that failed (a process
+        // ended meanwhile) is tried again
+        if pids.is_empty() || pids == self.pids.as_slice() && on {
+            return Ok(());
+        }
+        if on {
+            // its thread ends with it: count its CPU time now
+            let cpu = kdamond_cpu_s(&self.kdamond).max(self.cpu_last_s);
+            write_state(&self.kdamond, "off")?;
+            self.cpu_before_s += cpu;
+            self.cpu_last_s = 0.0;
+        }
+        self.restarts += 1;
+        self.set_targets(pids)?;
+        write_state(&self.kdamond, "on")
+    }
+
+    /// The regions of the last aggregation window, per watched process (in the order of
+    /// [`VaddrMonitor::pids`]). The kernel fills `tried_regions` when the scheme is next
+    /// applied (one aggregation interval at most), and the write returns then. A monitor whose
+    /// processes have all gone stops by itself: then no regions.
+    pub fn regions(&mut self) -> Result<Vec<Vec<Region>>> {
         let st = self.kdamond.join("state");
         if std::fs::read_to_string(&st).map(|s| s.trim() != "on").unwrap_or(true) {
             return Ok(Vec::new());
@@ -231,8 +294,46 @@ impl VaddrMonitor {
         if write_state(&self.kdamond, "update_schemes_tried_regions").is_err() {
             return Ok(Vec::new());
         }
-        read_tried_regions(&self.scheme.join("tried_regions"))
+        self.cpu_last_s = self.cpu_last_s.max(kdamond_cpu_s(&self.kdamond));
+        let flat = read_tried_regions_in_order(&self.scheme.join("tried_regions"))?;
+        match split_targets(flat, self.pids.len()) {
+            Some(v) => Ok(v),
+            None => {
+                self.unsplit += 1;
+                Ok(Vec::new())
+            }
+        }
     }
+}
+
+/// `tried_regions/N/` in the order the kernel numbered them: target by target, each target's
+/// regions by address (mm/damon/core.c applies schemes that way).
+fn read_tried_regions_in_order(dir: &Path) -> Result<Vec<Region>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut numbered: Vec<(u64, PathBuf)> = rd.flatten().filter_map(|e| Some((e.file_name().to_str()?.parse::<u64>().ok()?, e.path()))).collect();
+    numbered.sort_unstable_by_key(|x| x.0);
+    numbered.iter().map(|(_, p)| read_region(p)).collect()
+}
+
+/// Cut the regions of `n` targets, listed target by target and each target's by address, where
+/// the address goes back: a target's regions end at its highest mapping (the stack, near the
+/// top of the address space) and the next one's start at its lowest. None if that does not
+/// give `n` parts (a target without regions: its process ended, or its regions are not set
+/// up yet), so that no process is credited with another's accesses.
+pub fn split_targets(regions: Vec<Region>, n: usize) -> Option<Vec<Vec<Region>>> {
+    if n <= 1 {
+        return (n == 1).then(|| vec![regions]);
+    }
+    let mut out: Vec<Vec<Region>> = vec![Vec::new()];
+    for r in regions {
+        let cur = out.last_mut().unwrap();
+        if cur.last().is_some_and(|l| r.start < l.end) {
+            out.push(vec![r]);
+        } else {
+            cur.push(r);
+        }
+    }
+    (out.len() == n).then_some(out)
 }
 
 /// The `damon-tiering` kernel policy's parameters (after the kernel's samples/damon/mtier.c:
@@ -520,6 +621,19 @@ mod tests {
         put(tr, "1/nr_accesses", "many\n");
         let e = read_tried_regions(tr).unwrap_err().to_string();
         assert!(e.contains("1/nr_accesses") && e.contains("'many' is not a number"), "{e}");
+    }
+
+    #[test]
+    fn regions_of_several_processes_are_cut_where_the_address_goes_back() {
+        let r = |start: u64, end: u64| Region { start, end, nr_accesses: 1, age: 0 };
+        // two processes: a static one (0x400000 up to its stack) and a PIE one
+        let flat = vec![r(0x40_0000, 0x50_0000), r(0x50_0000, 0x7ffd_0000_0000), r(0x5555_0000_0000, 0x5555_1000_0000), r(0x7fff_0000_0000, 0x7fff_1000_0000)];
+        let parts = split_targets(flat.clone(), 2).unwrap();
+        assert_eq!(parts, vec![flat[..2].to_vec(), flat[2..].to_vec()]);
+        // one process without regions yet: the regions cannot be attributed, none are
+        assert_eq!(split_targets(flat.clone(), 3), None);
+        assert_eq!(split_targets(flat.clone(), 1), Some(vec![flat]));
+        assert_eq!(split_targets(Vec::new(), 0), None);
     }
 
     #[test]

@@ -173,6 +173,28 @@ pub fn kernel_params(spec: &PolicySpec) -> Result<(KernelParams, Vec<String>)> {
     })
 }
 
+/// Lower a kernel policy's own migration limits to `mib_per_s` (`--max-migrate-rate`):
+/// autonuma-tiering's promotion rate limit (the kernel's only limit: demotion by reclaim has
+/// none), damon-tiering's two quotas per reset interval (half the rate each). Says what was set.
+pub fn limit_rate(p: &mut KernelParams, mib_per_s: f64) -> String {
+    match p {
+        KernelParams::Autonuma(a) => {
+            a.rate_limit_mbps = a.rate_limit_mbps.min(mib_per_s.floor().max(1.0) as u64);
+            format!("--max-migrate-rate: promotion rate limit {} MiB/s (demotion by reclaim has no limit in the kernel)", a.rate_limit_mbps)
+        }
+        KernelParams::Damon(d) => {
+            // the two schemes share the rate
+            let per_reset = (mib_per_s * 1048576.0 * d.quota_reset_ms as f64 / 1000.0 / 2.0).floor().max(4096.0) as u64;
+            d.hot_quota_bytes = d.hot_quota_bytes.min(per_reset);
+            d.cold_quota_bytes = d.cold_quota_bytes.min(per_reset);
+            format!(
+                "--max-migrate-rate: migrate_hot and migrate_cold quotas {} and {} bytes per {} ms (half the rate each)",
+                d.hot_quota_bytes, d.cold_quota_bytes, d.quota_reset_ms
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +254,24 @@ mod tests {
         assert_eq!((a.rate_limit_mbps, notes.len()), (20, 1));
         let e = parse("autonuma-tiering:rate_limit_mbps=10,promote_rate_limit_MBps=20").unwrap_err().to_string();
         assert!(e.contains("given twice"), "{e}");
+    }
+
+    #[test]
+    fn a_migration_rate_lowers_the_kernel_policies_own_limits_only() {
+        let (mut a, _) = kernel_params(&PolicySpec::parse("autonuma-tiering").unwrap()).unwrap();
+        let before = match &a {
+            KernelParams::Autonuma(x) => x.rate_limit_mbps,
+            _ => unreachable!(),
+        };
+        limit_rate(&mut a, 10.0);
+        assert!(matches!(&a, KernelParams::Autonuma(x) if x.rate_limit_mbps == 10.min(before)));
+        limit_rate(&mut a, 1e9);
+        assert!(matches!(&a, KernelParams::Autonuma(x) if x.rate_limit_mbps == 10.min(before)), "never raised");
+        let (mut d, _) = kernel_params(&PolicySpec::parse("damon-tiering").unwrap()).unwrap();
+        limit_rate(&mut d, 8.0);
+        let KernelParams::Damon(x) = &d else { unreachable!() };
+        // 8 MiB/s over the reset interval, half to each scheme
+        let want = (8.0 * 1048576.0 * x.quota_reset_ms as f64 / 1000.0 / 2.0) as u64;
+        assert_eq!((x.hot_quota_bytes, x.cold_quota_bytes), (want, want));
     }
 }

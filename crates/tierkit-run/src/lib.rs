@@ -11,12 +11,15 @@
 //!
 //! Every policy observes the program the same way, so that the reports compare.
 
+#![recursion_limit = "256"]
+
 pub mod damon;
 pub mod guided;
 pub mod kernel;
 pub mod kernel_params;
 pub mod regions;
 pub mod sys;
+pub mod workload;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -35,6 +38,11 @@ use tierkit_core::{Error, Result};
 
 /// Observation interval when neither `--interval` nor a daemon policy gives one.
 pub const DEFAULT_INTERVAL_NS: u64 = 1_000_000_000;
+/// The least time bound of a daemon step's moves when `--step-limit` is not given (the bound is
+/// the policy's interval, at least this). In the paced testbed VM one batch of 1,024 moves
+/// takes about 0.3 s, and at a 1 s bound `history` bringing a 32 MiB hot set in was cut at
+/// every step and brought 6% of it in 40 s (90% with the bound at 30 s).
+pub const DEFAULT_STEP_LIMIT_NS: u64 = 10_000_000_000;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -62,6 +70,16 @@ pub struct Args {
     /// interval parameter (hyplacer's interval=, history's period=) [default: the policy's]
     #[arg(long)]
     pub interval: Option<String>,
+    /// Longest one daemon step may take after its observation, the decision and its moves
+    /// (100ms, 2s): moves still to do when it runs out are not tried, and the report counts the
+    /// steps cut [default: the policy's interval, at least 10s]
+    #[arg(long)]
+    pub step_limit: Option<String>,
+    /// Most pages the policy may migrate, in MiB/s: a daemon policy's moves are paced to it; a
+    /// kernel policy's own limits are lowered to it (autonuma-tiering's promotion rate limit,
+    /// damon-tiering's quotas per reset interval)
+    #[arg(long, value_name = "MB/s")]
+    pub max_migrate_rate: Option<f64>,
     /// Write one CSV row per observation here
     #[arg(long)]
     pub timeseries: Option<PathBuf>,
@@ -239,6 +257,19 @@ impl Report {
         }
         row("observations", format!("{} every {} ms", g("observations"), g("interval_ms")));
         row("daemon CPU", format!("{:.3} s", g("daemon_cpu_s").as_f64().unwrap_or(0.0)));
+        let k = &j["kernel_threads_cpu_s"];
+        let f = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3} s"));
+        row(
+            "kernel threads CPU",
+            format!("kdamond monitor {}, kdamond tiering {}, kswapd {}", f(&k["kdamond_monitor"]), f(&k["kdamond_tiering"]), f(&k["kswapd"])),
+        );
+        row("policy CPU (all above)", f(&j["policy_cpu_s"]));
+        if let Some(p) = j["processes"].as_object().filter(|p| p["seen"].as_u64() > Some(1)) {
+            row("processes", format!("{} seen, at most {} at once", p["seen"], p["max_observed"]));
+        }
+        if j["steps_cut"].as_u64() > Some(0) {
+            row("steps cut at their time bound", format!("{}", j["steps_cut"]));
+        }
         if let Some(v) = j["vmstat"].as_object() {
             let nz: Vec<String> = v.iter().filter(|(_, x)| x.as_i64() != Some(0)).map(|(k, x)| format!("{k} {x}")).collect();
             row("vmstat deltas", if nz.is_empty() { "none".into() } else { nz.join(", ") });
@@ -450,28 +481,52 @@ struct Seen {
     ok: bool,
     /// Pages in large folios (transparent huge pages), where /proc/kpageflags tells
     folio_pages: u64,
+    /// processes observed
+    processes: usize,
 }
 
 struct Observer {
-    pid: i32,
+    /// the program, or the process given with --pid: the root of the workload's process tree
+    root: i32,
     page: u64,
     fast: u32,
     slow: Option<u32>,
-    pagemap: std::fs::File,
     soft_dirty: bool,
     damon: Option<damon::VaddrMonitor>,
     /// `/proc/kpageflags` (root only), to find the pages that move together
     kpageflags: Option<std::fs::File>,
+    /// each process's tag in the addresses the decider sees ([`workload`])
+    tags: workload::Tags,
+    /// the processes of the last observation
+    procs: Vec<i32>,
+    max_procs: usize,
+    /// pages above the tagged address space, left out
+    untaggable_pages: u64,
+    /// the last error retargeting DAMON, if any
+    damon_err: Option<String>,
+    /// frame number -> node, where pagemap gives frame numbers (root)
+    pfn_nodes: Option<sys::PfnNodes>,
+    /// time spent reading DAMON's regions (and retargeting it), ns
+    damon_ns: u64,
+    /// pages whose node came from their frame number, and from a move_pages query
+    nodes_from_pfn: u64,
+    nodes_queried: u64,
 }
 
 impl Observer {
-    fn observe(&self) -> Seen {
-        let mut seen = Seen::default();
-        let Ok(maps_text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid)) else { return seen };
-        let Ok(vmas) = sys::parse_maps(&format!("/proc/{}/maps", self.pid), &maps_text) else { return seen };
-        let mut addrs = Vec::new();
-        let mut dirty = Vec::new();
-        let mut pfns = Vec::new();
+    /// The workload's processes now: the root and its living descendants.
+    fn processes(&self) -> Vec<i32> {
+        workload::tree(self.root, &workload::process_parents(Path::new("/proc")))
+    }
+
+    /// Pages present in the program's data mappings of one process: (address, soft-dirty,
+    /// pfn) each. Its pagemap is opened anew at each observation: a file opened before the
+    /// process's exec reads the address space it had then (none, once it has gone).
+    fn present_pages(&self, pid: i32) -> Option<Vec<(u64, bool, u64)>> {
+        let path = format!("/proc/{pid}/maps");
+        let vmas = sys::parse_maps(&path, &std::fs::read_to_string(&path).ok()?).ok()?;
+        let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).ok()?;
+        let mut out = Vec::new();
         let mut buf = Vec::new();
         for v in vmas.iter().filter(|v| v.is_program_data()) {
             // in slices of 64 Ki pages (512 KiB of pagemap)
@@ -479,20 +534,92 @@ impl Observer {
             while a < v.end {
                 let n = ((v.end - a) / self.page).min(1 << 16);
                 buf.resize(n as usize * 8, 0);
-                if self.pagemap.read_exact_at(&mut buf, a / self.page * 8).is_err() {
+                if pagemap.read_exact_at(&mut buf, a / self.page * 8).is_err() {
                     break;
                 }
                 for (i, e) in sys::parse_pagemap(&buf).into_iter().enumerate() {
                     if e.present() {
-                        addrs.push(a + i as u64 * self.page);
-                        dirty.push(e.soft_dirty());
-                        pfns.push(e.pfn());
+                        out.push((a + i as u64 * self.page, e.soft_dirty(), e.pfn()));
                     }
                 }
                 a += n * self.page;
             }
         }
-        let nodes = sys::query_nodes(self.pid, &addrs);
+        Some(out)
+    }
+
+    fn observe(&mut self) -> Seen {
+        let mut seen = Seen::default();
+        let procs = self.processes();
+        if procs.is_empty() {
+            return seen;
+        }
+        self.max_procs = self.max_procs.max(procs.len());
+        let mut regions: std::collections::HashMap<i32, Vec<damon::Region>> = std::collections::HashMap::new();
+        let damon_t0 = Instant::now();
+        if let Some(m) = &mut self.damon {
+            if let Err(e) = m.retarget(&procs) {
+                self.damon_err = Some(e.to_string());
+            }
+            let per = m.regions().unwrap_or_default();
+            for (pid, r) in m.pids.iter().zip(per) {
+                regions.insert(*pid, r);
+            }
+            seen.regions = regions.values().map(Vec::len).sum();
+        }
+        self.damon_ns += damon_t0.elapsed().as_nanos() as u64;
+        let mut pfns = Vec::new();
+        for &pid in &procs {
+            let Some(tag) = self.tags.tag(pid) else { continue };
+            let Some(present) = self.present_pages(pid) else { continue };
+            seen.ok = true;
+            // each page's node from its frame number where pagemap gives them all (root), else
+            // asked of the kernel
+            let nodes: Vec<i32> = match &self.pfn_nodes {
+                Some(t) if present.iter().all(|p| p.2 != 0) => {
+                    self.nodes_from_pfn += present.len() as u64;
+                    present.iter().map(|p| t.node(p.2)).collect()
+                }
+                _ => {
+                    self.nodes_queried += present.len() as u64;
+                    sys::query_nodes(pid, &present.iter().map(|p| p.0).collect::<Vec<u64>>())
+                }
+            };
+            let none = Vec::new();
+            let rs = regions.get(&pid).unwrap_or(&none);
+            for (&(addr, d, pfn), &node) in present.iter().zip(&nodes) {
+                let tier: TierId = if node == self.fast as i32 {
+                    0
+                } else if Some(node as u32) == self.slow && node >= 0 {
+                    1
+                } else {
+                    if node >= 0 {
+                        seen.other += 1;
+                    }
+                    continue;
+                };
+                if addr >> workload::TAG_SHIFT != 0 {
+                    self.untaggable_pages += 1;
+                    continue;
+                }
+                pfns.push(pfn);
+                let accesses = damon::region_of(rs, addr).map_or(0, |r| r.nr_accesses);
+                let p = PageObs { addr: workload::tagged(tag, addr), tier, referenced: accesses > 0, dirty: d && self.soft_dirty, accesses };
+                if tier == 0 {
+                    seen.fast += 1;
+                } else {
+                    seen.slow += 1;
+                }
+                seen.referenced += p.referenced as u64;
+                seen.dirty += p.dirty as u64;
+                seen.pages.push(p);
+            }
+        }
+        // tags are given in the order processes are first seen, which the tree's order need
+        // not keep: the decider takes pages by address
+        if !seen.pages.is_sorted_by_key(|p| p.addr) {
+            seen.pages.sort_unstable_by_key(|p| p.addr);
+        }
         if let Some(kf) = &self.kpageflags {
             let mut buf = Vec::new();
             seen.folio_pages = sys::large_folio_pages(&pfns, &mut |pfn, n| {
@@ -501,42 +628,37 @@ impl Observer {
                 Some(buf.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
             });
         }
-        let regions = match &self.damon {
-            Some(m) => m.regions().unwrap_or_default(),
-            None => Vec::new(),
-        };
-        seen.regions = regions.len();
-        for ((&addr, &d), &node) in addrs.iter().zip(&dirty).zip(&nodes) {
-            let tier: TierId = if node == self.fast as i32 {
-                0
-            } else if Some(node as u32) == self.slow && node >= 0 {
-                1
-            } else {
-                if node >= 0 {
-                    seen.other += 1;
-                }
-                continue;
-            };
-            let accesses = damon::region_of(&regions, addr).map_or(0, |r| r.nr_accesses);
-            let p = PageObs { addr, tier, referenced: accesses > 0, dirty: d && self.soft_dirty, accesses };
-            if tier == 0 {
-                seen.fast += 1;
-            } else {
-                seen.slow += 1;
-            }
-            seen.referenced += p.referenced as u64;
-            seen.dirty += p.dirty as u64;
-            seen.pages.push(p);
-        }
-        seen.ok = true;
+        seen.processes = procs.len();
+        self.procs = procs;
         seen
     }
 
     fn clear_soft_dirty(&self) {
         if self.soft_dirty {
-            let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid), "4");
+            for pid in &self.procs {
+                let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "4");
+            }
         }
     }
+
+    /// Move one batch of pages given at tagged addresses, each in its own process; a batch
+    /// that fails as a whole because its process has ended counts as [`sys::GONE`].
+    fn exec_moves(&self, tiers: &sys::Tiers, addrs: &[u64], to: &[TierId]) -> Vec<i32> {
+        workload::exec_tagged(&self.tags, addrs, to, &mut |pid, a, t| {
+            let st = exec_moves(pid, tiers, a, t);
+            // move_pages answers ESRCH for a pid that has gone, EINVAL for one whose memory
+            // has (an exiting process) (mm/migrate.c, find_mm_struct)
+            if !st.is_empty() && st.iter().all(|&e| e == libc::ESRCH || e == libc::EINVAL) && !process_alive(pid) {
+                return vec![sys::GONE; st.len()];
+            }
+            st
+        })
+    }
+}
+
+/// Whether `pid` still has memory: it exists and is not a zombie.
+fn process_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| workload::parse_stat_parent(&s)).is_some_and(|(_, zombie)| !zombie)
 }
 
 // --- carrying out moves ----------------------------------------------------------------------
@@ -652,9 +774,14 @@ impl Counts {
 }
 
 fn parse_interval(s: &str) -> Result<u64> {
-    let ns = tierkit_core::units::parse_duration_ns("--interval", s)?;
+    parse_duration("--interval", s)
+}
+
+/// A duration option, 1ms to 1h, in ns.
+fn parse_duration(what: &str, s: &str) -> Result<u64> {
+    let ns = tierkit_core::units::parse_duration_ns(what, s)?;
     if !(1e6..=3.6e12).contains(&ns) {
-        return Err(Error::config("--interval", format!("'{s}': give 1ms to 1h")));
+        return Err(Error::config(what, format!("'{s}': give 1ms to 3600s")));
     }
     Ok(ns.round() as u64)
 }
@@ -727,6 +854,8 @@ struct Plan {
     thp_off: bool,
     /// `--interval`, when the policy does not take it as its own parameter
     interval_override: Option<u64>,
+    /// `--step-limit`
+    step_limit: Option<u64>,
     damon_window_ns: f64,
     kernel_p: Option<kernel_params::KernelParams>,
     /// what the run's form of the policy says (old names read, a live form chosen)
@@ -777,6 +906,7 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
         return Err(Error::config("--damon-regions", format!("{}: give 10 to 1000000", args.damon_regions)));
     }
     let mut interval_override = args.interval.as_deref().map(parse_interval).transpose()?;
+    let step_limit = args.step_limit.as_deref().map(|v| parse_duration("--step-limit", v)).transpose()?;
     let damon_window_ns = tierkit_core::units::parse_duration_ns("--damon-window", &args.damon_window)?;
     if !(1e7..=1e10).contains(&damon_window_ns) {
         return Err(Error::config("--damon-window", format!("'{}': give 10ms to 10s", args.damon_window)));
@@ -800,14 +930,25 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
 
     // the policy's parameters first (a typo is said before any other check); a kernel policy's are: the simulator's names and declarations (kernel_params)
     let mut spec_notes = Vec::new();
+    if let Some(r) = args.max_migrate_rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(Error::config("--max-migrate-rate", format!("{r}: give MiB per second, more than 0")));
+        }
+        if kind == Kind::Memory {
+            return Err(Error::config("--max-migrate-rate", format!("{} migrates nothing (a memory policy set when the program starts)", spec.name)));
+        }
+    }
     let kernel_p = match kind {
         Kind::Memory => {
             check_no_params(&spec)?;
             None
         }
         Kind::Kernel => {
-            let (p, n) = kernel_params::kernel_params(&spec)?;
+            let (mut p, n) = kernel_params::kernel_params(&spec)?;
             spec_notes = n;
+            if let Some(r) = args.max_migrate_rate {
+                spec_notes.push(kernel_params::limit_rate(&mut p, r));
+            }
             Some(p)
         }
         Kind::Daemon => {
@@ -927,6 +1068,7 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
 
     Ok(Plan {
         spec,
+        step_limit,
         kind,
         page,
         damon_on,
@@ -949,7 +1091,7 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
 struct Observed {
     counts: Counts,
     /// the time series (`--timeseries`), one row per observation
-    rows: Vec<[u64; 13]>,
+    rows: Vec<[u64; 14]>,
     max_fast: u64,
     max_folio_pages: u64,
     max_slow: u64,
@@ -969,6 +1111,24 @@ struct Observed {
     region_rows: Vec<(u64, usize, u64, u64)>,
     /// a bad line in the regions file, read during the run: the run stops
     regions_err: Option<Error>,
+    /// observations that found none of the program's pages while it ran
+    empty_observations: u64,
+    /// the most processes one observation saw
+    max_processes: usize,
+    /// daemon steps whose moves ran past the step's time bound (the rest not tried)
+    steps_cut: u64,
+    /// where the daemon's time went
+    time_ns: StepTimes,
+}
+
+/// Wall time of the daemon's loop by part, ns: observing (maps, pagemap, nodes, soft-dirty),
+/// reading DAMON's regions, the decider (its steps and the moves' outcomes), the moves.
+#[derive(Default, Clone, Copy)]
+struct StepTimes {
+    observe: u64,
+    damon: u64,
+    decide: u64,
+    moves: u64,
 }
 
 /// Start the program (its memory policy and huge-page setting set between fork and exec, the
@@ -1020,19 +1180,22 @@ fn start_program(args: &Args, spec: &PolicySpec, kind: Kind, tiers: &sys::Tiers,
 fn observe(
     args: &Args,
     proc: &mut Proc,
-    observer: Option<&Observer>,
+    mut observer: Option<&mut Observer>,
     decider: &mut Option<Box<dyn LiveDecider>>,
     tiers: &sys::Tiers,
     budget_pages: u64,
     interval_override: Option<u64>,
+    step_limit: Option<u64>,
     t0: Instant,
     cpu0: u64,
 ) -> Observed {
-    let pid = proc.pid;
     let mut tally = Observed { next_ns: interval_override.unwrap_or(DEFAULT_INTERVAL_NS), ..Observed::default() };
     let mut last_clear = t0;
+    // --max-migrate-rate: when the next batch of moves may start
+    let mut pace_next = t0;
+    let page_bytes = sys::page_bytes();
     let mut region_index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    if let Some(obs) = observer {
+    if let Some(obs) = observer.as_deref() {
         obs.clear_soft_dirty();
     }
     // observe first after a short while: the program has barely started at t0
@@ -1041,13 +1204,59 @@ fn observe(
         if STOP.load(SeqCst) && matches!(proc.target, Target::Attached) {
             break;
         }
-        let Some(obs) = observer else { break };
+        let Some(obs) = observer.as_deref_mut() else { break };
+        let obs_t0 = Instant::now();
+        let damon_before = obs.damon_ns;
         let mut seen = obs.observe();
+        // the step's time bound runs from the end of the observation
+        let step_t0 = Instant::now();
+        let damon_ns = obs.damon_ns - damon_before;
+        tally.time_ns.damon += damon_ns;
+        tally.time_ns.observe += (step_t0 - obs_t0).as_nanos() as u64 - damon_ns;
         if !seen.ok {
             continue;
         }
+        let obs = &*obs;
         tally.observations += 1;
         let t_ns = t0.elapsed().as_nanos() as u64;
+        if seen.fast + seen.slow + seen.other == 0 && !proc.poll_gone() {
+            if tally.empty_observations == 0 {
+                eprintln!(
+                    "tierkit: warning: the observation at {:.1} s found none of the program's pages on any node (its memory is in a process tierkit does not see?)",
+                    t_ns as f64 / 1e9
+                );
+            }
+            tally.empty_observations += 1;
+        }
+        tally.max_processes = tally.max_processes.max(seen.processes);
+        // one step's moves end when its time bound runs out: the rest are not tried
+        let limit = step_limit.unwrap_or(tally.next_ns.max(DEFAULT_STEP_LIMIT_NS));
+        let deadline = step_t0 + Duration::from_nanos(limit);
+        let cut = std::cell::Cell::new(false);
+        let move_ns = std::cell::Cell::new(0u64);
+        let mut exec = |a: &[u64], t_: &[TierId]| {
+            // --max-migrate-rate: a batch waits until the pages moved before it are within
+            // the rate; one that would wait past the step's bound is cut instead
+            if let Some(r) = args.max_migrate_rate {
+                let now = Instant::now();
+                if pace_next > now {
+                    if pace_next >= deadline {
+                        cut.set(true);
+                        return vec![sys::CUT; a.len()];
+                    }
+                    std::thread::sleep(pace_next - now);
+                }
+                pace_next = pace_next.max(Instant::now()) + Duration::from_secs_f64(a.len() as f64 * page_bytes as f64 / (r * 1048576.0));
+            }
+            if Instant::now() >= deadline {
+                cut.set(true);
+                return vec![sys::CUT; a.len()];
+            }
+            let t = Instant::now();
+            let st = obs.exec_moves(tiers, a, t_);
+            move_ns.set(move_ns.get() + t.elapsed().as_nanos() as u64);
+            st
+        };
         let regions_now = match args.regions.as_deref().map(regions::read_regions).transpose() {
             Ok(r) => r.unwrap_or_default(),
             Err(e) => {
@@ -1064,7 +1273,7 @@ fn observe(
             if !excess.is_empty() {
                 over = excess.len() as u64;
                 tally.over_budget_seen += over;
-                let (res, fast_after) = carry_out(&excess, seen.fast, u64::MAX, &mut |a, t| exec_moves(pid, tiers, a, t));
+                let (res, fast_after) = carry_out(&excess, seen.fast, u64::MAX, &mut exec);
                 tally.counts.budget_demotions += res.iter().filter(|r| r.errno == 0).count() as u64;
                 tally.counts.add(&res);
                 let moved: std::collections::HashSet<u64> = res.iter().filter(|r| r.errno == 0).map(|r| r.addr).collect();
@@ -1075,11 +1284,16 @@ fn observe(
                 seen.fast = fast_after;
             }
             let mut o = Observation { t_ns, since_clear_ns: last_clear.elapsed().as_nanos() as u64, pages: std::mem::take(&mut seen.pages) };
-            match d.step(&o) {
+            let decide_t0 = Instant::now();
+            let stepped = d.step(&o);
+            tally.time_ns.decide += decide_t0.elapsed().as_nanos() as u64;
+            match stepped {
                 Ok(step) => {
-                    let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut |a, t| exec_moves(pid, tiers, a, t));
+                    let (res, fast_after) = carry_out(&step.moves, seen.fast, budget_pages, &mut exec);
                     tally.counts.add(&res);
+                    let moved_t0 = Instant::now();
                     d.moved(&res);
+                    tally.time_ns.decide += moved_t0.elapsed().as_nanos() as u64;
                     // the pages where the moves left them (for --region-series)
                     for r in res.iter().filter(|r| r.errno == 0) {
                         if let Ok(i) = o.pages.binary_search_by_key(&r.addr, |p| p.addr) {
@@ -1103,6 +1317,10 @@ fn observe(
             obs.clear_soft_dirty();
             last_clear = Instant::now();
         }
+        if cut.get() {
+            tally.steps_cut += 1;
+        }
+        tally.time_ns.moves += move_ns.get();
         tally.max_fast = tally.max_fast.max(seen.fast);
         tally.max_folio_pages = tally.max_folio_pages.max(seen.folio_pages);
         tally.max_slow = tally.max_slow.max(seen.slow);
@@ -1125,6 +1343,7 @@ fn observe(
             over,
             tally.counts.done,
             cpu_ms,
+            seen.processes as u64,
         ]);
         if args.region_series.is_some() {
             for (r, (fast, slow)) in regions_now.iter().zip(regions::count_pages(&regions_now, &seen.pages)) {
@@ -1154,6 +1373,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         damon_on,
         thp_off,
         interval_override,
+        step_limit,
         damon_window_ns,
         kernel_p,
         mut spec_notes,
@@ -1198,6 +1418,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     }
 
     let vm_before = sys::read_vmstat(root);
+    let kswapd_cpu0 = sys::kswapd_cpu_s();
     let soft_dirty = sys::soft_dirty_supported();
     if !soft_dirty {
         notes.push("this kernel keeps no soft-dirty bits (CONFIG_MEM_SOFT_DIRTY): no page is seen dirty".into());
@@ -1233,7 +1454,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         (Some(a), true) => match damon::VaddrMonitor::start(
             a,
             0,
-            pid,
+            &[pid],
             damon::MonitorAttrs { max_regions: args.damon_regions, aggr_us: (damon_window_ns / 1000.0) as u64, ..Default::default() },
         ) {
             Ok(m) => Some(m),
@@ -1246,7 +1467,24 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         _ => None,
     };
     let kpageflags = std::fs::File::open("/proc/kpageflags").ok();
-    let observer = pagemap.ok().map(|f| Observer { pid, page, fast: tiers.fast, slow: tiers.slow, pagemap: f, soft_dirty, damon: damon_mon, kpageflags });
+    let mut observer = pagemap.ok().map(|_| Observer {
+        root: pid,
+        page,
+        fast: tiers.fast,
+        slow: tiers.slow,
+        soft_dirty,
+        damon: damon_mon,
+        kpageflags,
+        tags: workload::Tags::default(),
+        procs: vec![pid],
+        max_procs: 0,
+        untaggable_pages: 0,
+        damon_err: None,
+        pfn_nodes: sys::PfnNodes::read(root, page),
+        damon_ns: 0,
+        nodes_from_pfn: 0,
+        nodes_queried: 0,
+    });
 
     let Observed {
         counts,
@@ -1264,18 +1502,49 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         region_names,
         region_rows,
         regions_err,
-    } = observe(args, &mut proc, observer.as_ref(), &mut decider, &tiers, budget_pages, interval_override, t0, cpu0);
+        empty_observations,
+        max_processes,
+        steps_cut,
+        time_ns,
+    } = observe(args, &mut proc, observer.as_mut(), &mut decider, &tiers, budget_pages, interval_override, step_limit, t0, cpu0);
     if regions_err.is_some() {
         end_program(&mut proc);
     }
     let wall = t0.elapsed();
     let daemon_cpu_ns = sys::thread_cpu_ns() - cpu0;
+    let monitor_cpu_s = observer.as_ref().and_then(|o| o.damon.as_ref()).map(|m| m.cpu_s());
+    let processes = observer.as_ref().map(|o| {
+        json!({
+            "max_observed": max_processes, "seen": o.tags.len(), "not_observed": o.tags.refused,
+            "pages_above_tagged_space": o.untaggable_pages,
+            // how each page's node was found: its frame number's memory block, or a query
+            "nodes_from_frame_numbers": o.nodes_from_pfn, "nodes_from_move_pages": o.nodes_queried,
+            "damon_restarts": o.damon.as_ref().map(|m| m.restarts), "damon_unsplit_reads": o.damon.as_ref().map(|m| m.unsplit),
+            "damon_error": o.damon_err,
+        })
+    });
+    if empty_observations > 0 {
+        notes.push(format!("{empty_observations} of {observations} observations found none of the program's pages"));
+    }
+    if max_processes > 1 {
+        notes.push(format!("the program ran as up to {max_processes} processes at once, observed and placed as one workload (its process tree)"));
+    }
+    if steps_cut > 0 {
+        notes.push(format!(
+            "{steps_cut} daemon steps ran past their time bound ({:.0} ms): their remaining moves were not tried (failed_by_errno step_time_bound)",
+            step_limit.unwrap_or(next_ns.max(DEFAULT_STEP_LIMIT_NS)) as f64 / 1e6
+        ));
+    }
     drop(observer);
     drop(signals);
     let got_signal = GOT_SIGNAL.load(SeqCst);
 
     // kernel state back as it was
     let tiering_stats = tiering.as_ref().map(|t| t.stats());
+    // the kernel threads the run started (DAMON's) and the reclaim threads' share of the run,
+    // read before the kdamonds are removed
+    let tiering_kdamond_cpu_s = admin.as_ref().filter(|_| tiering.is_some()).map(|a| a.cpu_s(damon_on as usize));
+    let kswapd_cpu_s = sys::kswapd_cpu_s() - kswapd_cpu0;
     let damon_errs = admin.as_mut().map(|a| a.release()).unwrap_or_default();
     let vm_after = sys::read_vmstat(root);
     let restored = settings.restore();
@@ -1299,7 +1568,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         });
     }
     if let Some(out) = ts_out.take() {
-        let header = "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms";
+        let header = "time_ms,pages_fast,pages_slow,pages_other,referenced,dirty,damon_regions,moves_requested,moves_done,moves_failed,over_budget_demotions,moves_done_total,daemon_cpu_ms,processes";
         write_csv(out, header, rows.iter().map(|r| r.iter().map(u64::to_string).collect::<Vec<_>>().join(",")))?;
     }
     if let Some(out) = rs_out.take() {
@@ -1341,6 +1610,10 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         "signal_name": signal.map(tierkit_core::trace::raw::signal_name),
         "tierkit_got_signal": (got_signal > 0).then(|| tierkit_core::trace::raw::signal_name(got_signal)),
         "observations": observations,
+        "empty_observations": empty_observations,
+        "processes": processes,
+        "steps_cut": steps_cut,
+        "step_limit_ms": step_limit.map(|n| n as f64 / 1e6),
         "interval_ms": next_ns as f64 / 1e6,
         "soft_dirty": soft_dirty,
         "thp": if thp_off { "off" } else { "kept" },
@@ -1360,6 +1633,19 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
             "over_budget_pages_seen": over_budget_seen,
         },
         "daemon_cpu_s": cpu_s,
+        // the daemon loop's wall time by part
+        "daemon_time_s": {
+            "observe": time_ns.observe as f64 / 1e9, "damon_regions": time_ns.damon as f64 / 1e9,
+            "decide": time_ns.decide as f64 / 1e9, "moves": time_ns.moves as f64 / 1e9,
+        },
+        // every CPU second the policy cost beyond the program's own time (which holds NUMA
+        // balancing's hint faults and the migrations they make, under autonuma-tiering)
+        "kernel_threads_cpu_s": {
+            "kdamond_monitor": monitor_cpu_s,
+            "kdamond_tiering": tiering_kdamond_cpu_s,
+            "kswapd": kswapd_cpu_s,
+        },
+        "policy_cpu_s": cpu_s + monitor_cpu_s.unwrap_or(0.0) + tiering_kdamond_cpu_s.unwrap_or(0.0) + kswapd_cpu_s,
         "program_rusage": if args.pid.is_none() { child_rusage() } else { Value::Null },
         "daemon_cpu_s_per_s_per_gib": if wall.as_secs_f64() > 0.0 && gib_monitored > 0.0 { json!(cpu_s / wall.as_secs_f64() / gib_monitored) } else { Value::Null },
         "vmstat": sys::vmstat_delta(&vm_before, &vm_after),

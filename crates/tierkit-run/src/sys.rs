@@ -332,10 +332,19 @@ const MPOL_MF_MOVE: i32 = 1 << 1;
 /// call does not hold the program's mmap lock long.
 pub const MOVE_BATCH: usize = 1024;
 
-/// The name of an errno value (`ENOENT`), for the failure counts.
+/// A move's status when its process had ended (no errno: the call failed for the whole batch).
+pub const GONE: i32 = -3;
+/// A move's status when the daemon step's time bound ran out before it was tried.
+pub const CUT: i32 = -2;
+
+/// The name of an errno value (`ENOENT`), for the failure counts; the three statuses of moves
+/// not carried out for tierkit's own reasons: `over_budget` (-1), `step_time_bound` ([`CUT`]),
+/// `program_gone` ([`GONE`]).
 pub fn errno_name(e: i32) -> String {
     let n = match e {
         -1 => "over_budget",
+        CUT => "step_time_bound",
+        GONE => "program_gone",
         libc::EPERM => "EPERM",
         libc::ENOENT => "ENOENT",
         libc::ESRCH => "ESRCH",
@@ -354,6 +363,42 @@ pub fn errno_name(e: i32) -> String {
         _ => return format!("errno {e}"),
     };
     n.to_string()
+}
+
+/// Which node each physical page frame is on, from the memory blocks each node lists
+/// (`/sys/devices/system/node/nodeN/memoryM`, blocks of `/sys/devices/system/memory/
+/// block_size_bytes`; Documentation/admin-guide/mm/memory-hotplug.rst). With the frame numbers
+/// `pagemap` gives root, a page's node is found without asking the kernel page by page: a
+/// `move_pages` query walks the page tables under the program's mmap lock for every page, which
+/// in the paced testbed VM took over half a second for 24,000 pages.
+pub struct PfnNodes {
+    /// (first block, node), sorted; a block belongs to one node
+    blocks: Vec<(u64, u32)>,
+    pages_per_block: u64,
+}
+
+impl PfnNodes {
+    /// The machine's table, or None where it cannot be read (no memory block directories).
+    pub fn read(root: &Path, page_bytes: u64) -> Option<PfnNodes> {
+        let bs_text = std::fs::read_to_string(root.join("sys/devices/system/memory/block_size_bytes")).ok()?;
+        let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16).ok()?;
+        let mut blocks = Vec::new();
+        for node in memory_nodes(root).ok()? {
+            let rd = std::fs::read_dir(root.join(format!("sys/devices/system/node/node{node}"))).ok()?;
+            blocks.extend(rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("memory")?.parse::<u64>().ok()).map(|b| (b, node)));
+        }
+        blocks.sort_unstable();
+        (!blocks.is_empty() && bs >= page_bytes).then_some(PfnNodes { blocks, pages_per_block: bs / page_bytes })
+    }
+
+    /// The node of frame `pfn`, or -ENOENT for a frame in no listed block.
+    pub fn node(&self, pfn: u64) -> i32 {
+        let b = pfn / self.pages_per_block;
+        match self.blocks.binary_search_by_key(&b, |x| x.0) {
+            Ok(i) => self.blocks[i].1 as i32,
+            Err(_) => -libc::ENOENT,
+        }
+    }
 }
 
 /// The node of each page of `pid` (move_pages with no target nodes: a query), in batches:
@@ -447,6 +492,29 @@ pub fn page_bytes() -> u64 {
 }
 
 /// CPU time of the calling thread, ns.
+/// CPU time, user and kernel, of the task `pid` (a process's main thread, or a kernel thread)
+/// so far, from `/proc/PID/stat` (fields 14 and 15, in clock ticks; proc(5)).
+pub fn task_cpu_s(pid: i32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: no pointers
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Some(ticks as f64 / hz)
+}
+
+/// CPU time so far of the kernel's page reclaim threads (`kswapdN`, one per node), summed:
+/// demotion in a tiered system is their work (mm/vmscan.c).
+pub fn kswapd_cpu_s() -> f64 {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return 0.0 };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("kswapd")))
+        .filter_map(task_cpu_s)
+        .sum()
+}
+
 pub fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid timespec
@@ -457,6 +525,30 @@ pub fn thread_cpu_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frames_node_comes_from_its_memory_block() {
+        // the testbed's layout: 128 MiB blocks, node 0 blocks 0-3, node 1 blocks 4-11 (a hole
+        // at 3 GiB: blocks 24-31 of node 1 above 4 GiB)
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path().join("sys/devices/system");
+        std::fs::create_dir_all(sys.join("memory")).unwrap();
+        std::fs::write(sys.join("memory/block_size_bytes"), "8000000\n").unwrap();
+        std::fs::create_dir_all(sys.join("node")).unwrap();
+        std::fs::write(sys.join("node/has_memory"), "0-1\n").unwrap();
+        for (node, blocks) in [(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 24, 25])] {
+            for b in blocks {
+                std::fs::create_dir_all(sys.join(format!("node/node{node}/memory{b}"))).unwrap();
+            }
+        }
+        let t = PfnNodes::read(d.path(), 4096).unwrap();
+        let per_block = (128 << 20) / 4096;
+        assert_eq!(t.node(0), 0);
+        assert_eq!(t.node(4 * per_block - 1), 0);
+        assert_eq!(t.node(4 * per_block), 1);
+        assert_eq!(t.node(24 * per_block + 7), 1);
+        assert_eq!(t.node(10 * per_block), -libc::ENOENT, "a frame in no block");
+    }
 
     #[test]
     fn maps_lines_parse_and_the_program_data_is_picked() {

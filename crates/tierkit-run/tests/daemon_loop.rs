@@ -64,6 +64,9 @@ fn the_loop_feeds_the_decider_and_carries_out_its_moves_within_the_budget() {
         "off",
         "--fast-capacity",
         "1M",
+        // no step is cut on a loaded machine
+        "--step-limit",
+        "60s",
         "--",
         "sh",
         "-c",
@@ -93,9 +96,10 @@ fn the_loop_feeds_the_decider_and_carries_out_its_moves_within_the_budget() {
     } else {
         // no node 1: each move failed, with move_pages' errno, and nothing moved
         assert_eq!(done, 0);
-        assert!(s.results.iter().all(|r| r.errno > 0), "{:?}", &s.results[..s.results.len().min(3)]);
+        // (or, for a batch sent as the program exits, program_gone: -3)
+        assert!(s.results.iter().all(|r| r.errno > 0 || r.errno == -3), "{:?}", &s.results[..s.results.len().min(3)]);
         let names: Vec<&String> = m["failed_by_errno"].as_object().unwrap().keys().collect();
-        assert!(names.iter().all(|n| ["ENODEV", "EINVAL", "over_budget"].contains(&n.as_str())), "{names:?}");
+        assert!(names.iter().all(|n| ["ENODEV", "EINVAL", "over_budget", "program_gone"].contains(&n.as_str())), "{names:?}");
     }
     assert_eq!(j["decider"]["observations"].as_u64().unwrap() as usize, s.observations.len());
     assert_eq!(j["observations"].as_u64().unwrap() as usize, s.observations.len());

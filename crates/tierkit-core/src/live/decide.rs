@@ -61,6 +61,13 @@ pub fn live_policies() -> Vec<&'static str> {
     REGISTRY.iter().filter(|p| p.deploy == Deploy::Daemon).map(|p| p.name).collect()
 }
 
+/// `hyplacer`'s live write threshold when the spec leaves it at its default (004 §5.1: 10 MB/s
+/// of DCPMM write bandwidth, from the memory controller's counters). Live, the estimate is the
+/// slow tier's soft-dirty pages per second, times 4 KiB: a write set, not a byte count, and the
+/// paper's figure left SWITCH unused in the testbed VM (docs/real-linux.md, "Daemon policies");
+/// 1 MB/s is a written set of 256 pages per second.
+pub const HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S: f64 = 1.0;
+
 /// `history`'s live period when the spec leaves `period` at its default (1000 accesses, which
 /// a daemon cannot count): one DAMON aggregation window at DAMON's default (100 ms).
 pub const HISTORY_LIVE_PERIOD_NS: u64 = 100_000_000;
@@ -84,7 +91,18 @@ pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64)
     }
     let (budget, page) = (fast_budget_pages, page_bytes);
     match info.name {
-        "hyplacer" => Ok(Box::new(LiveHyPlacer::new(&Params::parse(info.name, info.params, spec)?, budget, page)?)),
+        "hyplacer" => {
+            // the write threshold, unless given, for what the live estimate sees
+            let mut notes = Vec::new();
+            let mut spec = spec.clone();
+            if !given(&spec, "write_threshold_mb_per_s") {
+                spec.args.push(("write_threshold_mb_per_s".into(), HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S.to_string()));
+                notes.push(format!(
+                    "hyplacer runs with write_threshold_mb_per_s={HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S} live: its write estimate counts each slow-tier page written in a window once, 4 KiB, whatever the program wrote to it (soft-dirty bits), not the bytes a bandwidth counter would (004 \u{a7}5.1's 10 MB/s)"
+                ));
+            }
+            Ok(Box::new(LiveHyPlacer::new(&Params::parse(info.name, info.params, &spec)?, budget, page, notes)?))
+        }
         "history" => {
             let p = Params::parse(info.name, info.params, spec)?;
             if p.text("compat") != "none" {
@@ -343,6 +361,12 @@ impl Mirror {
     fn moved(&mut self, results: &[MoveResult]) -> u64 {
         let mut into_slow = 0;
         let mut failed: Vec<(PageId, TierId)> = Vec::new();
+        // where each failed move came from: the last move of that page to that tier (looked up
+        // once per step, not once per failure: a step cut at its time bound fails thousands)
+        let mut from_of: rustc_hash::FxHashMap<(u64, TierId), TierId> = rustc_hash::FxHashMap::default();
+        if results.iter().any(|r| r.errno != 0) {
+            from_of.extend(self.last_moves.iter().map(|m| ((m.addr, m.to), m.from)));
+        }
         for r in results {
             if r.errno == 0 {
                 self.stats.moves_done += 1;
@@ -350,7 +374,7 @@ impl Mirror {
                 continue;
             }
             *self.stats.moves_failed.entry(r.errno).or_default() += 1;
-            let from = self.last_moves.iter().rev().find(|m| m.addr == r.addr && m.to == r.to).map(|m| m.from);
+            let from = from_of.get(&(r.addr, r.to)).copied();
             if let (Some(id), Some(from)) = (self.pm.get(r.addr), from) {
                 failed.push((id, from));
             }
@@ -424,10 +448,12 @@ pub struct LiveHyPlacer {
     est_bytes: u64,
     est_since_ns: u64,
     stats: HyStats,
+    /// what the live form does differently from simulate's default
+    notes: Vec<String>,
 }
 
 impl LiveHyPlacer {
-    fn new(p: &Params, budget: u64, page_bytes: u64) -> Result<LiveHyPlacer> {
+    fn new(p: &Params, budget: u64, page_bytes: u64, notes: Vec<String>) -> Result<LiveHyPlacer> {
         let cfg = hyplacer::config(p)?;
         if cfg.placement == Placement::Dcpmm {
             return Err(Error::config(
@@ -445,6 +471,7 @@ impl LiveHyPlacer {
             est_bytes: 0,
             est_since_ns: 0,
             stats: HyStats::default(),
+            notes,
         })
     }
 }
@@ -527,6 +554,10 @@ impl LiveDecider for LiveHyPlacer {
             "write_estimate": "soft-dirty slow-tier pages per window + pages moved into the slow tier, x page size, per second since the previous activation",
         });
         r
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 }
 
