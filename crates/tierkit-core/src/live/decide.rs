@@ -63,9 +63,10 @@ pub fn live_policies() -> Vec<&'static str> {
 
 /// `hyplacer`'s live write threshold when the spec leaves it at its default (004 §5.1: 10 MB/s
 /// of DCPMM write bandwidth, from the memory controller's counters). Live, the estimate is the
-/// slow tier's soft-dirty pages per second, times 4 KiB: a write set, not a byte count, and the
-/// paper's figure left SWITCH unused in the testbed VM (docs/real-linux.md, "Daemon policies");
-/// 1 MB/s is a written set of 256 pages per second.
+/// slow tier's soft-dirty pages per second, times 4 KiB: a write set, not a byte count. In the
+/// paced testbed VM a program writing a 16 MiB region at random on the slow node peaked at 9.2
+/// MB/s (`make experiments-live`), so at the paper's figure SWITCH would never run there
+/// (docs/real-linux.md, "Daemon policies"); 1 MB/s is a written set of 256 pages per second.
 pub const HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S: f64 = 1.0;
 
 /// `history`'s live period when the spec leaves `period` at its default (1000 accesses, which
