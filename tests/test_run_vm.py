@@ -168,7 +168,9 @@ HOTCOLD = "hotcold --start-slow --cold 32 --write 8 --read 8 --seconds 16 --samp
 
 # the program as tierkit-run starts it: itself, through a shell that execs it, or as a child of
 # a shell that waits for it (docs/real-linux.md, "What is observed")
-WRAP = {"none": HOTCOLD, "exec": f"sh -c 'exec {HOTCOLD}'", "fork": f"sh -c '{HOTCOLD}; true'"}
+WRAP = {"none": HOTCOLD, "exec": f"sh -c 'exec {HOTCOLD}'", "fork": f"sh -c '{HOTCOLD}; true'",
+        # the same program for 6 s, where only the moves' count matters
+        "short": HOTCOLD.replace("--seconds 16", "--seconds 6")}
 
 
 def run_daemon(vm, policy: str, wrap: str = "none", extra: str = ""):
@@ -299,7 +301,7 @@ def test_a_daemon_policy_follows_the_program_through_a_shell(vm, wrap):
 @pytest.mark.vm
 def test_a_migration_rate_paces_the_daemon_and_lowers_the_kernels_own_limit(vm):
     # 2 MiB/s: 512 pages a second, the first batch (at most 1,024 pages) at once
-    program, r, rows = run_daemon(vm, "history", extra="--max-migrate-rate 2")
+    program, r, rows = run_daemon(vm, "history", "short", extra="--max-migrate-rate 2")
     moved = r["migrations"]["done"] + sum(v for k, v in r["migrations"]["failed_by_errno"].items() if k not in ("over_budget", "step_time_bound"))
     assert 0 < moved <= 512 * r["wall_s"] + 1024, (moved, r["wall_s"], r["migrations"])
     rc, k, res, _ = run_json(vm, "--policy autonuma-tiering --max-migrate-rate 7 -- true")
