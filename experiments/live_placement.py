@@ -72,10 +72,10 @@ def main() -> int:
 
     ap = argparse.ArgumentParser(description="tierkit run's policies on a known hot set in the paced testbed VM")
     ap.add_argument("--only", help="comma-separated policies to run (the results file is then not written)")
-    a = ap.parse_args()
+    opts = ap.parse_args()
     runs = RUNS
-    if a.only:
-        names = a.only.split(",")
+    if opts.only:
+        names = opts.only.split(",")
         unknown = [n for n in names if n not in [r[0] for r in RUNS]]
         if unknown:
             print(f"experiments: unknown policy {unknown[0]!r} (known: {', '.join(r[0] for r in RUNS)})", file=sys.stderr)
@@ -106,7 +106,6 @@ def main() -> int:
     print(f"{'policy':18} {'M acc/s':>7} {'vs slow':>7} {'vs f-t':>7} {'2nd half':>8} "
           + " ".join(f"{'hot@' + str(a // 1000) + 's':>8}" for a in AT_MS)
           + f" {'write@end':>9} {'read@end':>8} {'cold@end':>8} {'tk moves':>8} {'promoted':>8} {'demoted':>8} {'pol cpu':>7} {'lag s':>5}")
-    progs = {}
     for name, args, node, _, _ in runs:
         r = res[name]
         rc = int(r.files.get("rc", b"255").strip() or 255) if r.status == 0 else r.status
@@ -118,7 +117,6 @@ def main() -> int:
             continue
         prog = json.loads(lines[0])
         rep = json.loads(lines[-1]) if args else None
-        progs[name] = prog
         pages = prog["pages"]
         hot = pages["write"] + pages["read"]
 
@@ -171,9 +169,9 @@ def main() -> int:
               + f" {100 * row['write_fast_share_end']:8.0f}% {100 * row['read_fast_share_end']:7.0f}% {100 * row['cold_fast_share_end']:7.0f}%"
               + f" {row['tierkit_moves_done']:8} {prom!s:>8} {dem!s:>8} {row['policy_cpu_s'] or 0.0:7.2f} {row['lag_s']:5.2f}")
     print(f"({time.time() - t:.0f} s. Speedups: accesses per second of guest time over all-slow's and first-touch's, "
-          "over the whole run; '2nd half' over all-slow from 6 s on. 'promoted' is pgpromote_success for "
+          f"over the whole run; '2nd half' over all-slow from {SECONDS // 2} s on. 'promoted' is pgpromote_success for "
           "autonuma-tiering and pgmigrate_success for damon-tiering)")
-    if a.only:
+    if opts.only:
         print(json.dumps([{k: x.get(k) for k in ("policy", "daemon_time_s", "damon", "failed_by_errno", "daemon_cpu_s")} for x in out["runs"]]))
         return 0
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

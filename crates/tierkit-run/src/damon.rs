@@ -128,8 +128,7 @@ impl DamonAdmin {
         self.released = true;
         let mut errs = Vec::new();
         for i in 0..self.n {
-            let st = self.kdamond(i).join("state");
-            if std::fs::read_to_string(&st).map(|s| s.trim() == "on").unwrap_or(false) {
+            if kdamond_on(&self.kdamond(i)) {
                 if let Err(e) = write_state(&self.kdamond(i), "off") {
                     errs.push(e.to_string());
                 }
@@ -147,6 +146,11 @@ impl Drop for DamonAdmin {
     fn drop(&mut self) {
         let _ = self.release();
     }
+}
+
+/// Whether a kdamond runs (its `state` reads `on`).
+fn kdamond_on(kdamond: &Path) -> bool {
+    std::fs::read_to_string(kdamond.join("state")).is_ok_and(|s| s.trim() == "on")
 }
 
 /// CPU time of a kdamond's thread so far (its `pid` file names it while it runs), 0 when off.
@@ -264,7 +268,7 @@ impl VaddrMonitor {
     /// process that ended meanwhile makes the start fail: then the next observation tries
     /// again with the processes left.
     pub fn retarget(&mut self, pids: &[i32]) -> Result<()> {
-        let on = std::fs::read_to_string(self.kdamond.join("state")).map(|s| s.trim() == "on").unwrap_or(false);
+        let on = kdamond_on(&self.kdamond);
         // the same processes, watched: nothing to do; an earlier start that failed (a process
         // ended meanwhile) is tried again
         if pids.is_empty() || pids == self.pids.as_slice() && on {
@@ -287,8 +291,7 @@ impl VaddrMonitor {
     /// applied (one aggregation interval at most), and the write returns then. A monitor whose
     /// processes have all gone stops by itself: then no regions.
     pub fn regions(&mut self) -> Result<Vec<Vec<Region>>> {
-        let st = self.kdamond.join("state");
-        if std::fs::read_to_string(&st).map(|s| s.trim() != "on").unwrap_or(true) {
+        if !kdamond_on(&self.kdamond) {
             return Ok(Vec::new());
         }
         if write_state(&self.kdamond, "update_schemes_tried_regions").is_err() {
@@ -383,17 +386,14 @@ impl Default for TieringParams {
 
 /// A node's physical address range: its memory blocks (`nodeN/memoryM`) times the block size.
 pub fn node_phys_range(root: &Path, node: u32) -> Result<(u64, u64)> {
-    let bs_path = root.join("sys/devices/system/memory/block_size_bytes");
-    let bs_text = std::fs::read_to_string(&bs_path).map_err(|e| Error::io(&bs_path, e))?;
-    let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16)
-        .map_err(|_| Error::config(bs_path.display().to_string(), format!("'{}' is not a hex size", bs_text.trim())))?;
-    let dir = root.join(format!("sys/devices/system/node/node{node}"));
-    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-    let blocks: Vec<u64> = rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("memory")?.parse().ok()).collect();
-    let (lo, hi) = (blocks.iter().min(), blocks.iter().max());
-    match (lo, hi) {
+    let bs = crate::sys::memory_block_bytes(root)?;
+    let blocks = crate::sys::node_memory_blocks(root, node)?;
+    match (blocks.iter().min(), blocks.iter().max()) {
         (Some(&lo), Some(&hi)) => Ok((lo * bs, (hi + 1) * bs)),
-        _ => Err(Error::config(dir.display().to_string(), "no memory blocks (memoryN entries) for this node")),
+        _ => Err(Error::config(
+            root.join(format!("sys/devices/system/node/node{node}")).display().to_string(),
+            "no memory blocks (memoryN entries) for this node",
+        )),
     }
 }
 

@@ -422,10 +422,7 @@ impl Proc {
             Target::Attached => {
                 // SAFETY: signal 0 checks existence only
                 let alive = unsafe { libc::kill(self.pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-                let zombie = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-                    .map(|s| s.rsplit_once(')').map(|(_, r)| r.trim_start().starts_with('Z')).unwrap_or(false))
-                    .unwrap_or(true);
-                if !alive || zombie {
+                if !alive || !process_alive(self.pid) {
                     self.gone = true;
                 }
             }
@@ -483,6 +480,8 @@ struct Seen {
     folio_pages: u64,
     /// processes observed
     processes: usize,
+    /// time spent reading DAMON's regions (and retargeting it), ns
+    damon_ns: u64,
 }
 
 struct Observer {
@@ -499,15 +498,12 @@ struct Observer {
     tags: workload::Tags,
     /// the processes of the last observation
     procs: Vec<i32>,
-    max_procs: usize,
     /// pages above the tagged address space, left out
     untaggable_pages: u64,
     /// the last error retargeting DAMON, if any
     damon_err: Option<String>,
     /// frame number -> node, where pagemap gives frame numbers (root)
     pfn_nodes: Option<sys::PfnNodes>,
-    /// time spent reading DAMON's regions (and retargeting it), ns
-    damon_ns: u64,
     /// pages whose node came from their frame number, and from a move_pages query
     nodes_from_pfn: u64,
     nodes_queried: u64,
@@ -554,7 +550,6 @@ impl Observer {
         if procs.is_empty() {
             return seen;
         }
-        self.max_procs = self.max_procs.max(procs.len());
         let mut regions: std::collections::HashMap<i32, Vec<damon::Region>> = std::collections::HashMap::new();
         let damon_t0 = Instant::now();
         if let Some(m) = &mut self.damon {
@@ -567,7 +562,7 @@ impl Observer {
             }
             seen.regions = regions.values().map(Vec::len).sum();
         }
-        self.damon_ns += damon_t0.elapsed().as_nanos() as u64;
+        seen.damon_ns = damon_t0.elapsed().as_nanos() as u64;
         let mut pfns = Vec::new();
         for &pid in &procs {
             let Some(tag) = self.tags.tag(pid) else { continue };
@@ -773,11 +768,13 @@ impl Counts {
     }
 }
 
-fn parse_interval(s: &str) -> Result<u64> {
-    parse_duration("--interval", s)
+/// A daemon step's time bound: `--step-limit`, else the interval the policy asked for, at least
+/// [`DEFAULT_STEP_LIMIT_NS`].
+fn step_bound_ns(step_limit: Option<u64>, interval_ns: u64) -> u64 {
+    step_limit.unwrap_or(interval_ns.max(DEFAULT_STEP_LIMIT_NS))
 }
 
-/// A duration option, 1ms to 1h, in ns.
+/// A duration option, 1ms to 3600s, in ns.
 fn parse_duration(what: &str, s: &str) -> Result<u64> {
     let ns = tierkit_core::units::parse_duration_ns(what, s)?;
     if !(1e6..=3.6e12).contains(&ns) {
@@ -905,7 +902,7 @@ fn plan(args: &Args, overrides: Option<Overrides>, root: &Path) -> Result<Plan> 
     if !(10..=1_000_000).contains(&args.damon_regions) {
         return Err(Error::config("--damon-regions", format!("{}: give 10 to 1000000", args.damon_regions)));
     }
-    let mut interval_override = args.interval.as_deref().map(parse_interval).transpose()?;
+    let mut interval_override = args.interval.as_deref().map(|v| parse_duration("--interval", v)).transpose()?;
     let step_limit = args.step_limit.as_deref().map(|v| parse_duration("--step-limit", v)).transpose()?;
     let damon_window_ns = tierkit_core::units::parse_duration_ns("--damon-window", &args.damon_window)?;
     if !(1e7..=1e10).contains(&damon_window_ns) {
@@ -1206,13 +1203,11 @@ fn observe(
         }
         let Some(obs) = observer.as_deref_mut() else { break };
         let obs_t0 = Instant::now();
-        let damon_before = obs.damon_ns;
         let mut seen = obs.observe();
         // the step's time bound runs from the end of the observation
         let step_t0 = Instant::now();
-        let damon_ns = obs.damon_ns - damon_before;
-        tally.time_ns.damon += damon_ns;
-        tally.time_ns.observe += (step_t0 - obs_t0).as_nanos() as u64 - damon_ns;
+        tally.time_ns.damon += seen.damon_ns;
+        tally.time_ns.observe += (step_t0 - obs_t0).as_nanos() as u64 - seen.damon_ns;
         if !seen.ok {
             continue;
         }
@@ -1230,11 +1225,10 @@ fn observe(
         }
         tally.max_processes = tally.max_processes.max(seen.processes);
         // one step's moves end when its time bound runs out: the rest are not tried
-        let limit = step_limit.unwrap_or(tally.next_ns.max(DEFAULT_STEP_LIMIT_NS));
-        let deadline = step_t0 + Duration::from_nanos(limit);
+        let deadline = step_t0 + Duration::from_nanos(step_bound_ns(step_limit, tally.next_ns));
         let cut = std::cell::Cell::new(false);
         let move_ns = std::cell::Cell::new(0u64);
-        let mut exec = |a: &[u64], t_: &[TierId]| {
+        let mut exec = |addrs: &[u64], to: &[TierId]| {
             // --max-migrate-rate: a batch waits until the pages moved before it are within
             // the rate; one that would wait past the step's bound is cut instead
             if let Some(r) = args.max_migrate_rate {
@@ -1242,19 +1236,19 @@ fn observe(
                 if pace_next > now {
                     if pace_next >= deadline {
                         cut.set(true);
-                        return vec![sys::CUT; a.len()];
+                        return vec![sys::CUT; addrs.len()];
                     }
                     std::thread::sleep(pace_next - now);
                 }
-                pace_next = pace_next.max(Instant::now()) + Duration::from_secs_f64(a.len() as f64 * page_bytes as f64 / (r * 1048576.0));
+                pace_next = pace_next.max(Instant::now()) + Duration::from_secs_f64(addrs.len() as f64 * page_bytes as f64 / (r * 1048576.0));
             }
-            if Instant::now() >= deadline {
+            let batch_t0 = Instant::now();
+            if batch_t0 >= deadline {
                 cut.set(true);
-                return vec![sys::CUT; a.len()];
+                return vec![sys::CUT; addrs.len()];
             }
-            let t = Instant::now();
-            let st = obs.exec_moves(tiers, a, t_);
-            move_ns.set(move_ns.get() + t.elapsed().as_nanos() as u64);
+            let st = obs.exec_moves(tiers, addrs, to);
+            move_ns.set(move_ns.get() + batch_t0.elapsed().as_nanos() as u64);
             st
         };
         let regions_now = match args.regions.as_deref().map(regions::read_regions).transpose() {
@@ -1477,11 +1471,9 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
         kpageflags,
         tags: workload::Tags::default(),
         procs: vec![pid],
-        max_procs: 0,
         untaggable_pages: 0,
         damon_err: None,
         pfn_nodes: sys::PfnNodes::read(root, page),
-        damon_ns: 0,
         nodes_from_pfn: 0,
         nodes_queried: 0,
     });
@@ -1532,7 +1524,7 @@ pub fn run(args: &Args, overrides: Option<Overrides>) -> Result<Report> {
     if steps_cut > 0 {
         notes.push(format!(
             "{steps_cut} daemon steps ran past their time bound ({:.0} ms): their remaining moves were not tried (failed_by_errno step_time_bound)",
-            step_limit.unwrap_or(next_ns.max(DEFAULT_STEP_LIMIT_NS)) as f64 / 1e6
+            step_bound_ns(step_limit, next_ns) as f64 / 1e6
         ));
     }
     drop(observer);

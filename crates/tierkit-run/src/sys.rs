@@ -365,6 +365,20 @@ pub fn errno_name(e: i32) -> String {
     n.to_string()
 }
 
+/// The size of a memory block, bytes (`/sys/devices/system/memory/block_size_bytes`, hex).
+pub fn memory_block_bytes(root: &Path) -> Result<u64> {
+    let p = root.join("sys/devices/system/memory/block_size_bytes");
+    let t = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+    u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).map_err(|_| Error::config(p.display().to_string(), format!("'{}' is not a hex size", t.trim())))
+}
+
+/// The memory blocks node `node` lists (`nodeN/memoryM`: M), in no order.
+pub fn node_memory_blocks(root: &Path, node: u32) -> Result<Vec<u64>> {
+    let dir = root.join(format!("sys/devices/system/node/node{node}"));
+    let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("memory")?.parse().ok()).collect())
+}
+
 /// Which node each physical page frame is on, from the memory blocks each node lists
 /// (`/sys/devices/system/node/nodeN/memoryM`, blocks of `/sys/devices/system/memory/
 /// block_size_bytes`; Documentation/admin-guide/mm/memory-hotplug.rst). With the frame numbers
@@ -380,12 +394,10 @@ pub struct PfnNodes {
 impl PfnNodes {
     /// The machine's table, or None where it cannot be read (no memory block directories).
     pub fn read(root: &Path, page_bytes: u64) -> Option<PfnNodes> {
-        let bs_text = std::fs::read_to_string(root.join("sys/devices/system/memory/block_size_bytes")).ok()?;
-        let bs = u64::from_str_radix(bs_text.trim().trim_start_matches("0x"), 16).ok()?;
+        let bs = memory_block_bytes(root).ok()?;
         let mut blocks = Vec::new();
         for node in memory_nodes(root).ok()? {
-            let rd = std::fs::read_dir(root.join(format!("sys/devices/system/node/node{node}"))).ok()?;
-            blocks.extend(rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("memory")?.parse::<u64>().ok()).map(|b| (b, node)));
+            blocks.extend(node_memory_blocks(root, node).ok()?.into_iter().map(|b| (b, node)));
         }
         blocks.sort_unstable();
         (!blocks.is_empty() && bs >= page_bytes).then_some(PfnNodes { blocks, pages_per_block: bs / page_bytes })
@@ -492,12 +504,18 @@ pub fn page_bytes() -> u64 {
 }
 
 /// CPU time of the calling thread, ns.
+/// The fields of a `/proc/PID/stat` line from the third (the state) on. The command name (field
+/// 2) is in parentheses and may hold spaces and parentheses itself: fields are counted from the
+/// last ')' (proc(5)).
+pub fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat.rsplit_once(')')?.1.split_ascii_whitespace().collect())
+}
+
 /// CPU time, user and kernel, of the task `pid` (a process's main thread, or a kernel thread)
 /// so far, from `/proc/PID/stat` (fields 14 and 15, in clock ticks; proc(5)).
 pub fn task_cpu_s(pid: i32) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = s.rsplit_once(')')?;
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let f = stat_fields(&s)?;
     let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
     // SAFETY: no pointers
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;

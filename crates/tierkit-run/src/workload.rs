@@ -33,15 +33,11 @@ pub fn process_parents(proc_root: &Path) -> HashMap<i32, (i32, bool)> {
     out
 }
 
-/// The parent pid and the zombie state from one `/proc/PID/stat` line. The command name (field
-/// 2) is in parentheses and may hold spaces and parentheses itself: fields are counted from
-/// the last ')'.
+/// The parent pid and the zombie state from one `/proc/PID/stat` line ([`crate::sys::stat_fields`]).
 pub fn parse_stat_parent(stat: &str) -> Option<(i32, bool)> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    let mut f = rest.split_ascii_whitespace();
-    let state = f.next()?;
-    let ppid = f.next()?.parse().ok()?;
-    Some((ppid, state == "Z"))
+    let f = crate::sys::stat_fields(stat)?;
+    let (state, ppid) = (f.first()?, f.get(1)?.parse().ok()?);
+    Some((ppid, *state == "Z"))
 }
 
 /// `root` and its living descendants (zombies have no memory left to observe), root first,

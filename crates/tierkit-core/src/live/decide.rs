@@ -94,14 +94,12 @@ pub fn build_decider(spec: &PolicySpec, fast_budget_pages: u64, page_bytes: u64)
     match info.name {
         "hyplacer" => {
             // the write threshold, unless given, for what the live estimate sees
-            let mut notes = Vec::new();
-            let mut spec = spec.clone();
-            if !given(&spec, "write_threshold_mb_per_s") {
-                spec.args.push(("write_threshold_mb_per_s".into(), HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S.to_string()));
-                notes.push(format!(
-                    "hyplacer runs with write_threshold_mb_per_s={HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S} live: its write estimate counts each slow-tier page written in a window once, 4 KiB, whatever the program wrote to it (soft-dirty bits), not the bytes a bandwidth counter would (004 \u{a7}5.1's 10 MB/s)"
-                ));
-            }
+            let (spec, notes) = live_default(
+                spec,
+                "write_threshold_mb_per_s",
+                &HYPLACER_LIVE_WRITE_THRESHOLD_MB_PER_S.to_string(),
+                "its write estimate counts each slow-tier page written in a window once, 4 KiB, whatever the program wrote to it (soft-dirty bits), not the bytes a bandwidth counter would (004 \u{a7}5.1's 10 MB/s)",
+            );
             Ok(Box::new(LiveHyPlacer::new(&Params::parse(info.name, info.params, &spec)?, budget, page, notes)?))
         }
         "history" => {
@@ -149,17 +147,20 @@ fn given(spec: &PolicySpec, key: &str) -> bool {
 /// The form of a policy a daemon can run: `key=live` (said in a note) unless given; the
 /// simulator-only value `sim_only` refused with `why`.
 fn live_form(spec: &PolicySpec, key: &str, live: &str, sim_only: &str, why: &str) -> Result<(PolicySpec, Vec<String>)> {
-    match spec.args.iter().find(|(k, _)| k == key) {
-        Some((_, v)) if v == sim_only => {
-            Err(Error::config(format!("{}:{key}", spec.name), format!("{key}={sim_only} is simulation only: {why}; use {key}={live}")))
-        }
-        Some(_) => Ok((spec.clone(), Vec::new())),
-        None => {
-            let mut s = spec.clone();
-            s.args.push((key.to_string(), live.to_string()));
-            Ok((s, vec![format!("{} runs with {key}={live} live: {why}; first touches go where the kernel puts them", spec.name)]))
-        }
+    if spec.args.iter().any(|(k, v)| k == key && v == sim_only) {
+        return Err(Error::config(format!("{}:{key}", spec.name), format!("{key}={sim_only} is simulation only: {why}; use {key}={live}")));
     }
+    Ok(live_default(spec, key, live, &format!("{why}; first touches go where the kernel puts them")))
+}
+
+/// `spec` with `key=live` when it does not give `key`, and the note that says so and `why`.
+fn live_default(spec: &PolicySpec, key: &str, live: &str, why: &str) -> (PolicySpec, Vec<String>) {
+    if given(spec, key) {
+        return (spec.clone(), Vec::new());
+    }
+    let mut s = spec.clone();
+    s.args.push((key.to_string(), live.to_string()));
+    (s, vec![format!("{} runs with {key}={live} live: {why}", spec.name)])
 }
 
 /// The next point of the grid of `every` ns strictly after `t_ns`.
